@@ -1,0 +1,53 @@
+# Set-up and entry points. On a fresh machine:
+#   make test    create .venv, install everything (CPU torch by default), run the default test suite
+#   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
+#
+# Variables:
+#   PYTHON=python3            interpreter that creates the virtual environment
+#   VENV=.venv                where the environment lives
+#   TORCH=torch==2.13.0       torch to install (the CPU build on this kind of machine). A GPU user who
+#                             has torch already: `make test TORCH= VENV_FLAGS=--system-site-packages`
+#                             keeps that torch (fairseq's extensions are then built against it).
+#   VENV_FLAGS=               extra flags for `python -m venv`
+#   PYTEST_ARGS=              extra pytest arguments, e.g. PYTEST_ARGS="-k parity -x"
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+VENV_FLAGS ?=
+PYTEST_ARGS ?=
+FAIRSEQ := fairseq-fixed==0.12.3.1
+
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install test test-slow demo clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py requirements.txt
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	@if [ -n "$(TORCH)" ]; then $(PIP) install "$(TORCH)"; \
+	else $(PY) -c "import torch" || { echo "TORCH= given but no torch is importable in $(VENV)" >&2; exit 1; }; fi
+	$(PIP) install -r requirements.txt
+	@# fairseq-fixed is an sdist: build its extensions against the torch above, without pip's
+	@# isolated build environment (which would pull another torch) and without its torchaudio pin.
+	$(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('fairseq-fixed') != '0.12.3.1')" 2>/dev/null || \
+		MAX_JOBS=2 $(PIP) install --no-build-isolation --no-deps "$(FAIRSEQ)"
+	$(PIP) install --no-deps --no-build-isolation -e .
+	$(PY) -c "import transformer_plugin, fairseq; print('fairseq', fairseq.__version__, 'plugin', transformer_plugin.__version__)"
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+# Long runs (learnability: the demo model must reach its BLEU bar); not part of `make test`.
+test-slow: $(STAMP)
+	$(PY) -m pytest tests -m slow $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/demo.sh
+
+clean:
+	rm -rf $(VENV) build *.egg-info

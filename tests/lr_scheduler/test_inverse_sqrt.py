@@ -1,0 +1,44 @@
+"""Eq. (3) written out as a lambda, against the schedule fairseq drives."""
+
+import pytest
+import torch
+from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
+
+from transformer_plugin.lr_scheduler.inverse_sqrt import VaswaniInverseSqrtConfig, VaswaniInverseSqrtSchedule, paper_lrate
+
+eq3 = lambda step, d_model, warmup=4000: d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)  # noqa: E731
+
+
+def schedule(d_model, warmup=4000, multiplier=1.0):
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    optimizer = FairseqAdam(FairseqAdamConfig(lr=[1.0], adam_betas="(0.9, 0.98)", adam_eps=1e-9, tpu=False), params)
+    cfg = VaswaniInverseSqrtConfig(warmup_updates=warmup, d_model=d_model, lr_multiplier=multiplier)
+    return VaswaniInverseSqrtSchedule(cfg, optimizer), optimizer
+
+
+@pytest.mark.parametrize("d_model", [512, 1024])
+@pytest.mark.parametrize("step", [1, 100, 4000, 10000, 100000])
+def test_update_k_uses_eq3_of_k(d_model, step):
+    sched, optimizer = schedule(d_model)
+    sched.step_update(step - 1)  # fairseq calls step_update(n) after n updates
+    assert optimizer.get_lr() == pytest.approx(eq3(step, d_model), rel=1e-12)
+    assert paper_lrate(step, d_model) == pytest.approx(eq3(step, d_model), rel=1e-12)
+
+
+def test_first_update_and_peak():
+    sched, optimizer = schedule(512)
+    assert optimizer.get_lr() == pytest.approx(eq3(1, 512))  # set before the first update
+    assert max(paper_lrate(s, 512) for s in range(1, 20000)) == pytest.approx(6.99e-4, rel=1e-3)
+    assert paper_lrate(4000, 1024) == pytest.approx(4.94e-4, rel=1e-3)
+
+
+def test_multiplier_scales_the_curve():
+    sched, optimizer = schedule(512, warmup=100, multiplier=2.0)
+    sched.step_update(49)
+    assert optimizer.get_lr() == pytest.approx(2.0 * eq3(50, 512, 100))
+
+
+@pytest.mark.parametrize("kwargs,flag", [(dict(d_model=None), "--d-model"), (dict(d_model=512, warmup=0), "--warmup-updates")])
+def test_bad_configuration_names_the_flag(kwargs, flag):
+    with pytest.raises(ValueError, match=flag):
+        schedule(**kwargs)

@@ -1,0 +1,126 @@
+"""Loading fairseq checkpoints under torch >= 2.6 without switching off torch's safety check.
+
+torch >= 2.6 unpickles with ``weights_only=True``: only tensors, plain containers and an allowlist of
+classes may be rebuilt. Stock fairseq then fails on its own checkpoints. Importing this module
+(fairseq imports ``--user-dir`` before it loads any checkpoint) allowlists exactly the classes that
+fairseq checkpoints hold, and nothing else:
+
+- ``argparse.Namespace``: the ``args`` of checkpoints written by older fairseq versions;
+- numpy arrays of integer and float counts (and their dtypes): the ``--eval-bleu`` metrics saved in
+  ``extra_state``;
+- omegaconf containers and nodes, ``typing.Any``, ``collections.defaultdict`` and fairseq's
+  ``_TensorPlaceholder``: in distributed training rank 0 loads the checkpoint and re-pickles the
+  loaded state (its config as a ``DictConfig``) to broadcast it to the other ranks.
+
+It also wraps ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` (the one function through which
+fairseq-train's ``--restore-file``, fairseq-generate, fairseq-validate and fairseq-interactive load
+checkpoints) so that a refused or damaged checkpoint fails with an error naming the file:
+:class:`UnsafeCheckpointError` for a checkpoint that holds anything else (its pickle is never run),
+:class:`CorruptCheckpointError` for a truncated or unreadable one.
+"""
+
+import argparse
+import collections
+import functools
+import pickle
+import typing
+import zipfile
+
+import numpy as np
+import omegaconf
+import torch
+from fairseq import checkpoint_utils
+from fairseq.distributed.utils import _TensorPlaceholder
+
+
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """The checkpoint holds a class or function outside the allowlist; nothing in it was run."""
+
+
+class CorruptCheckpointError(RuntimeError):
+    """The checkpoint file is truncated or not a torch checkpoint."""
+
+
+_NUMPY_DTYPES = [np.int64, np.int32, np.float64, np.float32]
+
+FAIRSEQ_CHECKPOINT_GLOBALS = [
+    argparse.Namespace,
+    # --eval-bleu metrics: numpy arrays of counts
+    np.ndarray,
+    np.dtype,
+    np._core.multiarray._reconstruct,
+    *[type(np.dtype(t)) for t in _NUMPY_DTYPES],
+    # distributed resume: the re-pickled state of rank 0
+    omegaconf.DictConfig,
+    omegaconf.ListConfig,
+    omegaconf.base.ContainerMetadata,
+    omegaconf.base.Metadata,
+    omegaconf.nodes.AnyNode,
+    typing.Any,
+    collections.defaultdict,
+    dict,
+    list,
+    int,
+    _TensorPlaceholder,
+]
+
+
+def allow_fairseq_checkpoint_globals() -> None:
+    """Add exactly FAIRSEQ_CHECKPOINT_GLOBALS to torch's weights_only allowlist (idempotent)."""
+    torch.serialization.add_safe_globals(FAIRSEQ_CHECKPOINT_GLOBALS)
+
+
+def _named_error(path, e: BaseException):
+    """The plugin's error, naming ``path``, for an exception raised while unpickling it (None: not ours)."""
+    if isinstance(e, (UnsafeCheckpointError, CorruptCheckpointError)):
+        return None
+    message = str(e)
+    if isinstance(e, pickle.UnpicklingError) and ("Unsupported global" in message or "Can only build" in message):
+        return UnsafeCheckpointError(
+            f"refused to load checkpoint {path}: it holds objects outside the allowlist of fairseq checkpoint"
+            f" classes (transformer_plugin.checkpoint_safety); nothing in it was run. {message}"
+        )
+    damaged = isinstance(e, (EOFError, KeyError, zipfile.BadZipFile, pickle.UnpicklingError)) or (
+        isinstance(e, RuntimeError) and ("PytorchStreamReader" in message or "zip archive" in message)
+    )
+    if damaged:
+        return CorruptCheckpointError(f"checkpoint {path} is truncated or not a torch checkpoint: {type(e).__name__} {message}")
+    return None
+
+
+def load_checked(path, **kwargs):
+    """``torch.load(path, weights_only=True)`` on CPU; errors name ``path``.
+
+    Raises FileNotFoundError, :class:`UnsafeCheckpointError` or :class:`CorruptCheckpointError`.
+    """
+    kwargs.setdefault("map_location", "cpu")
+    try:
+        return torch.load(path, weights_only=True, **kwargs)
+    except Exception as e:
+        error = _named_error(path, e)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _wrap_fairseq_loader() -> None:
+    original = checkpoint_utils.load_checkpoint_to_cpu
+    if getattr(original, "_transformer_plugin_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        try:
+            return original(path, *args, **kwargs)
+        except Exception as e:
+            error = _named_error(path, e)
+            if error is None:
+                raise
+            raise error from None
+
+    load_checkpoint_to_cpu._transformer_plugin_wrapped = True
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
+allow_fairseq_checkpoint_globals()
+_wrap_fairseq_loader()

@@ -1,0 +1,367 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), Section 3, as a fairseq model.
+
+Registered as model ``vaswani_transformer`` with the architectures of the paper (``vaswani_base``,
+``vaswani_big``, ``vaswani_big_en_fr``, ``vaswani_parsing``) and ``vaswani_tiny`` for CPU demos.
+Every row of Table 3 is reachable from ``vaswani_base`` with the flags named after the paper's
+symbols: ``--encoder-layers/--decoder-layers`` (N), ``--d-model``, ``--d-ff``, ``--attention-heads``
+(h), ``--d-k``, ``--d-v``, ``--dropout`` (P_drop), ``--positional-encoding`` (row E); eps_ls is the
+criterion's ``--label-smoothing``.
+
+Section 3.4: source embedding, target embedding and the pre-softmax projection share one matrix
+(``--share-all-embeddings``, fairseq's flag, which needs a joined dictionary); embeddings are
+multiplied by sqrt(d_model). Section 5.4: dropout on the sums of embeddings and positional
+encodings.
+
+Layout: batch-first inside the model, (B, T, d_model); shape comments use B batch, S source
+length, T target length, h heads.
+
+Not in the paper, chosen here (each can be changed by a flag where it matters):
+- initialisation (the paper gives none): Xavier-uniform projections, embeddings N(0, d_model^-0.5)
+  with a zero padding row, as tensor2tensor and fairseq do;
+- ``--attention-dropout`` and ``--activation-dropout`` (default 0, as in the paper);
+- ``--normalize-before`` (pre-norm), ``--sinusoid-variant fairseq`` (see positional_encoding.py).
+"""
+
+import logging
+import math
+from argparse import Namespace
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import torch
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+from torch import Tensor, nn
+
+from ..modules.positional_encoding import SINUSOID_VARIANTS, PositionalEncoding
+from ..modules.transformer_layer import DecoderLayer, EncoderLayer
+
+logger = logging.getLogger(__name__)
+
+POSITIONAL_ENCODINGS = ChoiceEnum(["sinusoidal", "learned"])
+
+
+@dataclass
+class VaswaniTransformerConfig(FairseqDataclass):
+    encoder_layers: int = field(default=6, metadata={"help": "N, number of encoder layers"})
+    decoder_layers: int = field(default=6, metadata={"help": "N, number of decoder layers"})
+    d_model: int = field(default=512, metadata={"help": "d_model, width of embeddings and every sub-layer output"})
+    d_ff: int = field(default=2048, metadata={"help": "d_ff, inner size of the feed-forward network (Eq. 2)"})
+    attention_heads: int = field(default=8, metadata={"help": "h, number of attention heads"})
+    d_k: Optional[int] = field(default=None, metadata={"help": "d_k, query/key width per head (default d_model/h)"})
+    d_v: Optional[int] = field(default=None, metadata={"help": "d_v, value width per head (default d_model/h)"})
+    dropout: float = field(default=0.1, metadata={"help": "P_drop, residual and embedding dropout (Section 5.4)"})
+    attention_dropout: float = field(
+        default=0.0, metadata={"help": "dropout on attention weights (not in the paper; default 0)"}
+    )
+    activation_dropout: float = field(
+        default=0.0, metadata={"help": "dropout after the FFN's ReLU (not in the paper; default 0)"}
+    )
+    positional_encoding: POSITIONAL_ENCODINGS = field(
+        default="sinusoidal", metadata={"help": "sinusoidal (Section 3.5) or learned (Table 3 row E)"}
+    )
+    sinusoid_variant: ChoiceEnum(list(SINUSOID_VARIANTS)) = field(
+        default="paper",
+        metadata={"help": "paper: Section 3.5, interleaved sin/cos; fairseq: fairseq's concatenated layout"},
+    )
+    share_all_embeddings: bool = field(
+        default=False,
+        metadata={"help": "one matrix for source, target and output embeddings (Section 3.4; needs a joined dictionary)"},
+    )
+    share_decoder_input_output_embed: bool = field(
+        default=False, metadata={"help": "share only the target embedding and the pre-softmax projection"}
+    )
+    normalize_before: bool = field(
+        default=False, metadata={"help": "pre-norm x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's post-norm"}
+    )
+    max_source_positions: int = field(default=1024, metadata={"help": "longest source sentence, in tokens"})
+    max_target_positions: int = field(default=1024, metadata={"help": "longest target sentence, in tokens"})
+
+
+def check_config(cfg) -> None:
+    """Fill d_k/d_v defaults and refuse inconsistent sizes before anything is built, naming the flag."""
+    for name in ("encoder_layers", "decoder_layers", "d_model", "d_ff", "attention_heads"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
+    for name in ("d_k", "d_v"):
+        if getattr(cfg, name, None) is None:
+            if cfg.d_model % cfg.attention_heads != 0:
+                raise ValueError(
+                    f"--d-model {cfg.d_model} is not divisible by --attention-heads {cfg.attention_heads}:"
+                    f" give --{name.replace('_', '-')} explicitly"
+                )
+            setattr(cfg, name, cfg.d_model // cfg.attention_heads)
+        elif getattr(cfg, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
+    if cfg.positional_encoding == "sinusoidal" and cfg.d_model % 2 != 0:
+        raise ValueError(f"--d-model {cfg.d_model} must be even for --positional-encoding sinusoidal")
+    for name in ("dropout", "attention_dropout", "activation_dropout"):
+        if not 0.0 <= getattr(cfg, name) < 1.0:
+            raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
+
+
+def Embedding(num_embeddings: int, d_model: int, padding_idx: int) -> nn.Embedding:
+    """Token embedding, N(0, d_model^-0.5) with a zero padding row."""
+    emb = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx)
+    nn.init.normal_(emb.weight, mean=0.0, std=d_model**-0.5)
+    nn.init.zeros_(emb.weight[padding_idx])
+    return emb
+
+
+class EmbeddingLayer(nn.Module):
+    """Section 3.4 + 3.5 + 5.4: Dropout(sqrt(d_model) * Embedding(tokens) + PE(positions))."""
+
+    def __init__(self, cfg, embed_tokens: nn.Embedding, max_positions: int):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.padding_idx = embed_tokens.padding_idx
+        self.embed_scale = math.sqrt(cfg.d_model)
+        self.embed_positions = PositionalEncoding(
+            max_positions,
+            cfg.d_model,
+            self.padding_idx,
+            learned=cfg.positional_encoding == "learned",
+            variant=cfg.sinusoid_variant,
+        )
+        self.dropout = cfg.dropout
+
+    def forward(self, tokens: Tensor, incremental: bool = False) -> Tensor:
+        positions = self.embed_positions(tokens, incremental=incremental)
+        if incremental:
+            tokens = tokens[:, -1:]
+        x = self.embed_scale * self.embed_tokens(tokens) + positions
+        return nn.functional.dropout(x, p=self.dropout, training=self.training)
+
+
+class VaswaniEncoder(FairseqEncoder):
+    """Section 3.1: a stack of N layers of self-attention and FFN over the embedded source."""
+
+    def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding):
+        super().__init__(dictionary)
+        self.padding_idx = embed_tokens.padding_idx
+        self.max_source_positions = cfg.max_source_positions
+        self.embed = EmbeddingLayer(cfg, embed_tokens, cfg.max_source_positions)
+        self.layers = nn.ModuleList([EncoderLayer(cfg) for _ in range(cfg.encoder_layers)])
+        self.layer_norm = nn.LayerNorm(cfg.d_model) if cfg.normalize_before else None
+
+    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **unused) -> Dict[str, List[Tensor]]:
+        """src_tokens (B, S) -> {"encoder_out": [(B, S, d_model)], "encoder_padding_mask": [(B, S)]}.
+
+        The padding mask is True at padding (fairseq's convention); it is an empty list when the
+        batch has no padding, which lets attention skip masking.
+        """
+        padding = src_tokens.eq(self.padding_idx)  # (B, S)
+        has_padding = bool(padding.any())
+        attend = (~padding)[:, None, None, :] if has_padding else None  # (B, 1, 1, S)
+        x = self.embed(src_tokens)
+        for layer in self.layers:
+            x = layer(x, attend)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return {
+            "encoder_out": [x],
+            "encoder_padding_mask": [padding] if has_padding else [],
+            "src_tokens": [],
+            "src_lengths": [src_lengths] if src_lengths is not None else [],
+        }
+
+    @torch.jit.export
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
+        """Select the sentences of ``new_order`` (beam search expands and prunes the batch)."""
+        return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
+
+    def max_positions(self) -> int:
+        return self.max_source_positions
+
+
+class VaswaniDecoder(FairseqIncrementalDecoder):
+    """Section 3.1: N layers of masked self-attention, encoder-decoder attention and FFN, then the
+    pre-softmax linear projection (Section 3.4), tied to the target embedding when shared."""
+
+    def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, share_input_output_embed: bool):
+        super().__init__(dictionary)
+        self.padding_idx = embed_tokens.padding_idx
+        self.max_target_positions = cfg.max_target_positions
+        self.embed = EmbeddingLayer(cfg, embed_tokens, cfg.max_target_positions)
+        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.decoder_layers)])
+        self.layer_norm = nn.LayerNorm(cfg.d_model) if cfg.normalize_before else None
+        self.output_projection = nn.Linear(cfg.d_model, len(dictionary), bias=False)
+        if share_input_output_embed:
+            self.output_projection.weight = embed_tokens.weight
+        else:
+            nn.init.normal_(self.output_projection.weight, mean=0.0, std=cfg.d_model**-0.5)
+
+    def forward(
+        self,
+        prev_output_tokens: Tensor,
+        encoder_out: Optional[Dict[str, List[Tensor]]] = None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        need_head_weights: bool = False,
+        **unused,
+    ):
+        """prev_output_tokens (B, T) -> logits (B, T, V) and {"attn": [weights]}.
+
+        With ``incremental_state`` only the last position is computed (beam search). The
+        encoder-decoder attention weights of layer ``alignment_layer`` (default: none are computed)
+        are returned averaged over heads, (B, T, S), or per head (B, h, T, S) with
+        ``need_head_weights``.
+        """
+        x, extra = self.extract_features(
+            prev_output_tokens, encoder_out, incremental_state, alignment_layer, need_head_weights
+        )
+        if not features_only:
+            x = self.output_layer(x)
+        return x, extra
+
+    def extract_features(
+        self,
+        prev_output_tokens: Tensor,
+        encoder_out: Optional[Dict[str, List[Tensor]]] = None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        alignment_layer: Optional[int] = None,
+        need_head_weights: bool = False,
+        **unused,
+    ):
+        assert encoder_out is not None, "the decoder needs the encoder output"
+        memory = encoder_out["encoder_out"][0]  # (B, S, d_model)
+        memory_padding = encoder_out["encoder_padding_mask"]
+        memory_mask = (~memory_padding[0])[:, None, None, :] if len(memory_padding) > 0 else None
+        incremental = incremental_state is not None
+
+        self_attn_mask = None
+        if not incremental:
+            target_padding = prev_output_tokens.eq(self.padding_idx)  # (B, T)
+            if target_padding.any():
+                self_attn_mask = (~target_padding)[:, None, None, :]
+        if alignment_layer is not None and alignment_layer < 0:
+            alignment_layer += len(self.layers)
+
+        x = self.embed(prev_output_tokens, incremental=incremental)
+        attn = None
+        for idx, layer in enumerate(self.layers):
+            x, layer_attn = layer(
+                x, memory, memory_mask, self_attn_mask, incremental_state, need_attn=idx == alignment_layer
+            )
+            if layer_attn is not None:
+                attn = layer_attn if need_head_weights else layer_attn.mean(dim=1)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return x, {"attn": [attn], "inner_states": None}
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        """Section 3.4: the pre-softmax linear transformation (B, T, d_model) -> (B, T, V)."""
+        return self.output_projection(features)
+
+    def max_positions(self) -> int:
+        return self.max_target_positions
+
+
+@register_model("vaswani_transformer", dataclass=VaswaniTransformerConfig)
+class VaswaniTransformerModel(FairseqEncoderDecoderModel):
+    """Section 3: the encoder-decoder Transformer. See the module docstring for every flag."""
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        if isinstance(cfg, Namespace):
+            vaswani_base(cfg)  # fill what an older or foreign namespace lacks
+        check_config(cfg)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        if src_dict.pad() != tgt_dict.pad():
+            raise ValueError("source and target dictionaries must use the same padding index")
+
+        if cfg.share_all_embeddings:
+            if src_dict != tgt_dict:
+                raise ValueError(
+                    "--share-all-embeddings needs one dictionary for source and target:"
+                    " binarize with fairseq-preprocess --joined-dictionary"
+                )
+            encoder_embed = Embedding(len(src_dict), cfg.d_model, src_dict.pad())
+            decoder_embed = encoder_embed  # Section 3.4: one matrix, three uses
+            share_output = True
+        else:
+            if src_dict == tgt_dict:
+                logger.warning(
+                    "the paper (Section 3.4) shares source, target and output embeddings;"
+                    " pass --share-all-embeddings to do the same with this joined dictionary"
+                )
+            encoder_embed = Embedding(len(src_dict), cfg.d_model, src_dict.pad())
+            decoder_embed = Embedding(len(tgt_dict), cfg.d_model, tgt_dict.pad())
+            share_output = cfg.share_decoder_input_output_embed
+
+        encoder = VaswaniEncoder(cfg, src_dict, encoder_embed)
+        decoder = VaswaniDecoder(cfg, tgt_dict, decoder_embed, share_output)
+        return cls(encoder, decoder)
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
+        encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
+        return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Architectures. Each sets the defaults of one configuration of the paper; flags still override.
+# ---------------------------------------------------------------------------------------------
+
+# Every paper default in one place: Table 3, row "base".
+PAPER_BASE = dict(
+    encoder_layers=6,  # N
+    decoder_layers=6,  # N
+    d_model=512,
+    d_ff=2048,
+    attention_heads=8,  # h
+    d_k=None,  # d_model / h = 64
+    d_v=None,  # d_model / h = 64
+    dropout=0.1,  # P_drop
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+    positional_encoding="sinusoidal",
+    sinusoid_variant="paper",
+    share_all_embeddings=False,  # fairseq flag semantics: recipes pass --share-all-embeddings
+    share_decoder_input_output_embed=False,
+    normalize_before=False,
+    max_source_positions=1024,
+    max_target_positions=1024,
+)
+
+
+def _set_defaults(args, **defaults):
+    for name, value in {**PAPER_BASE, **defaults}.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
+@register_model_architecture("vaswani_transformer", "vaswani_base")
+def vaswani_base(args):
+    # Table 3, row "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1 (65M params)
+    _set_defaults(args)
+
+
+@register_model_architecture("vaswani_transformer", "vaswani_big")
+def vaswani_big(args):
+    # Table 3, row "big": N=6, d_model=1024, d_ff=4096, h=16, d_k=d_v=64, P_drop=0.3 (213M params)
+    _set_defaults(args, d_model=1024, d_ff=4096, attention_heads=16, dropout=0.3)
+
+
+@register_model_architecture("vaswani_transformer", "vaswani_big_en_fr")
+def vaswani_big_en_fr(args):
+    # Section 6.1: the big model for English-French uses P_drop = 0.1 instead of 0.3
+    _set_defaults(args, d_model=1024, d_ff=4096, attention_heads=16, dropout=0.1)
+
+
+@register_model_architecture("vaswani_transformer", "vaswani_parsing")
+def vaswani_parsing(args):
+    # Section 6.3: 4 layers, d_model = 1024, other settings from the base model (h = 8, d_ff = 2048)
+    _set_defaults(args, encoder_layers=4, decoder_layers=4, d_model=1024)
+
+
+@register_model_architecture("vaswani_transformer", "vaswani_tiny")
+def vaswani_tiny(args):
+    # Not in the paper: a small model for CPU demos and tests
+    _set_defaults(args, encoder_layers=2, decoder_layers=2, d_model=64, d_ff=256, attention_heads=4)

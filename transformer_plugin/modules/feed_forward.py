@@ -1,0 +1,25 @@
+"""Section 3.3, Eq. (2): the position-wise feed-forward network.
+
+    FFN(x) = max(0, x W_1 + b_1) W_2 + b_2,   W_1 in R^{d_model x d_ff},  W_2 in R^{d_ff x d_model}
+
+``activation_dropout`` (dropout on the ReLU output) is not in the paper; it is 0 by default.
+"""
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, activation_dropout: float = 0.0):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation_dropout = activation_dropout
+        for linear in (self.w_1, self.w_2):
+            nn.init.xavier_uniform_(linear.weight)
+            nn.init.zeros_(linear.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = F.relu(self.w_1(x))  # max(0, x W_1 + b_1)
+        hidden = F.dropout(hidden, p=self.activation_dropout, training=self.training)
+        return self.w_2(hidden)

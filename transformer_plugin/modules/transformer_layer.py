@@ -1,0 +1,89 @@
+"""Section 3.1: the encoder and decoder layers.
+
+Every sub-layer is wrapped as ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-norm, Section 3.1 with
+the residual dropout of Section 5.4). ``normalize_before=True`` gives the pre-norm variant
+``x + Dropout(Sublayer(LayerNorm(x)))`` (not in the paper; then the encoder and decoder end with a
+final LayerNorm).
+
+Encoder layer: self-attention, then FFN.
+Decoder layer: masked self-attention, then encoder-decoder attention, then FFN.
+"""
+
+from typing import Callable, Optional, Tuple
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .feed_forward import PositionwiseFeedForward
+from .multihead_attention import MultiHeadAttention
+
+
+class SublayerConnection(nn.Module):
+    """LayerNorm(x + Dropout(Sublayer(x))), or pre-norm x + Dropout(Sublayer(LayerNorm(x)))."""
+
+    def __init__(self, d_model: int, dropout: float, normalize_before: bool = False):
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(d_model)
+        self.dropout = dropout
+        self.normalize_before = normalize_before
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.normalize_before:
+            return x + F.dropout(sublayer(self.layer_norm(x)), p=self.dropout, training=self.training)
+        return self.layer_norm(x + F.dropout(sublayer(x), p=self.dropout, training=self.training))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(
+            cfg.d_model, cfg.attention_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout, self_attention=True
+        )
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        """x (B, S, d_model); padding_mask bool (B, 1, 1, S), True = real token."""
+        x = self.self_attn_sublayer(x, lambda y: self.self_attn(y, mask=padding_mask)[0])
+        return self.ffn_sublayer(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, d_k, d_v = cfg.attention_heads, cfg.d_k, cfg.d_v
+        self.self_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=True)
+        self.encoder_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=False)
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
+        self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        memory_mask: Optional[Tensor],
+        self_attn_mask: Optional[Tensor],
+        incremental_state=None,
+        need_attn: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """x (B, T, d_model); memory (B, S, d_model); masks bool, True = may attend.
+
+        Returns the output and, with ``need_attn``, the encoder-decoder attention weights (B, h, T, S).
+        """
+        x = self.self_attn_sublayer(
+            x, lambda y: self.self_attn(y, mask=self_attn_mask, causal=True, incremental_state=incremental_state)[0]
+        )
+        attn = None
+
+        def encoder_attention(y):
+            nonlocal attn
+            out, attn = self.encoder_attn(
+                y, memory, mask=memory_mask, incremental_state=incremental_state, need_weights=need_attn
+            )
+            return out
+
+        x = self.encoder_attn_sublayer(x, encoder_attention)
+        return self.ffn_sublayer(x, self.ffn), attn
