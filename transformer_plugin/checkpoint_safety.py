@@ -6,8 +6,8 @@ classes may be rebuilt. Stock fairseq then fails on its own checkpoints. Importi
 fairseq checkpoints hold, and nothing else:
 
 - ``argparse.Namespace``: the ``args`` of checkpoints written by older fairseq versions;
-- numpy arrays of integer and float counts (and their dtypes): the ``--eval-bleu`` metrics saved in
-  ``extra_state``;
+- numpy int64 arrays (their class, dtype and rebuild function): the ``--eval-bleu`` counts saved
+  in ``extra_state``;
 - omegaconf containers and nodes, ``typing.Any``, ``collections.defaultdict`` and fairseq's
   ``_TensorPlaceholder``: in distributed training rank 0 loads the checkpoint and re-pickles the
   loaded state (its config as a ``DictConfig``) to broadcast it to the other ranks.
@@ -22,9 +22,11 @@ checkpoints) so that a refused or damaged checkpoint fails with an error naming 
 import argparse
 import collections
 import functools
+import os
 import pickle
+import re
+import traceback
 import typing
-import zipfile
 
 import numpy as np
 import omegaconf
@@ -41,15 +43,16 @@ class CorruptCheckpointError(RuntimeError):
     """The checkpoint file is truncated or not a torch checkpoint."""
 
 
-_NUMPY_DTYPES = [np.int64, np.int32, np.float64, np.float32]
+_reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct
 
 FAIRSEQ_CHECKPOINT_GLOBALS = [
     argparse.Namespace,
-    # --eval-bleu metrics: numpy arrays of counts
+    # --eval-bleu metrics: numpy arrays of int64 counts, written under numpy 2 or numpy 1
     np.ndarray,
     np.dtype,
-    np._core.multiarray._reconstruct,
-    *[type(np.dtype(t)) for t in _NUMPY_DTYPES],
+    type(np.dtype(np.int64)),
+    (_reconstruct, "numpy._core.multiarray._reconstruct"),
+    (_reconstruct, "numpy.core.multiarray._reconstruct"),
     # distributed resume: the re-pickled state of rank 0
     omegaconf.DictConfig,
     omegaconf.ListConfig,
@@ -70,22 +73,24 @@ def allow_fairseq_checkpoint_globals() -> None:
     torch.serialization.add_safe_globals(FAIRSEQ_CHECKPOINT_GLOBALS)
 
 
+_REFUSED = re.compile(r"Unsupported global|unsupported GLOBAL|Can only build|is blocked")
+
+
+def _raised_by_torch_load(e: BaseException) -> bool:
+    return any(frame.filename.endswith(os.path.join("torch", "serialization.py")) for frame in traceback.extract_tb(e.__traceback__))
+
+
 def _named_error(path, e: BaseException):
-    """The plugin's error, naming ``path``, for an exception raised while unpickling it (None: not ours)."""
-    if isinstance(e, (UnsafeCheckpointError, CorruptCheckpointError)):
+    """The plugin's error, naming ``path``, for an exception raised inside torch.load (None: not ours)."""
+    if isinstance(e, (UnsafeCheckpointError, CorruptCheckpointError)) or not _raised_by_torch_load(e):
         return None
     message = str(e)
-    if isinstance(e, pickle.UnpicklingError) and ("Unsupported global" in message or "Can only build" in message):
+    if isinstance(e, pickle.UnpicklingError) and _REFUSED.search(message):
         return UnsafeCheckpointError(
             f"refused to load checkpoint {path}: it holds objects outside the allowlist of fairseq checkpoint"
             f" classes (transformer_plugin.checkpoint_safety); nothing in it was run. {message}"
         )
-    damaged = isinstance(e, (EOFError, KeyError, zipfile.BadZipFile, pickle.UnpicklingError)) or (
-        isinstance(e, RuntimeError) and ("PytorchStreamReader" in message or "zip archive" in message)
-    )
-    if damaged:
-        return CorruptCheckpointError(f"checkpoint {path} is truncated or not a torch checkpoint: {type(e).__name__} {message}")
-    return None
+    return CorruptCheckpointError(f"checkpoint {path} is truncated or not a torch checkpoint: {type(e).__name__} {message}")
 
 
 def load_checked(path, **kwargs):

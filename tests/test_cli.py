@@ -1,0 +1,201 @@
+"""fairseq's own command-line tools with ``--user-dir transformer_plugin``, in a temp dir.
+
+preprocess -> train (single process, restore, two CPU processes with gloo, --eval-bleu) ->
+generate / validate / interactive, each loading the checkpoints under torch's weights_only check.
+"""
+
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+BIN = os.path.dirname(sys.executable)
+PLUGIN = os.path.join(REPO, "transformer_plugin")
+WORDS = [f"w{i}" for i in range(24)]
+
+TRAIN_FLAGS = [
+    "--arch", "vaswani_tiny", "--share-all-embeddings",
+    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-09",
+    "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", "20",
+    "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--max-tokens", "600", "--seed", "1", "--num-workers", "0",
+    "--no-progress-bar", "--log-interval", "1", "--log-format", "simple",
+]  # fmt: skip
+
+
+def run(tool, *args, cwd=None, expect_ok=True, stdin=None):
+    """Run a fairseq console script of this environment; return its combined output."""
+    proc = subprocess.run(
+        [os.path.join(BIN, tool), *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=600
+    )
+    output = proc.stdout + proc.stderr
+    if expect_ok and proc.returncode != 0:
+        pytest.fail(f"{tool} failed ({proc.returncode}):\n{output[-4000:]}")
+    return output if expect_ok else (proc.returncode, output)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory):
+    """A reversal task (target = source reversed), binarized with a joined dictionary."""
+    root = tmp_path_factory.mktemp("cli")
+    rng = random.Random(0)
+    for split, n in [("train", 300), ("valid", 30), ("test", 12)]:
+        with open(root / f"{split}.src", "w") as src, open(root / f"{split}.tgt", "w") as tgt:
+            for _ in range(n):
+                words = [rng.choice(WORDS) for _ in range(rng.randint(3, 9))]
+                src.write(" ".join(words) + "\n")
+                tgt.write(" ".join(reversed(words)) + "\n")
+    run(
+        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+        "--trainpref", str(root / "train"), "--validpref", str(root / "valid"), "--testpref", str(root / "test"),
+        "--joined-dictionary", "--destdir", str(root / "bin"), "--workers", "1",
+    )  # fmt: skip
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(data_bin):
+    """Six updates with --user-dir given relative to the repository root, as the README shows."""
+    save_dir = data_bin / "ckpt"
+    log = run(
+        "fairseq-train", str(data_bin / "bin"), "--user-dir", "transformer_plugin", *TRAIN_FLAGS,
+        "--max-update", "6", "--save-dir", str(save_dir), cwd=REPO,
+    )  # fmt: skip
+    return save_dir, log
+
+
+def logged_lr(log):
+    return {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"num_updates=(\d+), lr=([0-9.e-]+)", log)}
+
+
+def test_train_uses_model_schedule_and_criterion(trained):
+    save_dir, log = trained
+    assert "VaswaniTransformerModel" in log and "VaswaniLabelSmoothedCrossEntropy" in log
+    assert "Eq. (3) with d_model=64, warmup_steps=20" in log  # d_model came from the model's flags
+    lrs = logged_lr(log)
+    assert sorted(lrs) == [1, 2, 3, 4, 5, 6]
+    for n, lr in lrs.items():  # logged after update n: the rate set for update n + 1
+        assert lr == pytest.approx(64**-0.5 * min((n + 1) ** -0.5, (n + 1) * 20**-1.5), rel=1e-4)
+    assert (save_dir / "checkpoint_last.pt").exists()
+
+
+def test_generate_validate_interactive_load_the_checkpoint(data_bin, trained):
+    save_dir, _ = trained
+    ckpt = str(save_dir / "checkpoint_last.pt")
+    out = run(
+        "fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", ckpt,
+        "--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50", "--batch-size", "8",
+    )  # fmt: skip
+    hypotheses = [line for line in out.splitlines() if line.startswith("H-")]
+    assert len(hypotheses) == 12
+    assert "BLEU4" in out
+    out = run(
+        "fairseq-validate", str(data_bin / "bin"), "--task", "translation", "--user-dir", PLUGIN, "--path", ckpt,
+        "--valid-subset", "valid", "--max-tokens", "1000",
+    )  # fmt: skip
+    assert re.search(r"valid on 'valid' subset \| loss [0-9.]+ \| nll_loss [0-9.]+ \| ppl", out)
+    out = run(
+        "fairseq-interactive", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", ckpt,
+        "--source-lang", "src", "--target-lang", "tgt", "--beam", "2", stdin="w1 w2 w3\nw4 w5\n",
+    )  # fmt: skip
+    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 2
+
+
+def test_installed_copy_works_from_any_directory(data_bin, trained, tmp_path):
+    save_dir, _ = trained
+    printed = subprocess.run([sys.executable, "-m", "transformer_plugin"], capture_output=True, text=True, check=True)
+    plugin_dir = printed.stdout.strip()
+    assert os.path.isfile(os.path.join(plugin_dir, "__init__.py"))
+    console = subprocess.run([os.path.join(BIN, "transformer-plugin-dir")], capture_output=True, text=True, check=True)
+    assert console.stdout.strip() == plugin_dir
+    out = run(
+        "fairseq-generate", str(data_bin / "bin"), "--user-dir", plugin_dir, "--path",
+        str(save_dir / "checkpoint_last.pt"), "--beam", "2", "--batch-size", "8", cwd=tmp_path,
+    )  # fmt: skip
+    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 12
+
+
+def test_restore_file_continues_training(data_bin, trained, tmp_path):
+    save_dir, _ = trained
+    log = run(
+        "fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "8",
+        "--save-dir", str(tmp_path), "--restore-file", str(save_dir / "checkpoint_last.pt"),
+    )  # fmt: skip
+    assert "Loaded checkpoint" in log and "@ 6 updates" in log
+    assert sorted(logged_lr(log)) == [7, 8]
+
+
+def test_unsafe_checkpoint_is_refused_by_fairseq_generate(data_bin, tmp_path):
+    import torch
+
+    marker = tmp_path / "code_was_run"
+
+    class RunsCode:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    evil = tmp_path / "evil.pt"
+    torch.save({"model": {}, "cfg": None, "x": RunsCode()}, evil)
+    code, out = run(
+        "fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(evil), expect_ok=False
+    )
+    assert code != 0
+    assert "UnsafeCheckpointError" in out and str(evil) in out
+    assert not marker.exists()
+
+
+def test_eval_bleu_checkpoint_loads(data_bin, tmp_path):
+    """--eval-bleu saves numpy counts in the checkpoint: they must load again."""
+    run(
+        "fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "3",
+        "--save-dir", str(tmp_path), "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 5}',
+        "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
+    )  # fmt: skip
+    from transformer_plugin.checkpoint_safety import load_checked
+
+    metrics = load_checked(tmp_path / "checkpoint_last.pt")["extra_state"]["metrics"]
+    assert "valid" in metrics  # the numpy counts are in there
+    out = run("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(tmp_path / "checkpoint_last.pt"))
+    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 12
+
+
+def _train_two_workers(data_bin, save_dir, max_update):
+    port = str(free_port())
+    flags = [
+        str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(max_update),
+        "--save-dir", str(save_dir), "--distributed-world-size", "2", "--distributed-backend", "gloo",
+        "--ddp-backend", "legacy_ddp", "--distributed-no-spawn",
+        "--distributed-init-method", f"tcp://127.0.0.1:{port}",
+    ]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [os.path.join(BIN, "fairseq-train"), *flags, "--distributed-rank", str(rank)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for rank in range(2)
+    ]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    for rank, (p, out) in enumerate(zip(procs, outputs)):
+        if p.returncode != 0:
+            pytest.fail(f"rank {rank} failed:\n{out[-4000:]}")
+    return outputs[0]
+
+
+def test_distributed_training_and_resume(data_bin, tmp_path):
+    log = _train_two_workers(data_bin, tmp_path, 4)
+    assert "distributed init (rank 0)" in log and sorted(logged_lr(log)) == [1, 2, 3, 4]
+    log = _train_two_workers(data_bin, tmp_path, 6)  # resume: rank 0 loads, broadcasts to rank 1
+    assert "Loaded checkpoint" in log and "@ 4 updates" in log
+    assert sorted(logged_lr(log)) == [5, 6]
