@@ -28,6 +28,7 @@ setup(
     entry_points={
         "console_scripts": [
             "transformer-plugin-dir = transformer_plugin.__main__:main",
+            "transformer-average-checkpoints = transformer_plugin.average_checkpoints:main",
         ]
     },
 )

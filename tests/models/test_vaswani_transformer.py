@@ -125,6 +125,12 @@ def test_attention_weights_for_alignment_and_figures(dictionary):
     assert padding.any() and torch.all(heads[padding] == 0)
     torch.testing.assert_close(averaged["attn"][0], heads.mean(1))
     assert none["attn"] == [None]
+    with torch.no_grad():
+        encoder_self = model.encoder(src, src_lengths, attention_layer=-1)["self_attn"]
+    assert len(encoder_self) == 1 and encoder_self[0].shape == (3, 4, 7, 7)  # (B, h, S, S)
+    torch.testing.assert_close(encoder_self[0].sum(-1), torch.ones(3, 4, 7))
+    assert torch.all(encoder_self[0][src.eq(dictionary.pad())[:, None, None, :].expand(3, 4, 7, 7)] == 0)
+    assert encoder_out["self_attn"] == []
 
 
 @pytest.mark.parametrize(

@@ -150,18 +150,31 @@ class VaswaniEncoder(FairseqEncoder):
         self.layers = nn.ModuleList([EncoderLayer(cfg) for _ in range(cfg.encoder_layers)])
         self.layer_norm = nn.LayerNorm(cfg.d_model) if cfg.normalize_before else None
 
-    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **unused) -> Dict[str, List[Tensor]]:
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Optional[Tensor] = None,
+        attention_layer: Optional[int] = None,
+        **unused,
+    ) -> Dict[str, List[Tensor]]:
         """src_tokens (B, S) -> {"encoder_out": [(B, S, d_model)], "encoder_padding_mask": [(B, S)]}.
 
         The padding mask is True at padding (fairseq's convention); it is an empty list when the
-        batch has no padding, which lets attention skip masking.
+        batch has no padding, which lets attention skip masking. With ``attention_layer`` the
+        self-attention weights of that layer (B, h, S, S) are returned as "self_attn" (the
+        paper's Figures 3-5).
         """
         padding = src_tokens.eq(self.padding_idx)  # (B, S)
         has_padding = bool(padding.any())
         attend = (~padding)[:, None, None, :] if has_padding else None  # (B, 1, 1, S)
+        if attention_layer is not None and attention_layer < 0:
+            attention_layer += len(self.layers)
         x = self.embed(src_tokens)
-        for layer in self.layers:
-            x = layer(x, attend)
+        self_attn = []
+        for idx, layer in enumerate(self.layers):
+            x, attn = layer(x, attend, need_attn=idx == attention_layer)
+            if attn is not None:
+                self_attn.append(attn)
         if self.layer_norm is not None:
             x = self.layer_norm(x)
         return {
@@ -169,6 +182,7 @@ class VaswaniEncoder(FairseqEncoder):
             "encoder_padding_mask": [padding] if has_padding else [],
             "src_tokens": [],
             "src_lengths": [src_lengths] if src_lengths is not None else [],
+            "self_attn": self_attn,
         }
 
     @torch.jit.export

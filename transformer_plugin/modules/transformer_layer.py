@@ -43,10 +43,20 @@ class EncoderLayer(nn.Module):
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
-        """x (B, S, d_model); padding_mask bool (B, 1, 1, S), True = real token."""
-        x = self.self_attn_sublayer(x, lambda y: self.self_attn(y, mask=padding_mask)[0])
-        return self.ffn_sublayer(x, self.ffn)
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor], need_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        """x (B, S, d_model); padding_mask bool (B, 1, 1, S), True = real token.
+
+        Returns the output and, with ``need_attn``, the self-attention weights (B, h, S, S).
+        """
+        attn = None
+
+        def self_attention(y):
+            nonlocal attn
+            out, attn = self.self_attn(y, mask=padding_mask, need_weights=need_attn)
+            return out
+
+        x = self.self_attn_sublayer(x, self_attention)
+        return self.ffn_sublayer(x, self.ffn), attn
 
 
 class DecoderLayer(nn.Module):

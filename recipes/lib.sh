@@ -1,0 +1,75 @@
+# Helpers shared by the recipes (sourced, not run). The calling recipe sets WORK and `set -euo pipefail`.
+
+banner() { printf '\n==== %s ====\n' "$*"; }
+
+# stage ID TITLE COMMAND...: run COMMAND once. A stamp in $WORK/.done marks a completed stage, so a
+# re-run skips it; delete the stamp (or $WORK) to redo it. A failure stops the recipe, naming the stage.
+CURRENT_STAGE=""
+trap 'status=$?; if [ $status -ne 0 ] && [ -n "$CURRENT_STAGE" ]; then echo "FAILED: stage $CURRENT_STAGE (exit $status)" >&2; fi' EXIT
+stage() {
+  local id=$1 title=$2
+  shift 2
+  local stamp="$WORK/.done/$id"
+  banner "stage $id: $title"
+  if [ -f "$stamp" ]; then
+    echo "done already ($stamp); skipping"
+    return 0
+  fi
+  CURRENT_STAGE="$id: $title"
+  "$@"
+  mkdir -p "$WORK/.done"
+  date -u +%FT%TZ > "$stamp"
+  CURRENT_STAGE=""
+}
+
+# capture FILE COMMAND...: COMMAND's standard output into FILE, which appears only when COMMAND succeeded.
+capture() {
+  local out=$1
+  shift
+  "$@" > "$out.tmp"
+  mv "$out.tmp" "$out"
+}
+
+free_port() {
+  "${PYTHON:-python}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# train_workers N LOG fairseq-train ARGS...: N data-parallel processes on this machine (gloo over
+# TCP on 127.0.0.1, legacy_ddp: fairseq's c10d DDP rejects CPU models), each with an equal share of
+# the CPU cores as torch threads. Rank 0 prints progress, also appended to LOG; rank r>0 writes
+# LOG.rank<r>. If one worker fails, the others are stopped and the stage fails.
+# On GPUs use --distributed-backend nccl, or torchrun (see the WMT recipes).
+train_workers() {
+  local n=$1 log=$2
+  shift 2
+  if [ "$n" -le 1 ]; then
+    "$@" 2>&1 | tee -a "$log"
+    return
+  fi
+  local threads=${OMP_NUM_THREADS:-$(( $(nproc) / n > 0 ? $(nproc) / n : 1 ))}
+  local port r pids=()
+  port=$(free_port)
+  for ((r = 0; r < n; r++)); do
+    local dist=(--distributed-world-size "$n" --distributed-rank "$r" --distributed-backend gloo
+      --ddp-backend legacy_ddp --distributed-no-spawn --distributed-init-method "tcp://127.0.0.1:$port")
+    if [ "$r" -eq 0 ]; then
+      OMP_NUM_THREADS=$threads "$@" "${dist[@]}" > >(tee -a "$log") 2>&1 &
+    else
+      OMP_NUM_THREADS=$threads "$@" "${dist[@]}" > "$log.rank$r" 2>&1 &
+    fi
+    pids+=($!)
+  done
+  local status=0 finished pid left
+  while [ ${#pids[@]} -gt 0 ]; do  # the first worker to fail stops the others (bash >= 5.1)
+    wait -n -p finished "${pids[@]}" || { status=$?; break; }
+    left=()
+    for pid in "${pids[@]}"; do [ "$pid" = "$finished" ] || left+=("$pid"); done
+    pids=("${left[@]}")
+  done
+  if [ $status -ne 0 ]; then
+    [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2> /dev/null
+    wait 2> /dev/null || true
+    echo "a training worker failed (exit $status): see $log and $log.rank*" >&2
+    return $status
+  fi
+}

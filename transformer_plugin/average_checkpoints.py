@@ -1,0 +1,155 @@
+"""Section 6.1: average the parameters of the last checkpoints (5 for base, 20 for big).
+
+fairseq's ``scripts/average_checkpoints.py`` is not part of the fairseq package; this is the plugin's
+own averager with the same flags:
+
+    python -m transformer_plugin.average_checkpoints --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
+    transformer-average-checkpoints --inputs a.pt b.pt c.pt --output avg.pt
+
+- every checkpoint is loaded through the plugin's allowlist (checkpoint_safety), never with the
+  safety check off;
+- floating-point parameters are averaged in float32 (or float64 if stored so) and written back in
+  their stored dtype; integer and boolean buffers are not averaged: they must be equal in every
+  input and are kept as they are;
+- checkpoints of different architectures, parameter names or shapes are refused, naming the files;
+- the output is the first input (with --num-*-checkpoints: the newest) with its model replaced by
+  the average, so fairseq-generate and --restore-file read it as any checkpoint, plus a list
+  ``averaged_from`` of the input paths; it is written to a temporary file and renamed, so a crash
+  never leaves a half-written output.
+"""
+
+import argparse
+import collections
+import os
+import re
+import sys
+from typing import Dict, List, Optional
+
+import torch
+
+from .checkpoint_safety import CorruptCheckpointError, UnsafeCheckpointError, load_checked
+
+
+class CheckpointMismatchError(ValueError):
+    """The inputs are not checkpoints of one architecture."""
+
+
+def last_checkpoints(
+    directory: str, n: int, update_based: bool, upper_bound: Optional[int] = None
+) -> List[str]:
+    """The n newest ``checkpoint{epoch}.pt`` or ``checkpoint_{epoch}_{update}.pt`` files, newest first."""
+    pattern = re.compile(r"checkpoint_\d+_(\d+)\.pt$" if update_based else r"checkpoint(\d+)\.pt$")
+    found = []
+    for name in os.listdir(directory):
+        m = pattern.fullmatch(name)
+        if m and (upper_bound is None or int(m.group(1)) <= upper_bound):
+            found.append((int(m.group(1)), os.path.join(directory, name)))
+    kind = "update" if update_based else "epoch"
+    if len(found) < n:
+        raise FileNotFoundError(
+            f"asked for the last {n} {kind} checkpoints in {directory}, found {len(found)}"
+            + (f" at or below {upper_bound}" if upper_bound is not None else "")
+        )
+    return [path for _, path in sorted(found, reverse=True)[:n]]
+
+
+def _architecture(state) -> Optional[str]:
+    cfg = state.get("cfg")
+    if cfg is not None and cfg.get("model") is not None:
+        model = cfg["model"]
+        return model.get("_name") if isinstance(model, dict) else getattr(model, "_name", None)
+    args = state.get("args")
+    return getattr(args, "arch", None) if args is not None else None
+
+
+def average_checkpoints(paths: List[str]) -> Dict:
+    """The element-wise mean of the models in ``paths``; see the module doc for what else is kept."""
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    if len(set(map(os.path.abspath, paths))) != len(paths):
+        raise ValueError(f"a checkpoint is listed twice: {paths}")
+    sums: "collections.OrderedDict[str, torch.Tensor]" = collections.OrderedDict()
+    first_path, first_arch, first_state = paths[0], None, None
+    for i, path in enumerate(paths):
+        state = load_checked(path)
+        if "model" not in state:
+            raise CheckpointMismatchError(f"{path} has no 'model' entry: not a fairseq checkpoint")
+        model, arch = state["model"], _architecture(state)
+        if i == 0:
+            first_arch, first_state = arch, state
+        elif arch != first_arch:
+            raise CheckpointMismatchError(f"{path} is a {arch} checkpoint, {first_path} a {first_arch} checkpoint")
+        if i > 0 and list(model) != list(sums):
+            missing, extra = set(sums) - set(model), set(model) - set(sums)
+            raise CheckpointMismatchError(
+                f"{path} and {first_path} hold different parameters (only in {first_path}: {sorted(missing)[:5]};"
+                f" only in {path}: {sorted(extra)[:5]})"
+            )
+        for name, tensor in model.items():
+            if i > 0 and tensor.shape != sums[name].shape:
+                raise CheckpointMismatchError(
+                    f"{name} has shape {tuple(tensor.shape)} in {path} but {tuple(sums[name].shape)} in {first_path}"
+                )
+            if tensor.is_floating_point():
+                accumulated = tensor.to(torch.float64 if tensor.dtype == torch.float64 else torch.float32)
+                sums[name] = accumulated.clone() if i == 0 else sums[name] + accumulated
+            elif i == 0:
+                sums[name] = tensor.clone()
+            elif not torch.equal(tensor, sums[name]):
+                raise CheckpointMismatchError(f"integer buffer {name} differs between {path} and {first_path}")
+    dtypes = {name: t.dtype for name, t in first_state["model"].items()}
+    averaged = collections.OrderedDict(
+        (name, (t / len(paths)).to(dtypes[name]) if t.is_floating_point() else t) for name, t in sums.items()
+    )
+    output = dict(first_state)
+    output["model"] = averaged
+    output["averaged_from"] = [str(p) for p in paths]
+    return output
+
+
+def save_atomically(state: Dict, path: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Average the parameters of fairseq checkpoints (Section 6.1 of the paper)."
+    )
+    parser.add_argument("--inputs", required=True, nargs="+", help="checkpoint files, or one directory")
+    parser.add_argument("--output", required=True, help="where to write the averaged checkpoint")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpoint{epoch}.pt")
+    group.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_{epoch}_{update}.pt")
+    parser.add_argument("--checkpoint-upper-bound", type=int, help="ignore checkpoints after this epoch/update")
+    args = parser.parse_args(argv)
+
+    count = args.num_epoch_checkpoints or args.num_update_checkpoints
+    if count is not None and (len(args.inputs) != 1 or not os.path.isdir(args.inputs[0])):
+        parser.error("--num-epoch-checkpoints/--num-update-checkpoints need --inputs to be one directory")
+    if count is None and any(os.path.isdir(p) for p in args.inputs):
+        parser.error("a directory as --inputs needs --num-epoch-checkpoints or --num-update-checkpoints")
+    if count is not None and count < 1:
+        parser.error("the number of checkpoints must be at least 1")
+    try:
+        if count is not None:
+            update_based = args.num_update_checkpoints is not None
+            paths = last_checkpoints(args.inputs[0], count, update_based, args.checkpoint_upper_bound)
+        else:
+            paths = args.inputs
+        averaged = average_checkpoints(paths)
+    except (CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError, OSError, ValueError) as e:
+        print(f"average_checkpoints: error: {e}", file=sys.stderr)
+        return 1
+    save_atomically(averaged, args.output)
+    print(f"averaged {len(paths)} checkpoints into {args.output}:")
+    for path in paths:
+        print(f"  {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""A run report: learning curves, the learning rate (Eq. 3), attention maps and scores, in markdown.
+
+Reads fairseq-train's log (``--log-format json``, as the recipes write it), the score files of
+transformer_plugin.evaluate and a checkpoint, and writes into ``--out-dir``:
+
+- ``loss.png``: training loss (per logged interval) and validation loss against updates;
+- ``lr.png``: the learning rate fairseq used against updates, with Eq. (3) drawn over it;
+- ``attention_encoder.png`` / ``attention_decoder.png``: for one test sentence, the attention
+  weights of every head of the last encoder layer's self-attention (the paper's Figures 3-5) and of
+  the last decoder layer's encoder-decoder attention;
+- ``report.md``, which links them.
+
+    python -m transformer_plugin.report --train-log train.log --checkpoint avg.pt --data data-bin \
+        --scores last=scores_last.json --scores average=scores_avg.json --out-dir report
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import Dict, List, Optional, Tuple
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from .lr_scheduler.inverse_sqrt import paper_lrate  # noqa: E402
+
+_RECORD = re.compile(r"\| (train_inner|valid|train) \| (\{.*\})\s*$")
+
+
+def read_train_log(path: str) -> Dict[str, List[Dict[str, float]]]:
+    """The JSON records of a fairseq-train log, by kind ("train_inner", "valid", "train")."""
+    records: Dict[str, List[Dict[str, float]]] = {"train_inner": [], "valid": [], "train": []}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = _RECORD.search(line)
+            if not m:
+                continue
+            values = {}
+            for key, value in json.loads(m.group(2)).items():
+                try:
+                    values[key] = float(value)
+                except (TypeError, ValueError):
+                    pass
+            records[m.group(1)].append(values)
+    if not records["train_inner"]:
+        raise ValueError(f"{path}: no train_inner records; train with --log-format json")
+    return records
+
+
+def plot_losses(records, path: str) -> None:
+    train = records["train_inner"]
+    valid = [r for r in records["valid"] if "valid_num_updates" in r]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([r["num_updates"] for r in train], [r["loss"] for r in train], label="train loss (label-smoothed)")
+    ax.plot([r["num_updates"] for r in train], [r["nll_loss"] for r in train], label="train nll", alpha=0.6)
+    if valid:
+        ax.plot([r["valid_num_updates"] for r in valid], [r["valid_loss"] for r in valid], "o-", label="valid loss")
+        ax.plot([r["valid_num_updates"] for r in valid], [r["valid_nll_loss"] for r in valid], "s--", label="valid nll")
+    ax.set_xlabel("updates")
+    ax.set_ylabel("bits per target token")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_lr(records, path: str, d_model: int, warmup: int, multiplier: float = 1.0) -> None:
+    train = records["train_inner"]
+    steps = [int(r["num_updates"]) for r in train]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    grid = range(1, max(steps) + 2)
+    ax.plot(list(grid), [paper_lrate(s, d_model, warmup, multiplier) for s in grid], label="Eq. (3)", color="gray")
+    # the rate logged after update n is the one set for update n + 1
+    ax.plot([s + 1 for s in steps], [r["lr"] for r in train], ".", label="fairseq lr (logged)")
+    ax.axvline(warmup, linestyle=":", color="gray")
+    ax.set_xlabel("update (step_num)")
+    ax.set_ylabel("learning rate")
+    ax.set_title(f"d_model={d_model}, warmup_steps={warmup}")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_heads(weights: torch.Tensor, rows: List[str], cols: List[str], title: str, path: str) -> None:
+    """weights (h, len(rows), len(cols)): one panel per head."""
+    h = weights.size(0)
+    ncols = min(4, h)
+    nrows = (h + ncols - 1) // ncols
+    size = max(2.5, 0.28 * max(len(rows), len(cols)))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * nrows), squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        if i >= h:
+            ax.axis("off")
+            continue
+        ax.imshow(weights[i].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_title(f"head {i + 1}", fontsize=9)
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels(cols, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(rows, fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def attention_maps(checkpoint: str, data: str, out_dir: str, index: int = 0) -> Tuple[str, str]:
+    """Attention of every head of the last encoder and decoder layer, for test sentence ``index``."""
+    from fairseq import checkpoint_utils
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+    model = models[0].eval()
+    task.load_dataset("test")
+    example = task.dataset("test")[index]
+    src, tgt = example["source"].unsqueeze(0), example["target"].unsqueeze(0)
+    prev = torch.cat([tgt.new_tensor([[task.target_dictionary.eos()]]), tgt[:, :-1]], dim=1)
+    with torch.no_grad():
+        encoder_out = model.encoder(src, torch.tensor([src.size(1)]), attention_layer=-1)
+        _, extra = model.decoder(prev, encoder_out, alignment_layer=-1, need_head_weights=True)
+    src_words = [task.source_dictionary[i] for i in src[0]]
+    tgt_words = [task.target_dictionary[i] for i in tgt[0]]
+    encoder_png = os.path.join(out_dir, "attention_encoder.png")
+    decoder_png = os.path.join(out_dir, "attention_decoder.png")
+    plot_heads(
+        encoder_out["self_attn"][0][0], src_words, src_words,
+        f"encoder self-attention, layer {len(model.encoder.layers)}, test sentence {index}", encoder_png,
+    )  # fmt: skip
+    plot_heads(
+        extra["attn"][0][0], tgt_words, src_words,
+        f"encoder-decoder attention, decoder layer {len(model.decoder.layers)} (rows: target, columns: source)",
+        decoder_png,
+    )  # fmt: skip
+    return encoder_png, decoder_png
+
+
+def write_report(
+    out_dir: str,
+    records,
+    scores: Dict[str, Dict],
+    d_model: int,
+    warmup: int,
+    checkpoint: Optional[str],
+    data: Optional[str],
+    title: str,
+    notes: List[str],
+) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    plot_losses(records, os.path.join(out_dir, "loss.png"))
+    plot_lr(records, os.path.join(out_dir, "lr.png"), d_model, warmup)
+    figures = ["loss.png", "lr.png"]
+    if checkpoint and data:
+        figures += [os.path.basename(p) for p in attention_maps(checkpoint, data, out_dir)]
+    valid = [r for r in records["valid"] if "valid_num_updates" in r]
+    last = records["train_inner"][-1]
+    lines = [f"# {title}", ""]
+    lines += [f"- {note}" for note in notes]
+    lines += [
+        f"- updates: {int(last['num_updates'])}; last logged train loss {last['loss']:.3f},"
+        f" nll {last['nll_loss']:.3f} bits/token",
+    ]
+    if valid:
+        lines.append(f"- last validation: loss {valid[-1]['valid_loss']:.3f}, nll {valid[-1]['valid_nll_loss']:.3f},"
+                     f" ppl {2 ** valid[-1]['valid_nll_loss']:.2f} (per subword token)")  # fmt: skip
+    lines += ["", "| model | sacreBLEU | chrF | sentences |", "|---|---|---|---|"]
+    for name, s in scores.items():
+        lines.append(f"| {name} | {s['sacrebleu']:.2f} | {s['chrf']:.2f} | {s['sentences']} |")
+    if scores:
+        first = next(iter(scores.values()))
+        lines += ["", f"sacreBLEU signature: `{first['sacrebleu_signature']}`",
+                  f"chrF signature: `{first['chrf_signature']}`"]  # fmt: skip
+    lines += [""] + [f"![{name}]({name})" for name in figures]
+    path = os.path.join(out_dir, "report.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Write a run report with learning curves and attention maps.")
+    parser.add_argument("--train-log", required=True, help="fairseq-train output written with --log-format json")
+    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--scores", action="append", default=[], help="NAME=scores.json (transformer_plugin.evaluate)")
+    parser.add_argument("--checkpoint", help="checkpoint for the attention maps")
+    parser.add_argument("--data", help="fairseq data-bin directory (with a test split) for the attention maps")
+    parser.add_argument("--d-model", type=int, required=True, help="d_model of Eq. (3)")
+    parser.add_argument("--warmup-updates", type=int, default=4000)
+    parser.add_argument("--title", default="Run report")
+    parser.add_argument("--note", action="append", default=[], help="a line for the report's header")
+    args = parser.parse_args(argv)
+    scores = {}
+    for item in args.scores:
+        name, _, path = item.partition("=")
+        with open(path, encoding="utf-8") as f:
+            scores[name] = json.load(f)
+    try:
+        records = read_train_log(args.train_log)
+    except ValueError as e:
+        print(f"report: error: {e}", file=sys.stderr)
+        return 1
+    path = write_report(
+        args.out_dir, records, scores, args.d_model, args.warmup_updates, args.checkpoint, args.data,
+        args.title, args.note,
+    )  # fmt: skip
+    print(f"report written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
