@@ -44,7 +44,7 @@ def read_hypotheses(lines: Iterable[str], kind: str = "D", expected: Optional[in
 
 
 def compound_split(text: str) -> str:
-    """tensor2tensor's compound splitting, ``perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'``.
+    r"""tensor2tensor's compound splitting, ``perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'``.
 
     One left-to-right pass, as in that script: ``a-b-c`` becomes ``a ##AT##-##AT## b-c``.
     """

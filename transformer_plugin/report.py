@@ -92,7 +92,7 @@ def plot_lr(records, path: str, d_model: int, warmup: int, multiplier: float = 1
 def plot_heads(weights: torch.Tensor, rows: List[str], cols: List[str], title: str, path: str) -> None:
     """weights (h, len(rows), len(cols)): one panel per head."""
     h = weights.size(0)
-    ncols = min(4, h)
+    ncols = min(2, h)
     nrows = (h + ncols - 1) // ncols
     size = max(2.5, 0.28 * max(len(rows), len(cols)))
     fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * nrows), squeeze=False)
@@ -112,14 +112,18 @@ def plot_heads(weights: torch.Tensor, rows: List[str], cols: List[str], title: s
     plt.close(fig)
 
 
-def attention_maps(checkpoint: str, data: str, out_dir: str, index: int = 0) -> Tuple[str, str]:
-    """Attention of every head of the last encoder and decoder layer, for test sentence ``index``."""
+def attention_maps(checkpoint: str, data: str, out_dir: str, index: Optional[int] = None) -> Tuple[str, str]:
+    """Attention of every head of the last encoder and decoder layer, for test sentence ``index``
+    (default: the first test sentence of 10 to 16 source tokens, small enough to read)."""
     from fairseq import checkpoint_utils
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
     model = models[0].eval()
     task.load_dataset("test")
-    example = task.dataset("test")[index]
+    test = task.dataset("test")
+    if index is None:
+        index = next((i for i in range(len(test)) if 10 <= test.src_sizes[i] <= 16), 0)
+    example = test[index]
     src, tgt = example["source"].unsqueeze(0), example["target"].unsqueeze(0)
     prev = torch.cat([tgt.new_tensor([[task.target_dictionary.eos()]]), tgt[:, :-1]], dim=1)
     with torch.no_grad():

@@ -1,0 +1,89 @@
+"""recipes/demo.sh end to end: at reduced size by default, at full size behind the slow marker."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO
+
+SMALL = dict(
+    TRAIN_PAIRS="2000", VALID_PAIRS="40", TEST_PAIRS="60", VOCAB_SIZE="300", MAX_TOKENS="1500",
+    MAX_UPDATE="40", WARMUP="20", SAVE_INTERVAL_UPDATES="10", LOG_INTERVAL="5", AVERAGE_LAST="3", BLEU_BAR="0",
+)  # fmt: skip
+
+
+def run_demo(work, **variables):
+    env = dict(os.environ, WORK=str(work), PYTHON=sys.executable, **variables)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    return subprocess.run(
+        ["bash", os.path.join(REPO, "recipes", "demo.sh")], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=3600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small_demo(tmp_path_factory):
+    work = tmp_path_factory.mktemp("demo") / "run with spaces"  # paths with spaces must work
+    proc = run_demo(work, **SMALL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return work, proc.stdout + proc.stderr
+
+
+def test_every_stage_runs_and_reports(small_demo):
+    work, output = small_demo
+    for header in ("stage 1:", "stage 2:", "stage 3:", "stage 4:", "stage 5:", "stage 6-last:", "stage 6-average:",
+                   "stage 7-last:", "stage 7-average:", "stage 8:"):  # fmt: skip
+        assert f"==== {header}" in output
+    assert "distributed init (rank 1)" in open(work / "train.log.rank1").read()
+    results = work / "results"
+    for model in ("last", "average"):
+        scores = json.loads((results / f"scores.{model}.json").read_text())
+        assert scores["sentences"] == 60  # every test sentence was translated and scored
+        assert scores["sacrebleu_signature"].startswith("nrefs:1|case:mixed")
+        assert len((results / f"hypotheses.{model}.txt").read_text().splitlines()) == 60
+    report = (results / "report.md").read_text()
+    for png in ("loss.png", "lr.png", "attention_encoder.png", "attention_decoder.png"):
+        assert f"({png})" in report and (results / png).stat().st_size > 10_000
+    assert "sacreBLEU" in output and "report:" in output
+
+
+def test_average_is_of_the_last_checkpoints(small_demo):
+    work, _ = small_demo
+    from transformer_plugin.checkpoint_safety import load_checked
+
+    averaged = load_checked(work / "checkpoints" / "average.pt")
+    updates = [int(re.search(r"checkpoint_\d+_(\d+)\.pt$", p).group(1)) for p in averaged["averaged_from"]]
+    assert updates == [40, 30, 20]  # the last AVERAGE_LAST=3 of the checkpoints saved every 10 updates
+    inputs = [load_checked(p)["model"] for p in averaged["averaged_from"]]
+    name = "encoder.layers.0.ffn.w_1.weight"
+    torch.testing.assert_close(averaged["model"][name], sum(m[name] for m in inputs) / 3)
+
+
+def test_rerun_skips_completed_stages(small_demo):
+    work, _ = small_demo
+    before = (work / "checkpoints" / "average.pt").stat().st_mtime_ns
+    proc = run_demo(work, **SMALL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("done already") == 10
+    assert (work / "checkpoints" / "average.pt").stat().st_mtime_ns == before
+
+
+def test_failing_stage_is_named_and_stops_the_recipe(tmp_path):
+    proc = run_demo(tmp_path / "w", **dict(SMALL, TRAIN_PAIRS="0"))
+    assert proc.returncode != 0
+    assert "FAILED: stage 1: synthetic corpus" in proc.stderr
+    assert "==== stage 2" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_demo_reaches_its_bleu_bar(tmp_path):
+    """The full demo (about 12 minutes on 2 cores); recipes/demo.sh exits non-zero below BLEU_BAR."""
+    proc = run_demo(tmp_path / "demo")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    scores = json.loads((tmp_path / "demo" / "results" / "scores.average.json").read_text())
+    print(f"averaged model: sacreBLEU {scores['sacrebleu']}, chrF {scores['chrf']}")
