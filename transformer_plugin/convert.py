@@ -4,12 +4,19 @@ fairseq's post-norm transformer with ReLU, shared embeddings and no extra layer 
 same function as this model with ``--sinusoid-variant fairseq`` (its positional encoding). The
 converter renames the parameters and stacks W^Q, W^K, W^V into one matrix for self-attention (and
 W^K, W^V for encoder-decoder attention), so that a fairseq model can be evaluated, or fine-tuned,
-with this plugin (``model.load_state_dict(state_dict_from_fairseq_transformer(state["model"]))``).
-The tests use it to prove that both models compute the same logits and the same beam search output.
+with this plugin. The tests use it to prove that both models compute the same logits and the same
+beam search output; the speed benchmark decodes one set of weights with both implementations.
+
+    python -m transformer_plugin.convert fairseq_transformer.pt vaswani.pt
+    fairseq-generate DATA --user-dir transformer_plugin --path vaswani.pt ...
+
+The converted checkpoint has no optimizer state: continue training from it with --reset-optimizer.
 """
 
+import argparse
 import re
-from typing import Dict
+import sys
+from typing import Any, Dict
 
 import torch
 from torch import Tensor
@@ -50,3 +57,91 @@ def state_dict_from_fairseq_transformer(fairseq_state: Dict[str, Tensor]) -> Dic
             out[f"{prefix}.q_proj.{param}"] = parts["q"]
             out[f"{prefix}.kv_proj.{param}"] = torch.cat([parts["k"], parts["v"]], dim=0)
     return out
+
+
+# fairseq transformer options that change the function computed; each must have this value
+_REQUIRED = {
+    "encoder_normalize_before": False,
+    "decoder_normalize_before": False,
+    "encoder_learned_pos": False,
+    "decoder_learned_pos": False,
+    "no_scale_embedding": False,
+    "layernorm_embedding": False,
+    "no_token_positional_embeddings": False,
+    "cross_self_attention": False,
+    "adaptive_softmax_cutoff": None,
+    "activation_fn": "relu",
+    "quant_noise_pq": 0,
+}
+
+
+def config_from_fairseq_transformer(model_cfg: Any) -> Dict[str, Any]:
+    """The ``vaswani_transformer`` model config computing what fairseq's ``transformer`` config does."""
+
+    def get(name, default=None):
+        return model_cfg.get(name, default) if isinstance(model_cfg, dict) else getattr(model_cfg, name, default)
+
+    for name, value in _REQUIRED.items():
+        if get(name, value) not in (value, None if value is False else value):
+            raise ValueError(f"cannot convert a fairseq transformer with {name}={get(name)!r} (needs {value!r})")
+    for a, b in [("encoder_embed_dim", "decoder_embed_dim"), ("encoder_ffn_embed_dim", "decoder_ffn_embed_dim"),
+                 ("encoder_attention_heads", "decoder_attention_heads")]:  # fmt: skip
+        if get(a) != get(b):
+            raise ValueError(f"cannot convert: {a}={get(a)} differs from {b}={get(b)}")
+    if get("decoder_output_dim", get("decoder_embed_dim")) != get("decoder_embed_dim"):
+        raise ValueError("cannot convert: decoder_output_dim differs from decoder_embed_dim")
+    return {
+        "_name": "vaswani_transformer",
+        "encoder_layers": get("encoder_layers"),
+        "decoder_layers": get("decoder_layers"),
+        "d_model": get("encoder_embed_dim"),
+        "d_ff": get("encoder_ffn_embed_dim"),
+        "attention_heads": get("encoder_attention_heads"),
+        "d_k": None,
+        "d_v": None,
+        "dropout": get("dropout", 0.1),
+        "attention_dropout": get("attention_dropout", 0.0),
+        "activation_dropout": get("activation_dropout", 0.0),
+        "positional_encoding": "sinusoidal",
+        "sinusoid_variant": "fairseq",
+        "share_all_embeddings": bool(get("share_all_embeddings", False)),
+        "share_decoder_input_output_embed": bool(get("share_decoder_input_output_embed", False)),
+        "normalize_before": False,
+        "max_source_positions": get("max_source_positions", 1024),
+        "max_target_positions": get("max_target_positions", 1024),
+    }
+
+
+def convert_checkpoint(state: Dict[str, Any]) -> Dict[str, Any]:
+    """A fairseq ``transformer`` checkpoint -> a ``vaswani_transformer`` checkpoint (new dict)."""
+    cfg = state.get("cfg")
+    if cfg is None or cfg.get("model") is None:
+        raise ValueError("only checkpoints with a 'cfg' (fairseq >= 0.10) can be converted")
+    out = dict(state)
+    out["cfg"] = dict(cfg)
+    out["cfg"]["model"] = config_from_fairseq_transformer(cfg["model"])
+    out["model"] = state_dict_from_fairseq_transformer(state["model"])
+    out.pop("last_optimizer_state", None)  # its tensors follow the old parameter layout
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Convert a fairseq transformer checkpoint to vaswani_transformer.")
+    parser.add_argument("input", help="checkpoint of fairseq's transformer")
+    parser.add_argument("output", help="where to write the vaswani_transformer checkpoint")
+    args = parser.parse_args(argv)
+    from .average_checkpoints import save_atomically
+    from .checkpoint_safety import load_checked
+
+    try:
+        converted = convert_checkpoint(load_checked(args.input))
+    except ValueError as e:
+        print(f"convert: error: {args.input}: {e}", file=sys.stderr)
+        return 1
+    save_atomically(converted, args.output)
+    print(f"converted {args.input} -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

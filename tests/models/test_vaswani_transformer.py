@@ -172,3 +172,36 @@ def test_architectures_follow_the_paper():
         d_head = 128 if arch == "vaswani_parsing" else 64  # d_model / h
         assert args.d_k == args.d_v == d_head, arch
     assert vaswani_args("vaswani_big", dropout=0.2).dropout == 0.2  # flags override the arch
+
+
+def test_beam_mode_projects_encoder_once_per_sentence(dictionary):
+    """With set_beam_size (as SequenceGenerator calls it) the encoder keys/values are cached once per
+    sentence and shared by its beams; results equal the full forward pass of every hypothesis."""
+    torch.manual_seed(4)
+    model = build_vaswani(dictionary).eval()
+    src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
+    beam = 3
+    expand = torch.arange(2).repeat_interleave(beam)
+    prev = torch.randint(dictionary.nspecial, len(dictionary), (2 * beam, 4))
+    model.decoder.set_beam_size(beam)
+    try:
+        with torch.no_grad():
+            encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), expand)
+            state = {}
+            for t in range(prev.size(1)):
+                step, extra = model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state, alignment_layer=-1)
+                full, full_extra = model.decoder(prev[:, : t + 1], encoder_out, alignment_layer=-1)
+                torch.testing.assert_close(step[:, 0], full[:, t])
+                torch.testing.assert_close(extra["attn"][0][:, 0], full_extra["attn"][0][:, t])
+            cross_cache = [v for v in state.values() if v["k"].size(0) == 2]
+            assert len(cross_cache) == len(model.decoder.layers)  # one row per sentence, not per beam
+            # sentence 0 finishes: the generator keeps the 3 beams of sentence 1, reordered
+            keep = torch.tensor([5, 3, 3])
+            model.decoder.reorder_incremental_state_scripting(state, keep)
+            encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)
+            nxt = torch.cat([prev[keep], torch.full((3, 1), 9)], dim=1)
+            step, _ = model.decoder(nxt, encoder_out, incremental_state=state)
+            full, _ = model.decoder(nxt, encoder_out)
+        torch.testing.assert_close(step[:, 0], full[:, -1])
+    finally:
+        model.decoder.set_beam_size(1)

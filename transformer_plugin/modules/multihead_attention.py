@@ -90,6 +90,7 @@ class MultiHeadAttention(nn.Module):
             self.q_proj = nn.Linear(d_model, h * d_k)  # W^Q
             self.kv_proj = nn.Linear(d_model, h * (d_k + d_v))  # [W^K | W^V]
         self.out_proj = nn.Linear(h * d_v, d_model)  # W^O
+        self.beam_size = 1  # set by fairseq's SequenceGenerator (set_beam_size)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -147,6 +148,9 @@ class MultiHeadAttention(nn.Module):
             if cache is not None and "k" in cache:  # encoder keys/values: once per sentence
                 k, v = cache["k"], cache["v"]
             else:
+                if cache is not None and self.beam_size > 1:
+                    # beam search: the encoder output holds beam_size copies of each sentence
+                    memory = memory[:: self.beam_size]
                 k, v = self.kv_proj(memory).split([h * d_k, h * d_v], dim=-1)
                 k, v = self._split_heads(k, d_k), self._split_heads(v, d_v)
                 if cache is not None:
@@ -158,7 +162,15 @@ class MultiHeadAttention(nn.Module):
             mask = future if mask is None else mask & future
 
         dropout_p = self.attention_dropout if self.training else 0.0
+        beams = B // k.size(0)  # > 1: keys/values of one sentence serve all its hypotheses
+        if beams > 1:
+            q = q.view(-1, beams, h, T, d_k).transpose(1, 2).reshape(-1, h, beams * T, d_k)  # (B/beams, h, beams*T, d_k)
+            mask = mask[::beams] if mask is not None else None
         out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights)
+        if beams > 1:
+            out = out.view(-1, h, beams, T, d_v).transpose(1, 2).reshape(B, h, T, d_v)
+            if weights is not None:
+                weights = weights.view(-1, h, beams, T, weights.size(-1)).transpose(1, 2).reshape(B, h, T, -1)
         out = out.transpose(1, 2).reshape(B, T, h * d_v)  # Concat(head_1, ..., head_h)
         return self.out_proj(out), weights
 
@@ -171,13 +183,28 @@ class MultiHeadAttention(nn.Module):
     def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
         return self.set_incremental_state(incremental_state, "attn_state", buffer)
 
+    def set_beam_size(self, beam_size: int):
+        """Called by fairseq's SequenceGenerator before beam search."""
+        self.beam_size = beam_size
+
     @torch.jit.unused
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        """Follow the beams: select the cached keys/values of the hypotheses that survive."""
+        """Follow the beams: select the cached keys/values of the hypotheses that survive.
+
+        Encoder-decoder attention caches one row per sentence during beam search; beams never move
+        between sentences, so its cache changes only when finished sentences leave the batch.
+        """
         buffer = self.get_incremental_state(incremental_state, "attn_state")
         if buffer is not None:
             for key, value in buffer.items():
-                if value is not None:
+                if value is None:
+                    continue
+                if not self.self_attention and self.beam_size > 1:  # one row per sentence
+                    if value.size(0) * self.beam_size == new_order.size(0):
+                        continue
+                    sentences = new_order.view(-1, self.beam_size)[:, 0] // self.beam_size
+                    buffer[key] = value.index_select(0, sentences)
+                else:
                     buffer[key] = value.index_select(0, new_order)
             incremental_state = self._set_input_buffer(incremental_state, buffer)
         return incremental_state

@@ -1,0 +1,229 @@
+"""Speed of ``vaswani_transformer`` against fairseq's built-in ``transformer``, in one run.
+
+Both models get identical sizes, data, seed, criterion, schedule and number of updates; only the
+implementation differs. For each of ``--repeats`` rounds it trains both (order alternating) and
+reads from fairseq's own log the training speed (target tokens per second, the mean of the logged
+intervals after the first) and the final training loss, and from the operating system the peak
+resident memory of the process. For generation it converts the built-in model's last checkpoint to
+``vaswani_transformer`` (transformer_plugin.convert: the same weights) and decodes the test set with
+beam 4 with both, so the hypotheses must be identical. Model FLOPs utilisation is the training
+FLOPs (6 x parameters x tokens, the usual approximation, attention scores excluded) per second over
+the measured float32 matrix-multiply peak of this machine.
+
+    python -m benchmarks.speed --work runs/bench --repeats 3 --out runs/bench/speed.md
+
+Runs on CPU here and unchanged on a GPU (add e.g. --train-args "--bf16").
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+BIN = os.path.dirname(sys.executable)
+PLUGIN = os.path.join(REPO, "transformer_plugin")
+
+
+def sh(cmd, log=None):
+    """Run ``cmd``; return (output, peak RSS in MiB of that process, seconds)."""
+    start = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if log:
+        with open(log, "w") as f:
+            f.write(output)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(shlex.quote, cmd))} failed ({proc.returncode}):\n{output[-3000:]}")
+    return output, usage.ru_maxrss / 1024, time.time() - start
+
+
+def prepare_data(work, train_pairs, vocab_size):
+    from preprocess.sentencepiece_vocab import encode, train
+    from preprocess.synthetic_pair import generate
+
+    bin_dir = os.path.join(work, "data-bin")
+    if os.path.exists(os.path.join(bin_dir, "test.src-tgt.tgt.idx")):
+        return bin_dir
+    data = os.path.join(work, "data")
+    generate(data, train=train_pairs, valid=200, test=1000, seed=1)
+    model = train([f"{data}/train.src", f"{data}/train.tgt"], f"{data}/spm", vocab_size)
+    splits = [f"{data}/{s}.{side}" for s in ("train", "valid", "test") for side in ("src", "tgt")]
+    encode(model, splits, [p.replace(".src", ".sp.src").replace(".tgt", ".sp.tgt") for p in splits])
+    sh([f"{BIN}/fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+        "--trainpref", f"{data}/train.sp", "--validpref", f"{data}/valid.sp", "--testpref", f"{data}/test.sp",
+        "--destdir", bin_dir, "--workers", "2"])  # fmt: skip
+    return bin_dir
+
+
+def model_flags(impl, a):
+    if impl == "vaswani":
+        return ["--arch", "vaswani_base", "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers),
+                "--d-model", str(a.d_model), "--d-ff", str(a.d_ff), "--attention-heads", str(a.heads)]  # fmt: skip
+    return ["--arch", "transformer", "--d-model", str(a.d_model),  # --d-model: for Eq. (3) only
+            "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers),
+            "--encoder-embed-dim", str(a.d_model), "--decoder-embed-dim", str(a.d_model),
+            "--encoder-ffn-embed-dim", str(a.d_ff), "--decoder-ffn-embed-dim", str(a.d_ff),
+            "--encoder-attention-heads", str(a.heads), "--decoder-attention-heads", str(a.heads)]  # fmt: skip
+
+
+def train(impl, bin_dir, save_dir, a, log):
+    cmd = [f"{BIN}/fairseq-train", bin_dir, "--user-dir", PLUGIN, *model_flags(impl, a),
+           "--share-all-embeddings", "--dropout", "0.1", "--attention-dropout", "0.0",
+           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-09",
+           "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", "400",
+           "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+           "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", "1",
+           "--save-dir", save_dir, "--no-epoch-checkpoints", "--disable-validation",
+           "--log-format", "json", "--log-interval", str(a.log_interval), "--num-workers", "0",
+           *shlex.split(a.train_args)]  # fmt: skip
+    output, rss, seconds = sh(cmd, log)
+    records = [json.loads(m) for m in re.findall(r"\| train_inner \| (\{.*\})", output)]
+    if len(records) < 2:
+        raise RuntimeError(f"too few train_inner records in {log}; raise --updates")
+    return {
+        "wps": statistics.mean(float(r["wps"]) for r in records[1:]),
+        "loss": float(records[-1]["loss"]),
+        "losses": [float(r["loss"]) for r in records],
+        "rss": rss,
+        "wpb": statistics.mean(float(r["wpb"]) for r in records),
+    }
+
+
+def generate(checkpoint, bin_dir, a, log):
+    cmd = [f"{BIN}/fairseq-generate", bin_dir, "--user-dir", PLUGIN, "--path", checkpoint, "--gen-subset", "test",
+           "--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50",
+           "--batch-size", str(a.gen_batch_size), *shlex.split(a.generate_args)]  # fmt: skip
+    output, rss, _ = sh(cmd, log)
+    m = re.search(r"Translated ([\d,]+) sentences .* in ([\d.]+)s \(([\d.]+) sentences/s", output)
+    hyps = {int(i): toks for i, toks in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, flags=re.M)}
+    return {"sent_per_s": float(m.group(3)), "seconds": float(m.group(2)), "rss": rss, "hyps": hyps}
+
+
+def matmul_peak_flops(n=2048, seconds=3.0):
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.matmul(a, b)
+    iters, start = 0, time.time()
+    while time.time() - start < seconds:
+        torch.matmul(a, b)
+        iters += 1
+    return 2 * n**3 * iters / (time.time() - start)
+
+
+def flops_per_target_token(a, vocab, src_per_tgt):
+    """6 x parameters touched per token; the output projection counts for target tokens."""
+    d, f, N = a.d_model, a.d_ff, a.layers
+    attention = 4 * d * d
+    encoder_layer, decoder_layer = attention + 2 * d * f, 2 * attention + 2 * d * f
+    return 6 * (N * encoder_layer * src_per_tgt + N * decoder_layer + d * vocab)
+
+
+def spread(values, fmt="{:.0f}"):
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.mean(values))} ± {fmt.format(statistics.stdev(values))}"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--work", default="runs/bench")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--updates", type=int, default=80)
+    p.add_argument("--log-interval", type=int, default=10)
+    p.add_argument("--max-tokens", type=int, default=4000)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--d-ff", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--train-pairs", type=int, default=30000)
+    p.add_argument("--vocab-size", type=int, default=2000)
+    p.add_argument("--gen-batch-size", type=int, default=64)
+    p.add_argument("--train-args", default="", help="extra fairseq-train flags for both, e.g. --bf16")
+    p.add_argument("--generate-args", default="", help="extra fairseq-generate flags for both")
+    p.add_argument("--out", help="write the table here (markdown)")
+    a = p.parse_args(argv)
+    os.makedirs(a.work, exist_ok=True)
+    bin_dir = prepare_data(a.work, a.train_pairs, a.vocab_size)
+    with open(os.path.join(bin_dir, "dict.src.txt")) as f:
+        vocab = sum(1 for _ in f) + 4
+    src_tokens = os.path.getsize(os.path.join(bin_dir, "train.src-tgt.src.bin"))
+    tgt_tokens = os.path.getsize(os.path.join(bin_dir, "train.src-tgt.tgt.bin"))
+
+    results = {"builtin": [], "vaswani": []}
+    for r in range(a.repeats):
+        order = ["builtin", "vaswani"] if r % 2 == 0 else ["vaswani", "builtin"]
+        for impl in order:
+            save_dir = os.path.join(a.work, f"ckpt_{impl}")
+            res = train(impl, bin_dir, save_dir, a, os.path.join(a.work, f"train_{impl}_{r}.log"))
+            results[impl].append(res)
+            print(f"round {r + 1} {impl:8s} train {res['wps']:.0f} tok/s, loss {res['loss']:.3f}, peak {res['rss']:.0f} MiB",
+                  flush=True)  # fmt: skip
+
+    builtin_ckpt = os.path.join(a.work, "ckpt_builtin", "checkpoint_last.pt")
+    converted = os.path.join(a.work, "ckpt_builtin", "as_vaswani.pt")
+    sh([sys.executable, "-m", "transformer_plugin.convert", builtin_ckpt, converted])
+    gen = {"builtin": [], "vaswani": []}
+    for r in range(a.repeats):
+        for impl, ckpt in (("builtin", builtin_ckpt), ("vaswani", converted)):
+            gen[impl].append(generate(ckpt, bin_dir, a, os.path.join(a.work, f"generate_{impl}_{r}.log")))
+            print(f"round {r + 1} {impl:8s} generate {gen[impl][-1]['sent_per_s']:.1f} sentences/s", flush=True)
+    same = sum(gen["builtin"][0]["hyps"][i] == gen["vaswani"][0]["hyps"].get(i) for i in gen["builtin"][0]["hyps"])
+    total = len(gen["builtin"][0]["hyps"])
+
+    peak = matmul_peak_flops()
+    fpt = flops_per_target_token(a, vocab, src_tokens / tgt_tokens)
+    rows = []
+
+    def mean(impl, key, table):
+        return statistics.mean(x[key] for x in table[impl])
+
+    for impl in ("builtin", "vaswani"):
+        rows.append((
+            "fairseq `transformer`" if impl == "builtin" else "`vaswani_transformer`",
+            spread([x["wps"] for x in results[impl]]),
+            f"{mean(impl, 'wps', results) * fpt / peak * 100:.1f}%",
+            spread([x["loss"] for x in results[impl]], "{:.3f}"),
+            spread([x["rss"] for x in results[impl]]),
+            spread([x["sent_per_s"] for x in gen[impl]], "{:.1f}"),
+            spread([x["rss"] for x in gen[impl]]),
+        ))  # fmt: skip
+    ratios = (
+        mean("vaswani", "wps", results) / mean("builtin", "wps", results),
+        mean("vaswani", "sent_per_s", gen) / mean("builtin", "sent_per_s", gen),
+        mean("vaswani", "rss", results) / mean("builtin", "rss", results),
+        mean("vaswani", "rss", gen) / mean("builtin", "rss", gen),
+    )
+    import torch
+
+    lines = [
+        f"N={a.layers}, d_model={a.d_model}, d_ff={a.d_ff}, h={a.heads}, shared vocabulary {vocab}, "
+        f"--max-tokens {a.max_tokens}, {a.updates} updates, {a.repeats} rounds; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; matmul peak {peak / 1e9:.1f} GFLOP/s (fp32 {2048}^3)",
+        "",
+        "| implementation | train tok/s | MFU | final train loss | train peak MiB | generate sent/s (beam 4) | generate peak MiB |",
+        "|---|---|---|---|---|---|---|",
+        *["| " + " | ".join(row) + " |" for row in rows],
+        "",
+        f"ratios vaswani/builtin: training {ratios[0]:.2f}x, generation {ratios[1]:.2f}x, "
+        f"train memory {ratios[2]:.2f}x, generate memory {ratios[3]:.2f}x; "
+        f"identical hypotheses: {same}/{total} (same weights, converted)",
+    ]
+    print("\n".join(lines))
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
