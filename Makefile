@@ -1,6 +1,7 @@
 # Set-up and entry points. On a fresh machine:
 #   make test    create .venv, install everything (CPU torch by default), run the default test suite
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
+#   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
 #
 # Variables:
 #   PYTHON=python3            interpreter that creates the virtual environment
@@ -22,7 +23,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow demo clean
+.PHONY: install test test-slow demo bench clean
 
 install: $(STAMP)
 
@@ -45,6 +46,10 @@ test: $(STAMP)
 # Long runs (learnability: the demo model must reach its BLEU bar); not part of `make test`.
 test-slow: $(STAMP)
 	$(PY) -m pytest tests -m slow $(PYTEST_ARGS)
+
+# Speed against fairseq's built-in transformer (issue "Speed"); prints a table, ~15 min on 2 cores.
+bench: $(STAMP)
+	$(PY) -m benchmarks.speed --work runs/bench --repeats 3 --out runs/bench/speed.md
 
 demo: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/demo.sh

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -164,6 +165,7 @@ def main(argv=None):
         order = ["builtin", "vaswani"] if r % 2 == 0 else ["vaswani", "builtin"]
         for impl in order:
             save_dir = os.path.join(a.work, f"ckpt_{impl}")
+            shutil.rmtree(save_dir, ignore_errors=True)  # every round trains from scratch
             res = train(impl, bin_dir, save_dir, a, os.path.join(a.work, f"train_{impl}_{r}.log"))
             results[impl].append(res)
             print(f"round {r + 1} {impl:8s} train {res['wps']:.0f} tok/s, loss {res['loss']:.3f}, peak {res['rss']:.0f} MiB",
