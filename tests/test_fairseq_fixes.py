@@ -1,7 +1,11 @@
-"""fairseq's batch_by_size keeps every sentence once the plugin is imported (fairseq issue #5036)."""
+"""The fixes to fairseq the plugin applies: every sentence batched (fairseq issue #5036), and
+checkpoint copies that never leave a half-written file under the final name."""
+
+import shutil
 
 import numpy as np
 import pytest
+from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 
 
@@ -22,3 +26,23 @@ def test_every_index_lands_in_exactly_one_batch(max_tokens, max_sentences):
             assert len(batch) <= max(max_sentences, 8)
         if max_tokens:
             assert len(batch) * sizes[batch].max() <= max_tokens
+
+
+def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
+    src, dst = tmp_path / "checkpoint_3_300.pt", tmp_path / "checkpoint_last.pt"
+    src.write_bytes(b"new" * 1000)
+    dst.write_bytes(b"old complete checkpoint")
+    real_copyfile = shutil.copyfile
+
+    def crash_half_way(a, b):
+        with open(b, "wb") as f:
+            f.write(open(a, "rb").read()[:1500])
+        raise OSError("killed while copying")
+
+    monkeypatch.setattr(shutil, "copyfile", crash_half_way)
+    with pytest.raises(OSError, match="killed"):
+        checkpoint_utils.PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == b"old complete checkpoint"  # the last complete one survives
+    monkeypatch.setattr(shutil, "copyfile", real_copyfile)
+    assert checkpoint_utils.PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == src.read_bytes()

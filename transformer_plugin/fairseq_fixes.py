@@ -1,15 +1,26 @@
-"""A fix to fairseq itself that this plugin applies on import: every sentence gets a batch.
+"""Fixes to fairseq itself that this plugin applies on import.
 
-fairseq's ``data_utils.batch_by_size`` (upstream main, which both Python 3.11 forks ship) drops the
+Every sentence gets a batch. fairseq's ``data_utils.batch_by_size`` (upstream main, which both Python 3.11 forks ship) drops the
 last batch when its size is not a multiple of ``--required-batch-size-multiple`` (8 by default):
 fairseq-generate then silently translates fewer sentences than the test set holds, and
 fairseq-validate scores a subset (fairseq issue #5036). fairseq 0.12.2 kept that batch; so does
 this plugin: the dropped tail comes back as one last batch, which respects --max-tokens and
 --batch-size like every other.
+
+No half-written checkpoint under its final name. fairseq's ``save_checkpoint`` writes the first
+checkpoint file atomically (a temporary file, then a rename) but copies it to the others, among
+them ``checkpoint_last.pt``, with a plain copy: a crash during that copy leaves a truncated
+``checkpoint_last.pt``, the file a re-run resumes from. The plugin makes that copy atomic too, for
+local paths (remote paths keep fairseq's own handling).
 """
 
+import os
+import shutil
+
 import numpy as np
+from fairseq import checkpoint_utils
 from fairseq.data import data_utils
+from fairseq.file_io import PathManager
 
 
 def _wrap_batch_by_size() -> None:
@@ -31,4 +42,20 @@ def _wrap_batch_by_size() -> None:
     data_utils.batch_by_size = batch_by_size
 
 
+class AtomicCopyPathManager(PathManager):
+    """fairseq's PathManager whose ``copy`` of local files goes through a temporary file and a rename."""
+
+    @staticmethod
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if PathManager.path_requires_pathmanager(dst_path) or "://" in dst_path:
+            return PathManager.copy(src_path, dst_path, overwrite=overwrite)
+        if not overwrite and os.path.exists(dst_path):
+            return False
+        tmp = dst_path + ".tmp"
+        shutil.copyfile(src_path, tmp)
+        os.replace(tmp, dst_path)
+        return True
+
+
 _wrap_batch_by_size()
+checkpoint_utils.PathManager = AtomicCopyPathManager
