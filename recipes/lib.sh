@@ -67,7 +67,7 @@ train_workers() {
     pids=("${left[@]}")
   done
   if [ $status -ne 0 ]; then
-    [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2> /dev/null
+    [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2> /dev/null || true  # a worker may have exited already
     wait 2> /dev/null || true
     echo "a training worker failed (exit $status): see $log and $log.rank*" >&2
     return $status
