@@ -4,6 +4,8 @@ banner() { printf '\n==== %s ====\n' "$*"; }
 
 # stage ID TITLE COMMAND...: run COMMAND once. A stamp in $WORK/.done marks a completed stage, so a
 # re-run skips it; delete the stamp (or $WORK) to redo it. A failure stops the recipe, naming the stage.
+# With DRY_RUN=1 nothing runs: every stage prints its command line instead (the helpers below print
+# the commands they would start), whether or not it is stamped.
 CURRENT_STAGE=""
 trap 'status=$?; if [ $status -ne 0 ] && [ -n "$CURRENT_STAGE" ]; then echo "FAILED: stage $CURRENT_STAGE (exit $status)" >&2; fi' EXIT
 stage() {
@@ -11,6 +13,14 @@ stage() {
   shift 2
   local stamp="$WORK/.done/$id"
   banner "stage $id: $title"
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    [ ! -f "$stamp" ] || echo "(done already: a real run skips this stage)"
+    case $1 in
+      capture | train_workers) "$@" ;;
+      *) show "$@" ;;
+    esac
+    return 0
+  fi
   if [ -f "$stamp" ]; then
     echo "done already ($stamp); skipping"
     return 0
@@ -22,10 +32,22 @@ stage() {
   CURRENT_STAGE=""
 }
 
+# show COMMAND...: print COMMAND as a shell would read it back (for DRY_RUN)
+show() {
+  local quoted
+  printf -v quoted '%q ' "$@"
+  echo "+ ${quoted% }"
+}
+
 # capture FILE COMMAND...: COMMAND's standard output into FILE, which appears only when COMMAND succeeded.
 capture() {
   local out=$1
   shift
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    show "$@"
+    echo "  > $out"
+    return 0
+  fi
   "$@" > "$out.tmp"
   mv "$out.tmp" "$out"
 }
@@ -37,28 +59,34 @@ free_port() {
 # train_workers N LOG fairseq-train ARGS...: N data-parallel processes on this machine (gloo over
 # TCP on 127.0.0.1, legacy_ddp: fairseq's c10d DDP rejects CPU models), each with an equal share of
 # the CPU cores as torch threads. Rank 0 prints progress, also appended to LOG; rank r>0 writes
-# LOG.rank<r>. If one worker fails, the others are stopped and the stage fails.
+# LOG.rank<r>. If one worker fails, the others are stopped and the stage fails. N=1 runs COMMAND once
+# (e.g. a launcher that starts its own processes: fairseq on GPUs, torchrun, srun), its output tee'd to LOG.
 # On GPUs use --distributed-backend nccl, or torchrun (see the WMT recipes).
 train_workers() {
   local n=$1 log=$2
   shift 2
+  local dry=${DRY_RUN:-0}
   if [ "$n" -le 1 ]; then
-    "$@" 2>&1 | tee -a "$log"
+    if [ "$dry" = 1 ]; then show "$@"; else "$@" 2>&1 | tee -a "$log"; fi
     return
   fi
   local threads=${OMP_NUM_THREADS:-$(( $(nproc) / n > 0 ? $(nproc) / n : 1 ))}
-  local port r pids=()
-  port=$(free_port)
+  local port=PORT r pids=()
+  [ "$dry" = 1 ] || port=$(free_port)
   for ((r = 0; r < n; r++)); do
     local dist=(--distributed-world-size "$n" --distributed-rank "$r" --distributed-backend gloo
       --ddp-backend legacy_ddp --distributed-no-spawn --distributed-init-method "tcp://127.0.0.1:$port")
-    if [ "$r" -eq 0 ]; then
+    if [ "$dry" = 1 ]; then
+      show env OMP_NUM_THREADS="$threads" "$@" "${dist[@]}"
+      continue
+    elif [ "$r" -eq 0 ]; then
       OMP_NUM_THREADS=$threads "$@" "${dist[@]}" > >(tee -a "$log") 2>&1 &
     else
       OMP_NUM_THREADS=$threads "$@" "${dist[@]}" > "$log.rank$r" 2>&1 &
     fi
     pids+=($!)
   done
+  [ "$dry" = 0 ] || return 0  # dry run: printed only
   local status=0 finished pid left
   while [ ${#pids[@]} -gt 0 ]; do  # the first worker to fail stops the others (bash >= 5.1)
     wait -n -p finished "${pids[@]}" || { status=$?; break; }

@@ -51,19 +51,22 @@ def compound_split(text: str) -> str:
     return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", text)
 
 
-def tokenized_compound_split_bleu(hypotheses: List[str], references: List[str], lang: str):
+def tokenized_bleu(hypotheses: List[str], references: List[str], lang: str, split_compounds: bool = True):
+    """BLEU on Moses-tokenized text (as multi-bleu.perl), with tensor2tensor's compound splitting or not."""
     from sacremoses import MosesTokenizer
 
     tokenizer = MosesTokenizer(lang=lang)
 
     def prepare(text):
-        return compound_split(tokenizer.tokenize(text, return_str=True, escape=False))
+        tokens = tokenizer.tokenize(text, return_str=True, escape=False)
+        return compound_split(tokens) if split_compounds else tokens
 
     bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True)
     return bleu.corpus_score([prepare(h) for h in hypotheses], [[prepare(r) for r in references]])
 
 
-def score(hypotheses: List[str], references: List[str], tokenized_bleu_lang: Optional[str] = None) -> Dict:
+def score(hypotheses: List[str], references: List[str], tokenized_bleu_lang: Optional[str] = None,
+          split_compounds: bool = True) -> Dict:
     """Corpus scores; every value comes with the label and signature that say how it was computed."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
@@ -79,8 +82,8 @@ def score(hypotheses: List[str], references: List[str], tokenized_bleu_lang: Opt
         "chrf_signature": str(chrf.get_signature()),
     }
     if tokenized_bleu_lang:
-        tok = tokenized_compound_split_bleu(hypotheses, references, tokenized_bleu_lang)
-        result["tokenized_bleu_compound_split"] = round(tok.score, 2)
+        tok = tokenized_bleu(hypotheses, references, tokenized_bleu_lang, split_compounds)
+        result["tokenized_bleu_compound_split" if split_compounds else "tokenized_bleu"] = round(tok.score, 2)
     return result
 
 
@@ -90,6 +93,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reference", required=True, help="detokenized references, one per line, corpus order")
     parser.add_argument("--kind", default="D", choices=["D", "H"], help="D: detokenized hypotheses (default)")
     parser.add_argument("--tokenized-bleu", action="store_true", help="also tokenized BLEU with compound splitting")
+    parser.add_argument("--no-compound-split", action="store_true",
+                        help="tokenized BLEU without compound splitting (tensor2tensor splits for German only)")
     parser.add_argument("--lang", default="de", help="target language for the Moses tokenizer")
     parser.add_argument("--hypotheses-out", help="write the hypotheses here, in corpus order")
     parser.add_argument("--json", help="write the scores here as JSON")
@@ -105,7 +110,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"evaluate: error: {args.generate_output}: {e}", file=sys.stderr)
         return 1
-    result = score(hypotheses, references, args.lang if args.tokenized_bleu else None)
+    result = score(hypotheses, references, args.lang if args.tokenized_bleu else None, not args.no_compound_split)
     if args.hypotheses_out:
         with open(args.hypotheses_out, "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hypotheses)
@@ -116,6 +121,8 @@ def main(argv=None) -> int:
     line = f"{label}sacreBLEU {result['sacrebleu']:.2f} | chrF {result['chrf']:.2f}"
     if "tokenized_bleu_compound_split" in result:
         line += f" | tokenized BLEU (compound split) {result['tokenized_bleu_compound_split']:.2f}"
+    if "tokenized_bleu" in result:
+        line += f" | tokenized BLEU {result['tokenized_bleu']:.2f}"
     if args.paper:
         line += f" | paper: {args.paper}"
     print(line)

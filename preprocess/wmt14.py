@@ -1,0 +1,514 @@
+"""WMT14 English-German and English-French as the paper used them (Section 5.1), ready for sentencepiece.
+
+``prepare`` does, for ``--pair en-de`` or ``--pair en-fr``:
+
+1. fetch the standard archives under their original names: downloaded with resume (a ``.part`` file
+   and an HTTP range request), or taken from ``--from DIR`` for offline use. Test and dev archives are
+   checked against the md5 sums sacreBLEU publishes for them; every archive is checked for
+   completeness (HTTP length, gzip CRC, the expected members) and its md5 is written to the report;
+2. extract the files each corpus needs (nothing else);
+3. clean the training corpora, counting every dropped pair by reason: invalid UTF-8, an empty side,
+   more than ``--max-len`` words on a side, a length ratio above ``--max-ratio`` (as Moses'
+   clean-corpus-n). CRLF line ends are stripped and counted. Source and target files of different
+   lengths are an error naming both files;
+4. normalise punctuation and Unicode as is standard (Moses' normalize-punctuation via sacremoses,
+   control characters removed, whitespace collapsed) on training and dev text and on the test source;
+5. read dev (newstest2013) and test (newstest2014, the "full" release) from their SGML files as
+   sacreBLEU does. The test references are kept exactly as released (``test.ref.<tgt>``), for
+   detokenized sacreBLEU; normalised copies (``test.<tgt>``) are what fairseq binarizes.
+
+Outputs in ``--out``: ``{train,valid,test}.{src,tgt}``, ``{valid,test}.ref.<tgt>`` and
+``report.json`` with every count. Each output is written under a temporary name and renamed.
+
+    python -m preprocess.wmt14 prepare --pair en-de --out data/wmt14_en_de [--from ~/archives] [--workers 8]
+    python -m preprocess.wmt14 urls --pair en-fr          # what would be downloaded, and from where
+    python -m preprocess.wmt14 toy-archives --out DIR     # small archives in the real layouts, for a toy run
+"""
+
+import argparse
+import gzip
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+
+class DataError(Exception):
+    """A problem with an archive or a corpus file; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Archive:
+    name: str  # the original file name, as on statmt.org and as expected in --from DIR
+    url: str
+    md5: Optional[str] = None  # pinned where a maintained registry publishes it (sacreBLEU's test sets)
+
+
+ARCHIVES = {
+    a.name: a
+    for a in [
+        Archive("training-parallel-europarl-v7.tgz", "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz"),
+        Archive("training-parallel-commoncrawl.tgz", "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"),
+        Archive("training-parallel-nc-v9.tgz", "https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz"),
+        Archive("training-parallel-un.tgz", "https://www.statmt.org/wmt13/training-parallel-un.tgz"),
+        Archive("training-giga-fren.tar", "https://www.statmt.org/wmt10/training-giga-fren.tar"),
+        # md5 sums as in sacreBLEU's dataset registry (wmt13, wmt14/full)
+        Archive("test.tgz", "https://www.statmt.org/wmt13/test.tgz", "48eca5d02f637af44e85186847141f67"),
+        Archive("test-full.tgz", "https://www.statmt.org/wmt14/test-full.tgz", "a8cd784e006feb32ac6f3d9ec7eb389a"),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    archive: str
+    member: str  # path inside the archive, with {lang}; a ".gz" member is decompressed after extraction
+
+
+# WMT14's constrained training data (Section 5.1: ~4.5M pairs En-De, ~36M En-Fr); dev newstest2013,
+# test newstest2014 ("full": the complete test set released after the evaluation).
+PAIRS = {
+    "en-de": dict(
+        train=[
+            Corpus("europarl-v7", "training-parallel-europarl-v7.tgz", "training/europarl-v7.de-en.{lang}"),
+            Corpus("commoncrawl", "training-parallel-commoncrawl.tgz", "commoncrawl.de-en.{lang}"),
+            Corpus("news-commentary-v9", "training-parallel-nc-v9.tgz", "training/news-commentary-v9.de-en.{lang}"),
+        ],
+        valid=Corpus("newstest2013", "test.tgz", "test/newstest2013-src.{lang}.sgm"),
+        test_src=Corpus("newstest2014", "test-full.tgz", "test-full/newstest2014-deen-src.{lang}.sgm"),
+        test_ref=Corpus("newstest2014", "test-full.tgz", "test-full/newstest2014-deen-ref.{lang}.sgm"),
+    ),
+    "en-fr": dict(
+        train=[
+            Corpus("europarl-v7", "training-parallel-europarl-v7.tgz", "training/europarl-v7.fr-en.{lang}"),
+            Corpus("commoncrawl", "training-parallel-commoncrawl.tgz", "commoncrawl.fr-en.{lang}"),
+            Corpus("un", "training-parallel-un.tgz", "un/undoc.2000.fr-en.{lang}"),
+            Corpus("news-commentary-v9", "training-parallel-nc-v9.tgz", "training/news-commentary-v9.fr-en.{lang}"),
+            Corpus("giga-fren", "training-giga-fren.tar", "giga-fren.release2.fixed.{lang}.gz"),
+        ],
+        valid=Corpus("newstest2013", "test.tgz", "test/newstest2013-src.{lang}.sgm"),
+        test_src=Corpus("newstest2014", "test-full.tgz", "test-full/newstest2014-fren-src.{lang}.sgm"),
+        test_ref=Corpus("newstest2014", "test-full.tgz", "test-full/newstest2014-fren-ref.{lang}.sgm"),
+    ),
+}
+
+
+def archives_for(pair: str) -> List[Archive]:
+    spec = PAIRS[pair]
+    names = [c.archive for c in spec["train"]] + [spec["valid"].archive, spec["test_src"].archive]
+    return [ARCHIVES[n] for n in dict.fromkeys(names)]
+
+
+# ---- 1. fetch and verify ----------------------------------------------------------------------
+
+
+def md5sum(path: str) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_md5(archive: Archive, path: str, ignore_pinned: bool = False, log=print) -> str:
+    digest = md5sum(path)
+    if archive.md5 and digest != archive.md5:
+        message = f"{path}: md5 {digest} but {archive.url} has md5 {archive.md5} (a damaged or different file)"
+        if not ignore_pinned:
+            raise DataError(message)
+        log(f"WARNING: {message}; going on because of --ignore-pinned-md5")
+    return digest
+
+
+def download(url: str, dest: str, attempts: int = 5, timeout: float = 60.0, log=print) -> None:
+    """Download ``url`` to ``dest``, resuming ``dest.part`` with a range request after an interruption.
+
+    ``dest`` appears only when the whole file arrived (the length the server announced).
+    """
+    part = dest + ".part"
+    for attempt in range(1, attempts + 1):
+        have = os.path.getsize(part) if os.path.exists(part) else 0
+        request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                if have and response.status == 206:
+                    total = _total_from_content_range(response.headers.get("Content-Range"), url)
+                    log(f"resuming {url} at byte {have:,} of {total:,}")
+                    mode = "ab"
+                else:  # 200: the server sends the whole file (no range support, or nothing to resume)
+                    length = response.headers.get("Content-Length")
+                    total = int(length) if length is not None else None
+                    have, mode = 0, "wb"
+                    log(f"downloading {url}" + (f" ({total:,} bytes)" if total else ""))
+                with open(part, mode) as f:
+                    shutil.copyfileobj(response, f, 1 << 20)
+        except urllib.error.HTTPError as e:
+            if e.code == 416 and have:  # the range starts at or past the end: start again from zero
+                os.remove(part)
+                continue
+            raise DataError(f"{url}: HTTP {e.code} {e.reason}") from e
+        except (urllib.error.URLError, OSError, TimeoutError) as e:
+            if attempt == attempts:
+                raise DataError(f"{url}: download failed after {attempts} attempts ({e}); {part} is kept, "
+                                "run again to resume") from e  # fmt: skip
+            log(f"{url}: {e}; retrying in {2 ** attempt} s")
+            time.sleep(2**attempt)
+            continue
+        size = os.path.getsize(part)
+        if total is None or size == total:
+            os.replace(part, dest)
+            return
+        if attempt == attempts:
+            raise DataError(f"{url}: got {size:,} of {total:,} bytes; {part} is kept, run again to resume")
+        log(f"{url}: connection ended at byte {size:,} of {total:,}; resuming")
+
+
+def _total_from_content_range(value: Optional[str], url: str) -> int:
+    m = re.fullmatch(r"bytes \d+-\d+/(\d+)", (value or "").strip())
+    if not m:
+        raise DataError(f"{url}: partial response without a usable Content-Range ({value!r})")
+    return int(m.group(1))
+
+
+def fetch(archive: Archive, download_dir: str, from_dir: Optional[str], log=print) -> str:
+    """The archive's path on disk: from ``from_dir`` (offline) or downloaded into ``download_dir``."""
+    if from_dir is not None:
+        path = os.path.join(from_dir, archive.name)
+        if not os.path.isfile(path):
+            raise DataError(f"{path} is missing: --from needs {archive.name} under its original name"
+                            f" (download it from {archive.url})")  # fmt: skip
+        return path
+    path = os.path.join(download_dir, archive.name)
+    if not os.path.isfile(path):
+        os.makedirs(download_dir, exist_ok=True)
+        download(archive.url, path, log=log)
+    return path
+
+
+# ---- 2. extract --------------------------------------------------------------------------------
+
+
+def extract(archive_path: str, members: Sequence[str], raw_dir: str) -> Dict[str, str]:
+    """Extract ``members`` (decompressing ``.gz`` members) into ``raw_dir``; returns member -> file.
+
+    Reading the archive to its end checks every gzip CRC; a damaged or truncated archive or a missing
+    member is a DataError naming the archive.
+    """
+    wanted = set(members)
+    out = {m: os.path.join(raw_dir, os.path.basename(m[:-3] if m.endswith(".gz") else m)) for m in members}
+    if all(os.path.isfile(p) for p in out.values()):
+        return out
+    os.makedirs(raw_dir, exist_ok=True)
+    found = set()
+    try:
+        with tarfile.open(archive_path, "r:*") as tar:
+            for info in tar:  # one pass over the whole archive, so that truncation is always noticed
+                if info.name in wanted and info.isfile():
+                    source = tar.extractfile(info)
+                    if info.name.endswith(".gz"):
+                        source = gzip.GzipFile(fileobj=source)
+                    with source, open(out[info.name] + ".tmp", "wb") as f:
+                        shutil.copyfileobj(source, f, 1 << 20)
+                    found.add(info.name)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+        raise DataError(f"{archive_path}: damaged or truncated archive ({type(e).__name__}: {e})") from e
+    missing = sorted(wanted - found)
+    if missing:
+        raise DataError(f"{archive_path}: has no member {', '.join(missing)} (is it the right archive?)")
+    for m in members:
+        os.replace(out[m] + ".tmp", out[m])
+    return out
+
+
+# ---- 3./4. clean and normalise ------------------------------------------------------------------
+
+_normalizers = {}
+
+
+def normalize(text: str, lang: str) -> str:
+    """Moses punctuation normalisation (sacremoses), control characters removed, whitespace collapsed."""
+    from sacremoses import MosesPunctNormalizer
+
+    if lang not in _normalizers:
+        _normalizers[lang] = MosesPunctNormalizer(lang, pre_replace_unicode_punct=True, post_remove_control_chars=True)
+    return " ".join(_normalizers[lang].normalize(text).split())
+
+
+DROP_REASONS = ("invalid_utf8", "empty", "too_long", "ratio")
+
+
+def clean_pair(src: bytes, tgt: bytes, langs: Tuple[str, str], max_len: int, max_ratio: float):
+    """(reason, None) for a dropped pair, or (None, (src, tgt)) normalised; ``src``/``tgt`` are raw lines."""
+    try:
+        texts = [line.rstrip(b"\n").rstrip(b"\r").decode("utf-8") for line in (src, tgt)]
+    except UnicodeDecodeError:
+        return "invalid_utf8", None
+    texts = [normalize(t, lang) for t, lang in zip(texts, langs)]
+    lengths = [len(t.split()) for t in texts]
+    if min(lengths) == 0:
+        return "empty", None
+    if max(lengths) > max_len:
+        return "too_long", None
+    if max(lengths) / min(lengths) > max_ratio:
+        return "ratio", None
+    return None, tuple(texts)
+
+
+def _clean_chunk(job):
+    pairs, langs, max_len, max_ratio = job
+    return [clean_pair(s, t, langs, max_len, max_ratio) for s, t in pairs]
+
+
+def read_pairs(src_path: str, tgt_path: str, chunk: int = 20_000) -> Iterator[List[Tuple[bytes, bytes]]]:
+    """Chunks of raw line pairs; a DataError naming both files when their line counts differ."""
+    with open(src_path, "rb") as fs, open(tgt_path, "rb") as ft:
+        n = 0
+        while True:
+            pairs = []
+            for _ in range(chunk):
+                s, t = fs.readline(), ft.readline()
+                if not s and not t:
+                    break
+                if not s or not t:
+                    longer, shorter = (tgt_path, src_path) if not s else (src_path, tgt_path)
+                    raise DataError(f"{shorter} ends after {n + len(pairs):,} lines but {longer} has more:"
+                                    " source and target must have one sentence per line, aligned")  # fmt: skip
+                pairs.append((s, t))
+            if not pairs:
+                return
+            n += len(pairs)
+            yield pairs
+
+
+def clean_corpus(src_path, tgt_path, out_src, out_tgt, langs, max_len=250, max_ratio=1.5, max_pairs=None,
+                 pool=None) -> Dict[str, int]:  # fmt: skip
+    """Append the cleaned, normalised pairs of one corpus to the open files ``out_src``/``out_tgt``."""
+    counts = dict(read=0, kept=0, crlf=0, **{r: 0 for r in DROP_REASONS})
+
+    def jobs():
+        for pairs in read_pairs(src_path, tgt_path):
+            if max_pairs is not None:
+                pairs = pairs[: max(0, max_pairs - counts["read"])]
+                if not pairs:
+                    return
+            counts["read"] += len(pairs)
+            counts["crlf"] += sum(s.endswith(b"\r\n") or t.endswith(b"\r\n") for s, t in pairs)
+            yield pairs, langs, max_len, max_ratio
+
+    results = pool.imap(_clean_chunk, jobs()) if pool else map(_clean_chunk, jobs())
+    for chunk in results:
+        for reason, texts in chunk:
+            if reason:
+                counts[reason] += 1
+            else:
+                out_src.write(texts[0] + "\n")
+                out_tgt.write(texts[1] + "\n")
+                counts["kept"] += 1
+    assert counts["kept"] + sum(counts[r] for r in DROP_REASONS) == counts["read"]
+    return counts
+
+
+# ---- 5. SGML test sets -------------------------------------------------------------------------
+
+_SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
+
+
+def read_sgml(path: str) -> List[str]:
+    """The segments of a WMT "fake SGML" file in file order, as sacreBLEU extracts them."""
+    segments = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.startswith("<seg "):
+                m = _SEG.search(line)
+                if not m:
+                    raise DataError(f"{path}:{number}: a <seg> line without </seg>")
+                segments.append(re.sub(r"\s+", " ", m.group(1).strip()))
+    if not segments:
+        raise DataError(f"{path}: no <seg> lines; not a WMT SGML file")
+    return segments
+
+
+# ---- the whole preparation ---------------------------------------------------------------------
+
+
+def _write_lines(path: str, lines: Sequence[str]) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    os.replace(path + ".tmp", path)
+
+
+def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: Optional[str] = None,
+            max_len: int = 250, max_ratio: float = 1.5, max_pairs: Optional[int] = None, workers: int = 1,
+            ignore_pinned_md5: bool = False, log=print) -> Dict:  # fmt: skip
+    if pair not in PAIRS:
+        raise DataError(f"unknown pair {pair!r}; choose from {', '.join(PAIRS)}")
+    spec = PAIRS[pair]
+    src, tgt = pair.split("-")
+    raw = os.path.join(out, "raw")
+    os.makedirs(out, exist_ok=True)
+    report = {"pair": pair, "archives": {}, "train": {}, "max_len": max_len, "max_ratio": max_ratio}
+
+    paths = {}
+    for archive in archives_for(pair):
+        paths[archive.name] = fetch(archive, download_dir or os.path.join(out, "archives"), from_dir, log)
+        report["archives"][archive.name] = {"path": os.path.abspath(paths[archive.name]),
+                                            "md5": _check_md5(archive, paths[archive.name], ignore_pinned_md5, log),
+                                            "md5_pinned": archive.md5 is not None}  # fmt: skip
+
+    def files(corpus: Corpus, langs):
+        members = [corpus.member.format(lang=lang) for lang in langs]
+        got = extract(paths[corpus.archive], members, os.path.join(raw, corpus.archive.split(".")[0]))
+        return [got[m] for m in members]
+
+    pool = multiprocessing.Pool(workers) if workers > 1 else None
+    try:
+        with open(os.path.join(out, f"train.{src}.tmp"), "w", encoding="utf-8") as fs, \
+                open(os.path.join(out, f"train.{tgt}.tmp"), "w", encoding="utf-8") as ft:  # fmt: skip
+            for corpus in spec["train"]:
+                src_file, tgt_file = files(corpus, (src, tgt))
+                counts = clean_corpus(src_file, tgt_file, fs, ft, (src, tgt), max_len, max_ratio, max_pairs, pool)
+                report["train"][corpus.name] = counts
+                dropped = ", ".join(f"{r} {counts[r]:,}" for r in DROP_REASONS)
+                log(f"{corpus.name}: read {counts['read']:,} pairs, kept {counts['kept']:,}; dropped: {dropped};"
+                    f" CRLF line ends stripped: {counts['crlf']:,}")  # fmt: skip
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+    for lang in (src, tgt):
+        os.replace(os.path.join(out, f"train.{lang}.tmp"), os.path.join(out, f"train.{lang}"))
+    totals = {k: sum(c[k] for c in report["train"].values()) for k in ("read", "kept", "crlf", *DROP_REASONS)}
+    report["train_total"] = totals
+
+    valid_src, valid_tgt = (read_sgml(f) for f in files(spec["valid"], (src, tgt)))
+    (test_src,) = (read_sgml(f) for f in files(spec["test_src"], (src,)))
+    (test_ref,) = (read_sgml(f) for f in files(spec["test_ref"], (tgt,)))
+    for name, a, b in (("valid", valid_src, valid_tgt), ("test", test_src, test_ref)):
+        if len(a) != len(b):
+            raise DataError(f"{name} set: {len(a)} source but {len(b)} target segments in the SGML files of {raw}")
+    _write_lines(os.path.join(out, f"valid.{src}"), [normalize(s, src) for s in valid_src])
+    _write_lines(os.path.join(out, f"valid.{tgt}"), [normalize(s, tgt) for s in valid_tgt])
+    _write_lines(os.path.join(out, f"valid.ref.{tgt}"), valid_tgt)
+    _write_lines(os.path.join(out, f"test.{src}"), [normalize(s, src) for s in test_src])
+    _write_lines(os.path.join(out, f"test.{tgt}"), [normalize(s, tgt) for s in test_ref])
+    _write_lines(os.path.join(out, f"test.ref.{tgt}"), test_ref)
+    report["valid"] = {"corpus": spec["valid"].name, "pairs": len(valid_src)}
+    report["test"] = {"corpus": spec["test_src"].name, "pairs": len(test_src)}
+    with open(os.path.join(out, "report.json.tmp"), "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(os.path.join(out, "report.json.tmp"), os.path.join(out, "report.json"))
+    log(f"train: kept {totals['kept']:,} of {totals['read']:,} pairs"
+        f" ({', '.join(f'{r} {totals[r]:,}' for r in DROP_REASONS)} dropped);"
+        f" valid {len(valid_src):,} ({spec['valid'].name}); test {len(test_src):,} ({spec['test_src'].name})")  # fmt: skip
+    return report
+
+
+# ---- toy archives ------------------------------------------------------------------------------
+
+
+def _sgml(lines: Sequence[str], kind: str, setid: str, lang: str, docs: int = 3) -> str:
+    head = {"src": f'<srcset setid="{setid}" srclang="any">', "ref": f'<refset setid="{setid}" srclang="any" '
+            f'trglang="{lang}">'}[kind]  # fmt: skip
+    body, per_doc = [head], -(-len(lines) // docs)
+    for d in range(0, len(lines), per_doc):
+        body.append(f'<doc sysid="{kind}" docid="doc{d}" genre="news" origlang="en">')
+        body += [f'<seg id="{i + 1}">{line}</seg>' for i, line in enumerate(lines[d : d + per_doc])]
+        body.append("</doc>")
+    body.append(f"</{kind}set>")
+    return "\n".join(body) + "\n"
+
+
+def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 700, test: int = 60, seed: int = 1):
+    """Small archives with the original names and inner layouts of ``pair``, filled with the synthetic
+    language pair of :mod:`preprocess.synthetic_pair` (English-like source, made-up target); every
+    member the preparation reads is there. For trying a recipe offline and for the tests."""
+    import io
+    import random
+
+    from .synthetic_pair import Grammar, make_lexicon
+
+    rng = random.Random(seed)
+    grammar = Grammar(make_lexicon(rng), rng)
+    src, tgt = pair.split("-")
+    spec = PAIRS[pair]
+    files: Dict[str, Dict[str, bytes]] = {}
+
+    def sample(n):
+        return [grammar.sentence_pair() for _ in range(n)]
+
+    for corpus in spec["train"]:
+        lines = sample(pairs_per_corpus)
+        for lang, side in ((src, 0), (tgt, 1)):
+            data = "".join(p[side] + "\n" for p in lines).encode()
+            member = corpus.member.format(lang=lang)
+            files.setdefault(corpus.archive, {})[member] = gzip.compress(data, mtime=0) if member.endswith(".gz") else data
+    dev, test_pairs = sample(test), sample(test)
+    for corpus, kind, lang, lines in ((spec["valid"], "src", src, dev), (spec["valid"], "src", tgt, dev),
+                                      (spec["test_src"], "src", src, test_pairs),
+                                      (spec["test_ref"], "ref", tgt, test_pairs)):  # fmt: skip
+        side = 0 if lang == src else 1
+        text = _sgml([p[side] for p in lines], kind, corpus.name, lang)
+        files.setdefault(corpus.archive, {})[corpus.member.format(lang=lang)] = text.encode()
+    os.makedirs(out, exist_ok=True)
+    for name, members in files.items():
+        mode = "w:gz" if name.endswith(".tgz") else "w"
+        with tarfile.open(os.path.join(out, name), mode) as tar:
+            for member, data in sorted(members.items()):
+                info = tarfile.TarInfo(member)
+                info.size, info.mtime = len(data), 0
+                tar.addfile(info, io.BytesIO(data))
+    return sorted(files)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="fetch, verify, extract, clean and normalise one language pair")
+    p.add_argument("--pair", required=True, choices=sorted(PAIRS))
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--from", dest="from_dir", help="directory with the archives under their original names (offline)")
+    p.add_argument("--download-dir", help="where downloads go (default OUT/archives)")
+    p.add_argument("--max-len", type=int, default=250, help="drop pairs with more words on a side (Moses: 250)")
+    p.add_argument("--max-ratio", type=float, default=1.5, help="drop pairs whose word-count ratio is higher")
+    p.add_argument("--max-pairs", type=int, help="read at most this many pairs per corpus (toy runs)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for normalisation")
+    p.add_argument("--ignore-pinned-md5", action="store_true",
+                   help="warn instead of failing when a test archive differs from sacreBLEU's md5 (toy archives)")
+    u = sub.add_parser("urls", help="print the archives a pair needs: name, URL, pinned md5")
+    u.add_argument("--pair", required=True, choices=sorted(PAIRS))
+    t = sub.add_parser("toy-archives", help="write small archives in the real layouts (synthetic text)")
+    t.add_argument("--out", required=True)
+    t.add_argument("--pair", default="en-de", choices=sorted(PAIRS))
+    t.add_argument("--pairs-per-corpus", type=int, default=700)
+    t.add_argument("--test", type=int, default=60, help="sentences in the dev and in the test set")
+    t.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "prepare":
+            prepare(args.pair, args.out, args.from_dir, args.download_dir, args.max_len, args.max_ratio,
+                    args.max_pairs, args.workers, args.ignore_pinned_md5)  # fmt: skip
+        elif args.command == "urls":
+            for a in archives_for(args.pair):
+                print(f"{a.name}\t{a.url}\t{a.md5 or '-'}")
+        else:
+            for name in write_toy_archives(args.out, args.pair, args.pairs_per_corpus, args.test, args.seed):
+                print(os.path.join(args.out, name))
+    except DataError as e:
+        print(f"wmt14: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+# The WMT14 recipe body, sourced by recipes/wmt14_{en_de,en_fr}_{base,big}.sh after they set their
+# configuration (PAIR, CONFIG, ARCH, ...). Read one of those first; this file holds the shared variables
+# and the stages:
+#   1 fetch, verify, extract, clean and normalise the corpora (preprocess/wmt14.py)
+#   2 a joint sentencepiece vocabulary (BPE ~37k for En-De, unigram 32k word pieces for En-Fr), encode
+#   3 fairseq-preprocess --joined-dictionary
+#   4 fairseq-train, data-parallel over every GPU (or CPU workers), ~25k tokens per update
+#   5 average the last 5 (base) / 20 (big) checkpoints
+#   6 fairseq-generate newstest2014: beam 4, lenpen 0.6, max length input+50
+#   7 detokenized sacreBLEU and tokenized BLEU (compound splitting for German), beside the paper
+#
+# Options:  --dry-run  print every command instead of running it (also DRY_RUN=1)
+# Toy size: TOY=1 runs the same stages on CPU in minutes: vaswani_tiny, a few updates, and, unless
+#           FROM is given, small archives in the real WMT14 layouts written by preprocess/wmt14.py.
+# Several machines: LAUNCH=torchrun or LAUNCH=slurm, see the README ("WMT14 on several machines").
+set -euo pipefail
+
+for arg in "$@"; do
+  case $arg in
+    --dry-run) DRY_RUN=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+    *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+export DRY_RUN=${DRY_RUN:-0}
+
+# ---- variables shared by every WMT14 configuration (each can be set in the environment) -------
+TOY=${TOY:-0}                              # 1: toy size on CPU
+SRC=${PAIR%-*}; TGT=${PAIR#*-}
+WORK=${WORK:-runs/wmt14_${SRC}_${TGT}$([ "$TOY" = 1 ] && echo _toy)}  # data shared by the configurations of a pair
+FROM=${FROM:-}                             # directory holding the archives (offline); empty: download
+IGNORE_PINNED_MD5=${IGNORE_PINNED_MD5:-0}  # 1: test sets that differ from sacreBLEU's md5 only warn (toy archives)
+PREP_WORKERS=${PREP_WORKERS:-$(nproc)}     # processes for normalisation
+TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}  # Section 5.1: ~25,000 source + 25,000 target tokens
+MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}  # what one GPU holds; more GPUs -> less accumulation
+GPUS=${GPUS:-$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true)}  # GPUs per machine (0: CPU workers)
+NNODES=${NNODES:-1}                        # machines (LAUNCH=torchrun / slurm)
+LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm
+CPU_WORKERS=${CPU_WORKERS:-2}              # data-parallel processes when there is no GPU
+PRECISION=${PRECISION:-fp32}               # fp32 (the paper) | fp16 | bf16
+WARMUP=${WARMUP:-4000}                     # Eq. (3) warmup_steps
+LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1}    # eps_ls
+BEAM=${BEAM:-4}; LENPEN=${LENPEN:-0.6}     # Section 6.1
+SEED=${SEED:-1}
+EXTRA_TRAIN_ARGS=${EXTRA_TRAIN_ARGS:-}     # appended to fairseq-train (word-split)
+if [ "$TOY" = 1 ]; then                    # the same recipe at toy size, on CPU, in a few minutes
+  ARCH=${TOY_ARCH:-vaswani_tiny}; VOCAB_SIZE=${TOY_VOCAB_SIZE:-500}; MAX_UPDATE=${TOY_MAX_UPDATE:-300}
+  WARMUP=${TOY_WARMUP:-150}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}; GPUS=0
+  TOKENS_PER_UPDATE=${TOY_TOKENS_PER_UPDATE:-3000}; MAX_TOKENS_PER_DEVICE=1500; AVERAGE_LAST=${TOY_AVERAGE_LAST:-3}
+  MAX_PAIRS=${MAX_PAIRS:-20000}            # per corpus, when FROM holds the real archives
+fi
+MAX_PAIRS=${MAX_PAIRS:-}
+# -----------------------------------------------------------------------------------------------
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$REPO/recipes/lib.sh"
+PY=${PYTHON:-python}
+DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"
+RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
+[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
+
+# ---- batch size: --max-tokens x devices x --update-freq ~ TOKENS_PER_UPDATE --------------------
+if [ "$LAUNCH" = local ] && [ "$NNODES" != 1 ]; then
+  echo "NNODES=$NNODES: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm" >&2; exit 2
+fi
+if [ "$GPUS" -gt 0 ]; then DEVICES=$((GPUS * NNODES)); else DEVICES=$CPU_WORKERS; fi
+UPDATE_FREQ=$(( (TOKENS_PER_UPDATE + DEVICES * MAX_TOKENS_PER_DEVICE - 1) / (DEVICES * MAX_TOKENS_PER_DEVICE) ))
+MAX_TOKENS=$(( (TOKENS_PER_UPDATE + DEVICES * UPDATE_FREQ - 1) / (DEVICES * UPDATE_FREQ) ))
+echo "$PAIR $CONFIG: $DEVICES $([ "$GPUS" -gt 0 ] && echo GPUs || echo CPU workers) x --max-tokens $MAX_TOKENS" \
+  "x --update-freq $UPDATE_FREQ = $((DEVICES * MAX_TOKENS * UPDATE_FREQ)) tokens per update (paper: ~25,000)"
+
+# ---- 1.-3. data (once: with LAUNCH=torchrun, machines other than NODE_RANK=0 use node 0's data) ------
+prepare_data() {
+  local PREPARE_ARGS=(--pair "$PAIR" --out "$DATA" --workers "$PREP_WORKERS")
+  [ -z "$MAX_PAIRS" ] || PREPARE_ARGS+=(--max-pairs "$MAX_PAIRS")
+  [ "$IGNORE_PINNED_MD5" = 0 ] || PREPARE_ARGS+=(--ignore-pinned-md5)
+  if [ -n "$FROM" ]; then
+    PREPARE_ARGS+=(--from "$FROM")
+  elif [ "$TOY" = 1 ]; then
+    stage 0 "toy archives in the WMT14 layout (synthetic text)" \
+      "$PY" -m preprocess.wmt14 toy-archives --pair "$PAIR" --out "$WORK/toy-archives"
+    PREPARE_ARGS+=(--from "$WORK/toy-archives")
+    [ "$IGNORE_PINNED_MD5" = 1 ] || PREPARE_ARGS+=(--ignore-pinned-md5)
+  fi
+  stage 1 "WMT14 $PAIR: fetch, verify, extract, clean, normalise" \
+    "$PY" -m preprocess.wmt14 prepare "${PREPARE_ARGS[@]}"
+
+  stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
+    "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
+      --model-prefix "$SPM/spm" --vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --threads "$PREP_WORKERS"
+
+  stage 2b "encode train, valid and test into pieces" \
+    "$PY" -m preprocess.sentencepiece_vocab encode --model "$SPM/spm.model" \
+      --inputs "$DATA"/{train,valid,test}."$SRC" "$DATA"/{train,valid,test}."$TGT" \
+      --outputs "$SPM"/{train,valid,test}.sp."$SRC" "$SPM"/{train,valid,test}.sp."$TGT"
+
+  stage 3 "fairseq-preprocess with a joined dictionary" \
+    fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
+      --trainpref "$SPM/train.sp" --validpref "$SPM/valid.sp" --testpref "$SPM/test.sp" \
+      --joined-dictionary --destdir "$BIN" --workers "$PREP_WORKERS"
+}
+if [ "$LAUNCH" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ] && [ "$DRY_RUN" = 0 ]; then
+  [ -f "$BIN/dict.$SRC.txt" ] || { echo "$BIN/dict.$SRC.txt is missing: run node 0 with DATA_ONLY=1 first, on storage" \
+    "every machine sees (or copy $BIN here)" >&2; exit 1; }
+else
+  prepare_data
+fi
+if [ "${DATA_ONLY:-0}" = 1 ]; then echo "DATA_ONLY=1: the data is ready in $BIN"; exit 0; fi
+
+# ---- 4. training -----------------------------------------------------------------------------------
+TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin"
+  --arch "$ARCH" --share-all-embeddings
+  --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-09 --clip-norm 0.0
+  --lr-scheduler vaswani_inverse_sqrt --warmup-updates "$WARMUP"
+  --criterion vaswani_label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
+  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
+  --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
+  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
+  --log-format json --log-interval 100)
+case $PRECISION in
+  fp32) ;;
+  fp16) TRAIN_ARGS+=(--fp16) ;;
+  bf16) TRAIN_ARGS+=(--bf16) ;;
+  *) echo "PRECISION=$PRECISION: use fp32, fp16 or bf16" >&2; exit 2 ;;
+esac
+[ "$TOY" = 0 ] || TRAIN_ARGS+=(--log-interval 10 --num-workers 0)
+read -r -a EXTRA <<< "$EXTRA_TRAIN_ARGS"
+TRAIN_ARGS+=("${EXTRA[@]}")
+[ "$DRY_RUN" = 1 ] || mkdir -p "$CKPT"
+TITLE="fairseq-train --arch $ARCH, $MAX_UPDATE updates"
+if [ "$GPUS" -eq 0 ]; then
+  stage "4-$CONFIG" "$TITLE, $CPU_WORKERS CPU workers" train_workers "$CPU_WORKERS" "$RUN/train.log" \
+    fairseq-train "${TRAIN_ARGS[@]}"
+else
+  case $LAUNCH in
+    local)  # fairseq starts one process per GPU of this machine (NCCL)
+      stage "4-$CONFIG" "$TITLE, $GPUS GPUs" train_workers 1 "$RUN/train.log" \
+        fairseq-train "${TRAIN_ARGS[@]}" --distributed-world-size "$GPUS" ;;
+    torchrun)  # run this recipe on every machine with NODE_RANK=0..NNODES-1 and the same MASTER_ADDR
+      stage "4-$CONFIG" "$TITLE, $NNODES machines x $GPUS GPUs (torchrun, node ${NODE_RANK:?set NODE_RANK})" \
+        train_workers 1 "$RUN/train.log.node$NODE_RANK" \
+        torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS" --node-rank "$NODE_RANK" \
+          --master-addr "${MASTER_ADDR:?set MASTER_ADDR}" --master-port "${MASTER_PORT:-29500}" \
+          "$(command -v fairseq-train || echo fairseq-train)" "${TRAIN_ARGS[@]}" --distributed-world-size "$DEVICES" ;;
+    slurm)  # inside an allocation: sbatch --nodes=NNODES --ntasks-per-node=GPUS --gpus-per-node=GPUS
+      stage "4-$CONFIG" "$TITLE, $NNODES machines x $GPUS GPUs (srun)" train_workers 1 "$RUN/train.log" \
+        srun --ntasks-per-node "$GPUS" fairseq-train "${TRAIN_ARGS[@]}" \
+          --distributed-world-size "$DEVICES" --distributed-port "${MASTER_PORT:-29500}" ;;
+    *) echo "LAUNCH=$LAUNCH: use local, torchrun or slurm" >&2; exit 2 ;;
+  esac
+fi
+if [ "$LAUNCH" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ]; then
+  echo "node $NODE_RANK: training done; node 0 averages, generates and scores"
+  exit 0
+fi
+
+# ---- 5.-7. evaluation --------------------------------------------------------------------------------
+stage "5-$CONFIG" "average the last $AVERAGE_LAST checkpoints" \
+  "$PY" -m transformer_plugin.average_checkpoints --inputs "$CKPT" \
+    --num-update-checkpoints "$AVERAGE_LAST" --output "$CKPT/average.pt"
+
+stage "6-$CONFIG" "fairseq-generate newstest2014: beam $BEAM, lenpen $LENPEN, max length input+50" \
+  capture "$OUT/generate.test.out" \
+    fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$CKPT/average.pt" \
+      --gen-subset test --beam "$BEAM" --lenpen "$LENPEN" --max-len-a 1 --max-len-b 50 \
+      --post-process sentencepiece --batch-size 128
+
+SCORE_ARGS=(--tokenized-bleu --lang "$TGT")
+[ "$TGT" = de ] || SCORE_ARGS+=(--no-compound-split)  # tensor2tensor splits compounds for German only
+stage "7-$CONFIG" "sacreBLEU (detokenized) and tokenized BLEU on newstest2014" \
+  "$PY" -m transformer_plugin.evaluate --generate-output "$OUT/generate.test.out" \
+    --reference "$DATA/test.ref.$TGT" "${SCORE_ARGS[@]}" --hypotheses-out "$OUT/hypotheses.test.txt" \
+    --json "$OUT/scores.test.json" --label "$PAIR $CONFIG, average of the last $AVERAGE_LAST" \
+    --paper "$PAPER_BLEU BLEU, Table 2"
+
+[ "$DRY_RUN" = 0 ] || exit 0
+banner "results: $PAIR $CONFIG on newstest2014 beside the paper"
+"$PY" - "$OUT/scores.test.json" "$PAPER_BLEU" "$REPRODUCTION_SACREBLEU" "$TOY" <<'EOF'
+import json, sys
+scores, paper, reproduction, toy = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+tok_key = "tokenized_bleu_compound_split" if "tokenized_bleu_compound_split" in scores else "tokenized_bleu"
+tok_label = "tokenized BLEU, compound split" if tok_key.endswith("split") else "tokenized BLEU"
+print(f"| metric | ours | paper |\n|---|---|---|")
+print(f"| {tok_label} (how the paper scored) | {scores[tok_key]:.2f} | {paper} (Table 2) |")
+print(f"| sacreBLEU, detokenized | {scores['sacrebleu']:.2f} | not reported; {reproduction} |")
+print(f"sacreBLEU signature: {scores['sacrebleu_signature']}")
+if toy:
+    print("(toy run: synthetic data or a slice of WMT14, vaswani_tiny, a few updates; not comparable to the paper)")
+EOF

@@ -1,0 +1,163 @@
+"""recipes/wmt14_*.sh: what --dry-run shows (the paper's settings, batch arithmetic, launchers), and the
+En-De base recipe at toy size end to end on CPU, from archives in the WMT14 layout built by the test."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from preprocess import wmt14
+
+PYTHON = os.path.basename(sys.executable)
+
+
+def run(script, work, *args, **variables):
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUS", "LAUNCH", "NNODES", "DRY_RUN", "TOY", "FROM")}
+    env.update(WORK=str(work), PYTHON=sys.executable, **variables)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    return subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+
+
+def commands(output, program):
+    """The arguments of ``program`` on every dry-run line that runs it (directly, or through env/srun/torchrun)."""
+    found = []
+    for line in output.splitlines():
+        if line.startswith("+ "):
+            words = shlex.split(line[2:])
+            starts = [i for i, w in enumerate(words) if os.path.basename(w) == program]
+            if starts:
+                found.append(words[starts[0]:])
+    return found
+
+
+def flag(words, name):
+    return words[words.index(name) + 1]
+
+
+@pytest.mark.parametrize("script, arch, steps, keep, vocab, spm, paper", [
+    ("wmt14_en_de_base.sh", "vaswani_base", "100000", "5", "37000", "bpe", "27.3"),
+    ("wmt14_en_de_big.sh", "vaswani_big", "300000", "20", "37000", "bpe", "28.4"),
+    ("wmt14_en_fr_base.sh", "vaswani_base", "100000", "5", "32000", "unigram", "38.1"),
+    ("wmt14_en_fr_big.sh", "vaswani_big_en_fr", "300000", "20", "32000", "unigram", "41.8"),
+])  # fmt: skip
+def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, vocab, spm, paper):
+    work = tmp_path / "w"
+    proc = run(script, work, "--dry-run", GPUS="8")
+    assert proc.returncode == 0, proc.stderr
+    assert not work.exists()  # nothing ran, nothing was written
+    out = proc.stdout
+    [train] = commands(out, "fairseq-train")
+    expected = {"--arch": arch, "--max-update": steps, "--keep-interval-updates": keep, "--warmup-updates": "4000",
+                "--adam-betas": "(0.9, 0.98)", "--adam-eps": "1e-09", "--label-smoothing": "0.1",
+                "--lr-scheduler": "vaswani_inverse_sqrt", "--criterion": "vaswani_label_smoothed_cross_entropy",
+                "--max-tokens": "3125", "--update-freq": "1", "--distributed-world-size": "8"}  # fmt: skip
+    assert {k: flag(train, k) for k in expected} == expected
+    assert "--share-all-embeddings" in train
+    [average] = [c for c in commands(out, PYTHON) if "transformer_plugin.average_checkpoints" in c]
+    assert flag(average, "--num-update-checkpoints") == keep
+    [generate] = commands(out, "fairseq-generate")
+    assert {k: flag(generate, k) for k in ("--beam", "--lenpen", "--max-len-a", "--max-len-b", "--gen-subset")} == {
+        "--beam": "4", "--lenpen": "0.6", "--max-len-a": "1", "--max-len-b": "50", "--gen-subset": "test"}
+    [vocabulary] = [c for c in commands(out, PYTHON) if "train" in c and "preprocess.sentencepiece_vocab" in c]
+    assert (flag(vocabulary, "--vocab-size"), flag(vocabulary, "--model-type")) == (vocab, spm)
+    [score] = [c for c in commands(out, PYTHON) if "transformer_plugin.evaluate" in c]
+    assert flag(score, "--paper").startswith(paper) and "--tokenized-bleu" in score
+    assert ("--no-compound-split" in score) == ("en_fr" in script)  # compound splitting is for German
+    assert "8 GPUs x --max-tokens 3125 x --update-freq 1 = 25000 tokens per update" in out
+
+
+@pytest.mark.parametrize("gpus, nnodes, max_tokens, update_freq", [
+    ("1", "1", "3572", "7"), ("4", "1", "3125", "2"), ("8", "4", "782", "1"), ("0", "1", "3125", "4"),
+])  # fmt: skip
+def test_batch_is_about_25000_tokens_for_any_number_of_devices(tmp_path, gpus, nnodes, max_tokens, update_freq):
+    launch = "local" if nnodes == "1" else "slurm"
+    proc = run("wmt14_en_de_base.sh", tmp_path, "--dry-run", GPUS=gpus, NNODES=nnodes, LAUNCH=launch)
+    assert proc.returncode == 0, proc.stderr
+    trains = commands(proc.stdout, "fairseq-train")
+    assert len(trains) == (2 if gpus == "0" else 1)  # no GPU: two gloo CPU workers
+    for train in trains:
+        assert (flag(train, "--max-tokens"), flag(train, "--update-freq")) == (max_tokens, update_freq)
+    devices = int(gpus) * int(nnodes) or 2
+    assert 25000 <= devices * int(max_tokens) * int(update_freq) < 25000 + devices * int(update_freq)
+
+
+def test_launchers_for_several_machines(tmp_path):
+    env = dict(GPUS="8", NNODES="2", MASTER_ADDR="node0", MASTER_PORT="29600", PRECISION="bf16")
+    torchrun = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="torchrun", NODE_RANK="1", **env)
+    assert torchrun.returncode == 0, torchrun.stderr
+    [line] = [line for line in torchrun.stdout.splitlines() if line.startswith("+ torchrun")]
+    words = shlex.split(line[2:])
+    assert [flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port")] \
+        == ["2", "8", "1", "node0", "29600"]  # fmt: skip
+    assert flag(words, "--distributed-world-size") == "16" and "--bf16" in words
+    assert "node 1: training done" in torchrun.stdout and "fairseq-generate" not in torchrun.stdout
+    slurm = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="slurm", **env)
+    [line] = [line for line in slurm.stdout.splitlines() if line.startswith("+ srun")]
+    words = shlex.split(line[2:])
+    assert flag(words, "--ntasks-per-node") == "8" and flag(words, "--distributed-port") == "29600"
+    local = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="local", **env)
+    assert local.returncode == 2 and "needs LAUNCH=torchrun or LAUNCH=slurm" in local.stderr
+    bad = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", PRECISION="fp8", GPUS="1")
+    assert bad.returncode == 2 and "PRECISION=fp8" in bad.stderr
+
+
+TOY = dict(TOY="1", IGNORE_PINNED_MD5="1", TOY_MAX_UPDATE="30", TOY_WARMUP="15", TOY_SAVE_INTERVAL_UPDATES="10", PREP_WORKERS="2")
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wmt14 toy")  # a path with a space
+    archives = root / "archives"
+    wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=300, test=40)
+    work = root / "work"
+    proc = run("wmt14_en_de_base.sh", work, FROM=str(archives), **TOY)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return work, proc.stdout + proc.stderr
+
+
+def test_toy_run_end_to_end(toy_run):
+    work, output = toy_run
+    for header in ("1:", "2a:", "2b:", "3:", "4-base:", "5-base:", "6-base:", "7-base:"):
+        assert f"==== stage {header}" in output
+    assert "==== stage 0:" not in output  # FROM was given: no toy archives written
+    report = json.loads((work / "data" / "report.json").read_text())
+    assert report["train_total"]["kept"] == 900 and report["test"]["pairs"] == 40
+    results = work / "base" / "results"
+    scores = json.loads((results / "scores.test.json").read_text())
+    assert scores["sentences"] == 40
+    assert 0 <= scores["sacrebleu"] <= 100 and 0 <= scores["tokenized_bleu_compound_split"] <= 100
+    assert len((results / "hypotheses.test.txt").read_text().splitlines()) == 40
+    table = output[output.index("==== results"):]
+    assert re.search(r"\| tokenized BLEU, compound split \(how the paper scored\) \| \d+\.\d\d \| 27\.3 \(Table 2\) \|",
+                     table)  # fmt: skip
+    assert re.search(r"\| sacreBLEU, detokenized \| \d+\.\d\d \| not reported", table)
+    from transformer_plugin.checkpoint_safety import load_checked
+
+    averaged = load_checked(work / "base" / "checkpoints" / "average.pt")
+    updates = sorted(int(re.search(r"checkpoint_\d+_(\d+)\.pt$", p).group(1)) for p in averaged["averaged_from"])
+    assert updates == [10, 20, 30]  # the last 3 (TOY_AVERAGE_LAST) of the checkpoints saved every 10 updates
+
+
+def test_toy_rerun_skips_every_stage(toy_run):
+    work, _ = toy_run
+    archives = work.parent / "archives"
+    proc = run("wmt14_en_de_base.sh", work, FROM=str(archives), **TOY)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("done already") == 8
+    assert "fairseq-train" not in proc.stderr
+
+
+def test_toy_dry_run_without_archives_writes_its_own(tmp_path):
+    proc = run("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", GPUS="8")
+    assert proc.returncode == 0, proc.stderr
+    assert "==== stage 0: toy archives in the WMT14 layout" in proc.stdout
+    [prepare] = [c for c in commands(proc.stdout, PYTHON) if "prepare" in c]
+    assert "--ignore-pinned-md5" in prepare and flag(prepare, "--from") == str(tmp_path / "w" / "toy-archives")
+    trains = commands(proc.stdout, "fairseq-train")
+    assert len(trains) == 2 and flag(trains[0], "--arch") == "vaswani_tiny"  # CPU workers even where GPUS is set
