@@ -5,9 +5,10 @@
 #   2 a joint sentencepiece vocabulary (BPE ~37k for En-De, unigram 32k word pieces for En-Fr), encode
 #   3 fairseq-preprocess --joined-dictionary
 #   4 fairseq-train, data-parallel over every GPU (or CPU workers), ~25k tokens per update
-#   5 average the last 5 (base) / 20 (big) checkpoints
-#   6 fairseq-generate newstest2014: beam 4, lenpen 0.6, max length input+50
+#   5 average the last 5 (base) / 20 (big) checkpoints (AVERAGE_LAST=1: the last checkpoint, as Table 3)
+#   6 fairseq-generate newstest2014 (EVAL_SUBSET=valid: newstest2013): beam 4, lenpen 0.6, max length input+50
 #   7 detokenized sacreBLEU and tokenized BLEU (compound splitting for German), beside the paper
+#   8 dev perplexity (newstest2013, per word-piece) with fairseq-validate
 #
 # Options:  --dry-run  print every command instead of running it (also DRY_RUN=1)
 # Toy size: TOY=1 runs the same stages on CPU in minutes: vaswani_tiny, a few updates, and, unless
@@ -41,6 +42,7 @@ PRECISION=${PRECISION:-fp32}               # fp32 (the paper) | fp16 | bf16
 WARMUP=${WARMUP:-4000}                     # Eq. (3) warmup_steps
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1}    # eps_ls
 BEAM=${BEAM:-4}; LENPEN=${LENPEN:-0.6}     # Section 6.1
+EVAL_SUBSET=${EVAL_SUBSET:-test}           # test: newstest2014 (Table 2); valid: newstest2013 (Table 3)
 SEED=${SEED:-1}
 EXTRA_TRAIN_ARGS=${EXTRA_TRAIN_ARGS:-}     # appended to fairseq-train (word-split)
 if [ "$TOY" = 1 ]; then                    # the same recipe at toy size, on CPU, in a few minutes
@@ -154,35 +156,55 @@ if [ "$LAUNCH" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ]; then
   exit 0
 fi
 
-# ---- 5.-7. evaluation --------------------------------------------------------------------------------
-stage "5-$CONFIG" "average the last $AVERAGE_LAST checkpoints" \
-  "$PY" -m transformer_plugin.average_checkpoints --inputs "$CKPT" \
-    --num-update-checkpoints "$AVERAGE_LAST" --output "$CKPT/average.pt"
+# ---- 5.-8. evaluation --------------------------------------------------------------------------------
+case $EVAL_SUBSET in
+  test) SET=newstest2014 ;;
+  valid) SET=newstest2013 ;;
+  *) echo "EVAL_SUBSET=$EVAL_SUBSET: use test or valid" >&2; exit 2 ;;
+esac
+if [ "$AVERAGE_LAST" -gt 1 ]; then
+  MODEL="$CKPT/average.pt"; MODEL_LABEL="average of the last $AVERAGE_LAST checkpoints"
+  stage "5-$CONFIG" "average the last $AVERAGE_LAST checkpoints" \
+    "$PY" -m transformer_plugin.average_checkpoints --inputs "$CKPT" \
+      --num-update-checkpoints "$AVERAGE_LAST" --output "$MODEL"
+else
+  MODEL="$CKPT/checkpoint_last.pt"; MODEL_LABEL="last checkpoint, no averaging"
+fi
 
-stage "6-$CONFIG" "fairseq-generate newstest2014: beam $BEAM, lenpen $LENPEN, max length input+50" \
-  capture "$OUT/generate.test.out" \
-    fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$CKPT/average.pt" \
-      --gen-subset test --beam "$BEAM" --lenpen "$LENPEN" --max-len-a 1 --max-len-b 50 \
+stage "6-$CONFIG" "fairseq-generate $SET: beam $BEAM, lenpen $LENPEN, max length input+50" \
+  capture "$OUT/generate.$EVAL_SUBSET.out" \
+    fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL" \
+      --gen-subset "$EVAL_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --max-len-a 1 --max-len-b 50 \
       --post-process sentencepiece --batch-size 128
 
 SCORE_ARGS=(--tokenized-bleu --lang "$TGT")
 [ "$TGT" = de ] || SCORE_ARGS+=(--no-compound-split)  # tensor2tensor splits compounds for German only
-stage "7-$CONFIG" "sacreBLEU (detokenized) and tokenized BLEU on newstest2014" \
-  "$PY" -m transformer_plugin.evaluate --generate-output "$OUT/generate.test.out" \
-    --reference "$DATA/test.ref.$TGT" "${SCORE_ARGS[@]}" --hypotheses-out "$OUT/hypotheses.test.txt" \
-    --json "$OUT/scores.test.json" --label "$PAIR $CONFIG, average of the last $AVERAGE_LAST" \
-    --paper "$PAPER_BLEU BLEU, Table 2"
+if [ "$EVAL_SUBSET" = test ]; then PAPER="$PAPER_BLEU BLEU, Table 2"; else PAPER="dev BLEU: Table 3"; fi
+stage "7-$CONFIG" "sacreBLEU (detokenized) and tokenized BLEU on $SET" \
+  "$PY" -m transformer_plugin.evaluate --generate-output "$OUT/generate.$EVAL_SUBSET.out" \
+    --reference "$DATA/$EVAL_SUBSET.ref.$TGT" "${SCORE_ARGS[@]}" --hypotheses-out "$OUT/hypotheses.$EVAL_SUBSET.txt" \
+    --json "$OUT/scores.$EVAL_SUBSET.json" --label "$PAIR $CONFIG, $MODEL_LABEL, $SET" --paper "$PAPER"
+
+stage "8-$CONFIG" "dev perplexity on newstest2013 (per word-piece)" \
+  capture "$OUT/validate.log" \
+    fairseq-validate "$BIN" --user-dir "$REPO/transformer_plugin" --task translation --path "$MODEL" \
+      --valid-subset valid --max-tokens 4096 --log-format json
 
 [ "$DRY_RUN" = 0 ] || exit 0
-banner "results: $PAIR $CONFIG on newstest2014 beside the paper"
-"$PY" - "$OUT/scores.test.json" "$PAPER_BLEU" "$REPRODUCTION_SACREBLEU" "$TOY" <<'EOF'
+banner "results: $PAIR $CONFIG ($MODEL_LABEL) beside the paper"
+"$PY" - "$OUT" "$EVAL_SUBSET" "$PAPER_BLEU" "$REPRODUCTION_SACREBLEU" "$TOY" <<'EOF'
 import json, sys
-scores, paper, reproduction, toy = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+from transformer_plugin.table3 import read_valid_ppl
+out, subset, paper, reproduction, toy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
+scores = json.load(open(f"{out}/scores.{subset}.json"))
 tok_key = "tokenized_bleu_compound_split" if "tokenized_bleu_compound_split" in scores else "tokenized_bleu"
 tok_label = "tokenized BLEU, compound split" if tok_key.endswith("split") else "tokenized BLEU"
-print(f"| metric | ours | paper |\n|---|---|---|")
-print(f"| {tok_label} (how the paper scored) | {scores[tok_key]:.2f} | {paper} (Table 2) |")
-print(f"| sacreBLEU, detokenized | {scores['sacrebleu']:.2f} | not reported; {reproduction} |")
+test = subset == "test"
+print(f"| {'newstest2014' if test else 'newstest2013 (dev)'} | ours | paper |\n|---|---|---|")
+print(f"| {tok_label} (how the paper scored) | {scores[tok_key]:.2f} | {paper + ' (Table 2)' if test else 'Table 3'} |")
+print(f"| sacreBLEU, detokenized | {scores['sacrebleu']:.2f} | {'not reported; ' + reproduction if test else '-'} |")
+ppl = read_valid_ppl(f"{out}/validate.log")
+print(f"| dev perplexity per word-piece (newstest2013) | {ppl:.2f} | base 4.92, big 4.33 (Table 3, not averaged) |")
 print(f"sacreBLEU signature: {scores['sacrebleu_signature']}")
 if toy:
     print("(toy run: synthetic data or a slice of WMT14, vaswani_tiny, a few updates; not comparable to the paper)")

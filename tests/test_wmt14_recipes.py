@@ -123,7 +123,7 @@ def toy_run(tmp_path_factory):
 
 def test_toy_run_end_to_end(toy_run):
     work, output = toy_run
-    for header in ("1:", "2a:", "2b:", "3:", "4-base:", "5-base:", "6-base:", "7-base:"):
+    for header in ("1:", "2a:", "2b:", "3:", "4-base:", "5-base:", "6-base:", "7-base:", "8-base:"):
         assert f"==== stage {header}" in output
     assert "==== stage 0:" not in output  # FROM was given: no toy archives written
     report = json.loads((work / "data" / "report.json").read_text())
@@ -137,6 +137,7 @@ def test_toy_run_end_to_end(toy_run):
     assert re.search(r"\| tokenized BLEU, compound split \(how the paper scored\) \| \d+\.\d\d \| 27\.3 \(Table 2\) \|",
                      table)  # fmt: skip
     assert re.search(r"\| sacreBLEU, detokenized \| \d+\.\d\d \| not reported", table)
+    assert re.search(r"\| dev perplexity per word-piece \(newstest2013\) \| \d+\.\d\d \| base 4\.92", table)
     from transformer_plugin.checkpoint_safety import load_checked
 
     averaged = load_checked(work / "base" / "checkpoints" / "average.pt")
@@ -149,7 +150,7 @@ def test_toy_rerun_skips_every_stage(toy_run):
     archives = work.parent / "archives"
     proc = run("wmt14_en_de_base.sh", work, FROM=str(archives), **TOY)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.count("done already") == 8
+    assert proc.stdout.count("done already") == 9
     assert "fairseq-train" not in proc.stderr
 
 
@@ -161,3 +162,48 @@ def test_toy_dry_run_without_archives_writes_its_own(tmp_path):
     assert "--ignore-pinned-md5" in prepare and flag(prepare, "--from") == str(tmp_path / "w" / "toy-archives")
     trains = commands(proc.stdout, "fairseq-train")
     assert len(trains) == 2 and flag(trains[0], "--arch") == "vaswani_tiny"  # CPU workers even where GPUS is set
+
+
+# ---- Table 3 ------------------------------------------------------------------------------------
+
+
+def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
+    from transformer_plugin import table3
+
+    proc = run("wmt14_table3.sh", tmp_path / "w", "--dry-run", GPUS="8")
+    assert proc.returncode == 0, proc.stderr
+    trains = commands(proc.stdout, "fairseq-train")
+    assert len(trains) == len(table3.ROWS) == 20
+    for row, train in zip(table3.ROWS, trains):
+        assert flag(train, "--save-dir") == str(tmp_path / "w" / f"table3-{row.id}" / "checkpoints")
+        for name, value in row.flags.items():  # the row's flags come last, so they win over the recipe's
+            assert train[len(train) - train[::-1].index(name)] == value
+        assert flag(train, "--arch") == ("vaswani_big" if row.id == "big" else "vaswani_base")
+        assert flag(train, "--max-update") == ("300000" if row.id == "big" else "100000")
+    generates = commands(proc.stdout, "fairseq-generate")
+    assert all(flag(g, "--gen-subset") == "valid" and flag(g, "--path").endswith("checkpoint_last.pt") for g in generates)
+    assert len(generates) == 20 and "average_checkpoints" not in proc.stdout  # Table 3: no averaging
+    bad = run("wmt14_table3.sh", tmp_path / "w", "--dry-run", ROWS="base F-nonsense")
+    assert bad.returncode != 0 and "unknown Table 3 row 'F-nonsense'" in bad.stderr
+
+
+def test_table3_toy_row_and_table(toy_run):
+    from transformer_plugin.table3 import count_parameters
+
+    work, _ = toy_run
+    toy = dict(TOY, TOY_MAX_UPDATE="10", CPU_WORKERS="1")  # one process: the plumbing is what is tested here
+    proc = run("wmt14_table3.sh", work, FROM=str(work.parent / "archives"), ROWS="E-learned", **toy)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "==== stage 4-table3-E-learned:" in proc.stdout and "positional-encoding learned" in proc.stdout
+    assert proc.stdout.count("done already") == 4  # data stages 1-3 are shared with the En-De recipe
+    table = (work / "table3.md").read_text()
+    [line] = [line for line in table.splitlines() if line.startswith("| (E) E-learned")]
+    cells = [c.strip() for c in line.split("|")[2:-1]]
+    assert cells[2] == "4.92" and cells[4] == "25.7"  # the paper's values beside ours
+    assert float(cells[1]) > 1 and 0 <= float(cells[3]) <= 100  # our dev perplexity and BLEU
+    # the same toy model as the En-De run, plus one learned position table each in encoder and decoder
+    learned = count_parameters(str(work / "table3-E-learned" / "checkpoints" / "checkpoint_last.pt"))
+    base = count_parameters(str(work / "base" / "checkpoints" / "checkpoint_last.pt"))
+    assert float(cells[5]) == round(learned / 1e6, 1)
+    extra = learned - base
+    assert extra > 0 and extra % (2 * 64) == 0  # d_model of vaswani_tiny = 64

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Table 3 of the paper: variations of the base model on WMT14 En-De, evaluated on newstest2013 (dev)
+# without checkpoint averaging. Trains every row with recipes/wmt14_en_de_base.sh (the big row with
+# wmt14_en_de_big.sh) plus the row's flags (transformer_plugin/table3.py), then writes
+# $WORK/table3.md: dev perplexity, dev BLEU and parameter count, ours beside the paper's.
+#
+#   bash recipes/wmt14_table3.sh                       # all 20 rows, one after the other
+#   ROWS="base A-h1 C-N2" bash recipes/wmt14_table3.sh # some rows (ids: python -m transformer_plugin.table3 rows)
+#   bash recipes/wmt14_table3.sh --dry-run             # every command of every row, nothing runs
+#   TOY=1 ROWS="base E-learned" bash recipes/wmt14_table3.sh   # toy size on CPU
+#
+# The data is prepared once and shared with the WMT14 En-De recipes (same WORK). Every row's stages
+# are stamped: a re-run trains only the rows (and stages) that did not finish.
+set -euo pipefail
+
+for arg in "$@"; do
+  case $arg in
+    --dry-run) export DRY_RUN=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+    *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+# ---- variables ----------------------------------------------------------------------------------
+TOY=${TOY:-0}
+WORK=${WORK:-runs/wmt14_en_de$([ "$TOY" = 1 ] && echo _toy)}  # shared with recipes/wmt14_en_de_*.sh
+PYTHON=${PYTHON:-python}
+ROWS=${ROWS:-}                             # row ids (python -m transformer_plugin.table3 rows); empty: all
+# everything else (GPUS, LAUNCH, PRECISION, FROM, MAX_UPDATE, ...) is read by recipes/wmt14.sh
+# -------------------------------------------------------------------------------------------------
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && cd .. && pwd)
+export WORK TOY PYTHON
+# shellcheck disable=SC2086  # ROWS is a list of ids
+PLAN=$("$PYTHON" -m transformer_plugin.table3 plan $ROWS)  # id, recipe, flags per row; fails on an unknown id
+ROWS=$(cut -f1 <<< "$PLAN")
+while IFS=$'\t' read -r row recipe flags; do
+  printf '\n######## Table 3 row %s: %s %s\n' "$row" "$recipe" "${flags:-(the base model)}"
+  CONFIG="table3-$row" EXTRA_TRAIN_ARGS="$flags" EVAL_SUBSET=valid AVERAGE_LAST=1 TOY_AVERAGE_LAST=1 \
+    bash "$REPO/recipes/$recipe" < /dev/null
+done <<< "$PLAN"
+
+[ "${DRY_RUN:-0}" = 0 ] || exit 0
+printf '\n######## Table 3: ours beside the paper (%s)\n' "$WORK/table3.md"
+# shellcheck disable=SC2086  # ROWS is a list of ids
+"$PYTHON" -m transformer_plugin.table3 collect --work "$WORK" --rows $ROWS --out "$WORK/table3.md"
