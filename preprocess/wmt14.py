@@ -270,7 +270,7 @@ def _clean_chunk(job):
     return [clean_pair(s, t, langs, max_len, max_ratio) for s, t in pairs]
 
 
-def read_pairs(src_path: str, tgt_path: str, chunk: int = 20_000) -> Iterator[List[Tuple[bytes, bytes]]]:
+def read_pairs(src_path: str, tgt_path: str, chunk: int = 2_000) -> Iterator[List[Tuple[bytes, bytes]]]:
     """Chunks of raw line pairs; a DataError naming both files when their line counts differ."""
     with open(src_path, "rb") as fs, open(tgt_path, "rb") as ft:
         n = 0
