@@ -101,3 +101,53 @@ train_workers() {
     return $status
   fi
 }
+
+# ---- GPU and multi-machine training (the WMT14 and WSJ recipes) ----------------------------------
+# Both read GPUS (per machine; 0: CPU workers), NNODES, LAUNCH (local | torchrun | slurm), CPU_WORKERS.
+
+# plan_batch TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE: sets DEVICES, UPDATE_FREQ and MAX_TOKENS so that
+# MAX_TOKENS x DEVICES x UPDATE_FREQ ~ TOKENS_PER_UPDATE with MAX_TOKENS <= MAX_TOKENS_PER_DEVICE.
+plan_batch() {
+  local tokens=$1 cap=$2
+  if [ "$LAUNCH" = local ] && [ "$NNODES" != 1 ]; then
+    echo "NNODES=$NNODES: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm" >&2; exit 2
+  fi
+  if [ "$GPUS" -gt 0 ]; then DEVICES=$((GPUS * NNODES)); else DEVICES=$CPU_WORKERS; fi
+  UPDATE_FREQ=$(( (tokens + DEVICES * cap - 1) / (DEVICES * cap) ))
+  MAX_TOKENS=$(( (tokens + DEVICES * UPDATE_FREQ - 1) / (DEVICES * UPDATE_FREQ) ))
+  BATCH_SUMMARY="$DEVICES $([ "$GPUS" -gt 0 ] && echo GPUs || echo CPU workers) x --max-tokens $MAX_TOKENS"
+  BATCH_SUMMARY+=" x --update-freq $UPDATE_FREQ = $((DEVICES * MAX_TOKENS * UPDATE_FREQ)) tokens per update"
+}
+
+# train_stage ID TITLE LOG FAIRSEQ_TRAIN_ARGS...: fairseq-train as a stage, on CPU workers (GPUS=0), on
+# every GPU of this machine (LAUNCH=local: fairseq starts one process per GPU), or on NNODES machines:
+# LAUNCH=torchrun (run the recipe on every machine with NODE_RANK=0..NNODES-1 and the same
+# MASTER_ADDR; machines other than 0 stop after training) or LAUNCH=slurm (inside an allocation with
+# --ntasks-per-node=GPUS; srun starts the tasks, fairseq reads SLURM's environment).
+train_stage() {
+  local id=$1 title=$2 log=$3
+  shift 3
+  if [ "$GPUS" -eq 0 ]; then
+    stage "$id" "$title, $CPU_WORKERS CPU workers" train_workers "$CPU_WORKERS" "$log" fairseq-train "$@"
+    return
+  fi
+  case $LAUNCH in
+    local)
+      stage "$id" "$title, $GPUS GPUs" train_workers 1 "$log" fairseq-train "$@" --distributed-world-size "$GPUS" ;;
+    torchrun)
+      stage "$id" "$title, $NNODES machines x $GPUS GPUs (torchrun, node ${NODE_RANK:?set NODE_RANK})" \
+        train_workers 1 "$log.node$NODE_RANK" \
+        torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS" --node-rank "$NODE_RANK" \
+          --master-addr "${MASTER_ADDR:?set MASTER_ADDR}" --master-port "${MASTER_PORT:-29500}" \
+          "$(command -v fairseq-train || echo fairseq-train)" "$@" --distributed-world-size "$DEVICES"
+      if [ "$NODE_RANK" != 0 ]; then
+        echo "node $NODE_RANK: training done; node 0 averages, generates and scores"
+        exit 0
+      fi ;;
+    slurm)
+      stage "$id" "$title, $NNODES machines x $GPUS GPUs (srun)" train_workers 1 "$log" \
+        srun --ntasks-per-node "$GPUS" fairseq-train "$@" \
+          --distributed-world-size "$DEVICES" --distributed-port "${MASTER_PORT:-29500}" ;;
+    *) echo "LAUNCH=$LAUNCH: use local, torchrun or slurm" >&2; exit 2 ;;
+  esac
+}

@@ -62,14 +62,8 @@ RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 
 # ---- batch size: --max-tokens x devices x --update-freq ~ TOKENS_PER_UPDATE --------------------
-if [ "$LAUNCH" = local ] && [ "$NNODES" != 1 ]; then
-  echo "NNODES=$NNODES: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm" >&2; exit 2
-fi
-if [ "$GPUS" -gt 0 ]; then DEVICES=$((GPUS * NNODES)); else DEVICES=$CPU_WORKERS; fi
-UPDATE_FREQ=$(( (TOKENS_PER_UPDATE + DEVICES * MAX_TOKENS_PER_DEVICE - 1) / (DEVICES * MAX_TOKENS_PER_DEVICE) ))
-MAX_TOKENS=$(( (TOKENS_PER_UPDATE + DEVICES * UPDATE_FREQ - 1) / (DEVICES * UPDATE_FREQ) ))
-echo "$PAIR $CONFIG: $DEVICES $([ "$GPUS" -gt 0 ] && echo GPUs || echo CPU workers) x --max-tokens $MAX_TOKENS" \
-  "x --update-freq $UPDATE_FREQ = $((DEVICES * MAX_TOKENS * UPDATE_FREQ)) tokens per update (paper: ~25,000)"
+plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
+echo "$PAIR $CONFIG: $BATCH_SUMMARY (paper: ~25,000)"
 
 # ---- 1.-3. data (once: with LAUNCH=torchrun, machines other than NODE_RANK=0 use node 0's data) ------
 prepare_data() {
@@ -129,32 +123,7 @@ esac
 read -r -a EXTRA <<< "$EXTRA_TRAIN_ARGS"
 TRAIN_ARGS+=("${EXTRA[@]}")
 [ "$DRY_RUN" = 1 ] || mkdir -p "$CKPT"
-TITLE="fairseq-train --arch $ARCH, $MAX_UPDATE updates"
-if [ "$GPUS" -eq 0 ]; then
-  stage "4-$CONFIG" "$TITLE, $CPU_WORKERS CPU workers" train_workers "$CPU_WORKERS" "$RUN/train.log" \
-    fairseq-train "${TRAIN_ARGS[@]}"
-else
-  case $LAUNCH in
-    local)  # fairseq starts one process per GPU of this machine (NCCL)
-      stage "4-$CONFIG" "$TITLE, $GPUS GPUs" train_workers 1 "$RUN/train.log" \
-        fairseq-train "${TRAIN_ARGS[@]}" --distributed-world-size "$GPUS" ;;
-    torchrun)  # run this recipe on every machine with NODE_RANK=0..NNODES-1 and the same MASTER_ADDR
-      stage "4-$CONFIG" "$TITLE, $NNODES machines x $GPUS GPUs (torchrun, node ${NODE_RANK:?set NODE_RANK})" \
-        train_workers 1 "$RUN/train.log.node$NODE_RANK" \
-        torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS" --node-rank "$NODE_RANK" \
-          --master-addr "${MASTER_ADDR:?set MASTER_ADDR}" --master-port "${MASTER_PORT:-29500}" \
-          "$(command -v fairseq-train || echo fairseq-train)" "${TRAIN_ARGS[@]}" --distributed-world-size "$DEVICES" ;;
-    slurm)  # inside an allocation: sbatch --nodes=NNODES --ntasks-per-node=GPUS --gpus-per-node=GPUS
-      stage "4-$CONFIG" "$TITLE, $NNODES machines x $GPUS GPUs (srun)" train_workers 1 "$RUN/train.log" \
-        srun --ntasks-per-node "$GPUS" fairseq-train "${TRAIN_ARGS[@]}" \
-          --distributed-world-size "$DEVICES" --distributed-port "${MASTER_PORT:-29500}" ;;
-    *) echo "LAUNCH=$LAUNCH: use local, torchrun or slurm" >&2; exit 2 ;;
-  esac
-fi
-if [ "$LAUNCH" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ]; then
-  echo "node $NODE_RANK: training done; node 0 averages, generates and scores"
-  exit 0
-fi
+train_stage "4-$CONFIG" "fairseq-train --arch $ARCH, $MAX_UPDATE updates" "$RUN/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation --------------------------------------------------------------------------------
 case $EVAL_SUBSET in

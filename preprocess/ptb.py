@@ -1,0 +1,242 @@
+"""WSJ constituency parsing data (Section 6.3) from a Penn Treebank directory that the user supplies.
+
+``prepare`` reads the ``.mrg`` files of the LDC release (``.../wsj/SS/wsj_SSNN.mrg``; the data is
+licensed, nothing is downloaded). It uses the standard split: sections 02-21 train, 22 dev, 23 test.
+Every tree is cleaned (``-NONE-`` elements and the constituents they leave empty, function tags and
+indices, the root wrapper; see :func:`transformer_plugin.trees.clean`) and linearised as in
+Vinyals & Kaiser et al. (2014). It writes, in ``--out``:
+
+- ``{train,valid,test}.words``: the source, the words of each sentence;
+- ``{train,valid,test}.trees``: the target, the linearised tree;
+- ``{valid,test}.gold``: the cleaned gold trees, one per line, for :mod:`transformer_plugin.evalb`;
+- ``report.json``: the files and trees read per section, and the trees left out, with the reason.
+
+``--extra-trees FILE ...`` adds already-parsed sentences (one bracketed tree per line, for example
+BerkeleyParser output on news text) to the training set only. This is the paper's semi-supervised
+setting, with a 32K vocabulary.
+
+    python -m preprocess.ptb prepare --treebank /data/LDC99T42/treebank_3/parsed/mrg --out data/wsj
+    python -m preprocess.ptb toy-treebank --out /tmp/toy_ptb    # a small treebank in the LDC layout
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+from typing import Dict, List, Optional, Sequence
+
+from transformer_plugin.trees import Tree, TreeError, clean, linearise, read_trees
+
+SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
+
+
+class TreebankError(Exception):
+    pass
+
+
+def find_sections(treebank: str) -> Dict[str, List[str]]:
+    """Section number -> its .mrg files, from any directory holding ``SS/wsj_SSNN.mrg`` below it."""
+    sections: Dict[str, List[str]] = {}
+    for root, _, files in os.walk(treebank):
+        section = os.path.basename(root)
+        for name in files:
+            if re.fullmatch(r"wsj_\d{4}\.mrg", name, flags=re.IGNORECASE) and re.fullmatch(r"\d\d", section):
+                sections.setdefault(section, []).append(os.path.join(root, name))
+    return {s: sorted(files) for s, files in sorted(sections.items())}
+
+
+def _write(path: str, lines: Sequence[str]) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    os.replace(path + ".tmp", path)
+
+
+def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print) -> Dict:
+    if not os.path.isdir(treebank):
+        raise TreebankError(f"{treebank} is not a directory (give the Penn Treebank's parsed/mrg directory)")
+    sections = find_sections(treebank)
+    missing = [s for split in SPLITS.values() for s in split if s not in sections]
+    if missing:
+        raise TreebankError(f"{treebank}: no wsj_*.mrg files for sections {', '.join(missing)} "
+                            "(expected .../wsj/SS/wsj_SSNN.mrg as in the LDC release)")  # fmt: skip
+    os.makedirs(out, exist_ok=True)
+    report = {"treebank": os.path.abspath(treebank), "splits": {}, "extra": {}}
+    for split, numbers in SPLITS.items():
+        words, targets, gold, left_out = [], [], [], []
+        files = [f for s in numbers for f in sections[s]]
+        for path in files:
+            with open(path, encoding="utf-8", errors="strict") as f:
+                text = f.read()
+            try:
+                trees = list(read_trees(text, path))
+            except TreeError as e:
+                raise TreebankError(str(e)) from e
+            for i, tree in enumerate(trees):
+                cleaned = clean(tree)
+                if cleaned is None:
+                    left_out.append(f"{path} tree {i + 1}: nothing left after removing -NONE-")
+                    continue
+                words.append(" ".join(cleaned.words()))
+                targets.append(" ".join(linearise(cleaned)))
+                gold.append(str(cleaned))
+        _write(os.path.join(out, f"{split}.words"), words)
+        _write(os.path.join(out, f"{split}.trees"), targets)
+        if split != "train":
+            _write(os.path.join(out, f"{split}.gold"), gold)
+        report["splits"][split] = {"sections": numbers, "files": len(files), "sentences": len(words),
+                                   "left_out": left_out}  # fmt: skip
+        log(f"{split}: sections {numbers[0]}-{numbers[-1]}, {len(files)} files, {len(words)} sentences"
+            f"{f', {len(left_out)} left out (see report.json)' if left_out else ''}")  # fmt: skip
+    if extra_trees:
+        added = _append_extra(out, extra_trees, report)
+        log(f"train: + {added} already-parsed sentences from {len(extra_trees)} file(s) (semi-supervised)")
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    return report
+
+
+def _append_extra(out: str, paths: Sequence[str], report: Dict) -> int:
+    added = 0
+    with open(os.path.join(out, "train.words"), "a", encoding="utf-8") as fw, \
+            open(os.path.join(out, "train.trees"), "a", encoding="utf-8") as ft:  # fmt: skip
+        for path in paths:
+            if not os.path.isfile(path):
+                raise TreebankError(f"{path}: extra trees file does not exist")
+            kept = bad = 0
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        bad += 1
+                        continue
+                    try:
+                        trees = list(read_trees(line, f"{path}:{number}"))
+                    except TreeError:
+                        trees = []
+                    cleaned = clean(trees[0]) if len(trees) == 1 else None
+                    if cleaned is None:
+                        bad += 1
+                        continue
+                    fw.write(" ".join(cleaned.words()) + "\n")
+                    ft.write(" ".join(linearise(cleaned)) + "\n")
+                    kept += 1
+            report["extra"][path] = {"sentences": kept, "left_out_unparsable_or_empty": bad}
+            added += kept
+    return added
+
+
+# ---- a small treebank in the LDC layout, for the toy recipe and the tests ------------------------
+
+_NOUNS = ["company", "market", "price", "investor", "bank", "share", "analyst", "year", "plan", "board",
+          "stock", "bond", "trader", "rate", "deal"]  # fmt: skip
+_VERBS = ["rose", "fell", "said", "expects", "sold", "bought", "reported", "approved", "cut", "raised"]
+_ADJS = ["big", "new", "small", "federal", "strong", "weak", "major", "foreign"]
+_DETS = ["the", "a", "this", "some"]
+_PREPS = ["in", "on", "for", "with", "from"]
+_PARTICLES = ["up", "off", "out", "down"]
+
+
+class _ToyGrammar:
+    """Trees with what real WSJ trees have: function tags and indices, -NONE- traces, punctuation,
+    PRT and ADVP, nested clauses."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def np(self, depth: int, tag: str = "NP") -> str:
+        r = self.rng
+        words = [f"(DT {r.choice(_DETS)})"]
+        if r.random() < 0.4:
+            words.append(f"(JJ {r.choice(_ADJS)})")
+        words.append(f"(NN {r.choice(_NOUNS)})")
+        inner = f"({tag} {' '.join(words)})"
+        if depth < 2 and r.random() < 0.3:
+            return f"({tag} (NP {' '.join(words)}) (PP (IN {r.choice(_PREPS)}) {self.np(depth + 1)}))"
+        return inner
+
+    def vp(self, depth: int) -> str:
+        r = self.rng
+        verb = f"(VBD {r.choice(_VERBS)})"
+        choice = r.random()
+        if choice < 0.25:
+            rest = f"(PRT (RP {r.choice(_PARTICLES)})) {self.np(depth + 1)}"
+        elif choice < 0.45 and depth < 2:
+            rest = f"(SBAR (-NONE- 0) {self.clause(depth + 1)})"
+        elif choice < 0.6:
+            rest = f"{self.np(depth + 1)} (ADVP-TMP (RB {r.choice(['yesterday', 'again', 'later'])}))"
+        else:
+            rest = self.np(depth + 1)
+        return f"(VP {verb} {rest})"
+
+    def clause(self, depth: int = 0) -> str:
+        r = self.rng
+        if r.random() < 0.2:
+            return f"(S (NP-SBJ-1 {self.np(depth)[4:-1]}) (VP (VBD was) (VP (VBN {r.choice(_VERBS)}) (NP (-NONE- *-1)))))"
+        return f"(S (NP-SBJ {self.np(depth)[4:-1]}) {self.vp(depth)})"
+
+    def sentence(self) -> str:
+        body = self.clause()
+        if self.rng.random() < 0.3:
+            body = f"(S {body} (, ,) (NP-SBJ (NNS analysts)) (VP (VBD said) (SBAR (-NONE- 0) (S (-NONE- *T*-2)))))"
+        return f"( {body[:-1]} (. .)) )"
+
+
+def _pretty(tree: str) -> str:
+    """One node per line below the top, indented, as in the LDC .mrg files."""
+    out, depth = [], 0
+    for token in re.findall(r"\(|\)|[^\s()]+", tree):
+        if token == "(":
+            out.append("\n" + "  " * depth + "(" if depth else "(")
+            depth += 1
+        elif token == ")":
+            out.append(")")
+            depth -= 1
+        else:
+            out.append(token if out and out[-1].endswith("(") else " " + token)
+    return "".join(out) + "\n"
+
+
+def write_toy_treebank(out: str, sentences_per_file: int = 20, files_per_section: int = 2, seed: int = 1) -> List[str]:
+    """``out/wsj/SS/wsj_SSNN.mrg`` for sections 00-24, from a small grammar."""
+    rng = random.Random(seed)
+    grammar = _ToyGrammar(rng)
+    written = []
+    for section in range(25):
+        folder = os.path.join(out, "wsj", f"{section:02d}")
+        os.makedirs(folder, exist_ok=True)
+        for n in range(files_per_section):
+            path = os.path.join(folder, f"wsj_{section:02d}{n:02d}.mrg")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("".join(_pretty(grammar.sentence()) for _ in range(sentences_per_file)))
+            written.append(path)
+    return written
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="read, clean, split and linearise the WSJ trees")
+    p.add_argument("--treebank", required=True, help="directory with wsj/SS/wsj_SSNN.mrg (e.g. treebank_3/parsed/mrg)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--extra-trees", nargs="*", default=[], help="already-parsed trees for training (semi-supervised)")
+    t = sub.add_parser("toy-treebank", help="write a small treebank in the LDC layout (from a grammar)")
+    t.add_argument("--out", required=True)
+    t.add_argument("--sentences-per-file", type=int, default=20)
+    t.add_argument("--files-per-section", type=int, default=2)
+    t.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "prepare":
+            prepare(args.treebank, args.out, args.extra_trees)
+        else:
+            files = write_toy_treebank(args.out, args.sentences_per_file, args.files_per_section, args.seed)
+            print(f"{len(files)} .mrg files under {os.path.join(args.out, 'wsj')}")
+    except (TreebankError, UnicodeDecodeError) as e:
+        print(f"ptb: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
