@@ -12,6 +12,14 @@ checkpoint file atomically (a temporary file, then a rename) but copies it to th
 them ``checkpoint_last.pt``, with a plain copy: a crash during that copy leaves a truncated
 ``checkpoint_last.pt``, the file a re-run resumes from. The plugin makes that copy atomic too, for
 local paths (remote paths keep fairseq's own handling).
+
+Resuming gives the batches an uninterrupted run would have had. When a task may reuse its training
+iterator across epochs (translation does), fairseq builds the batches once, from the dataset order
+drawn with ``seed + epoch`` for the epoch the process *starts* in, and reshuffles those batches every
+epoch. A run resumed from an end-of-epoch checkpoint therefore starts with epoch 2's draw and trains
+on differently composed batches than a run that never stopped (sentences of equal length are
+grouped differently). The plugin always builds the reusable batches with epoch 1's draw, so every
+run, however often resumed, sees the same batches; the per-epoch shuffle is unchanged.
 """
 
 import os
@@ -21,6 +29,7 @@ import numpy as np
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 from fairseq.file_io import PathManager
+from fairseq.tasks import FairseqTask
 
 
 def _wrap_batch_by_size() -> None:
@@ -57,5 +66,29 @@ class AtomicCopyPathManager(PathManager):
         return True
 
 
+def _wrap_get_batch_iterator() -> None:
+    original = FairseqTask.get_batch_iterator
+    if getattr(original, "_transformer_plugin_wrapped", False):
+        return
+
+    def get_batch_iterator(self, dataset, *args, epoch=1, **kwargs):
+        reusable = (
+            not kwargs.get("disable_iterator_cache", False)
+            and not kwargs.get("update_epoch_batch_itr", False)
+            and self.can_reuse_epoch_itr(dataset)
+        )
+        if not reusable or epoch == 1 or dataset in self.dataset_to_epoch_iter:
+            return original(self, dataset, *args, epoch=epoch, **kwargs)
+        iterator = original(self, dataset, *args, epoch=1, **kwargs)  # epoch 1's batches, as a run from the start
+        iterator.epoch = epoch  # and on from the epoch being resumed
+        dataset.set_epoch(epoch)
+        return iterator
+
+    get_batch_iterator.__doc__ = original.__doc__
+    get_batch_iterator._transformer_plugin_wrapped = True
+    FairseqTask.get_batch_iterator = get_batch_iterator
+
+
 _wrap_batch_by_size()
+_wrap_get_batch_iterator()
 checkpoint_utils.PathManager = AtomicCopyPathManager

@@ -1,0 +1,165 @@
+"""Interrupted training, dying workers and configuration errors, with fairseq-train itself.
+
+A SIGKILL while a checkpoint is being written (the first write, or the copy to checkpoint_last.pt), or
+just after one was written, leaves no file half-written under its final name, and re-running the
+same command resumes and ends with exactly the parameters of a run that was never interrupted (CPU,
+fixed seed: fairseq seeds every update with seed + update number, and checkpoints carry the data
+iterator's position)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import REPO
+from test_cli import BIN, PLUGIN, TRAIN_FLAGS, data_bin, run  # noqa: F401  (data_bin is a fixture)
+from transformer_plugin.checkpoint_safety import load_checked
+
+# Runs fairseq-train after arranging for the process to SIGKILL itself at the Nth event of a kind:
+#   save: in the middle of writing the Nth checkpoint (half its bytes written to checkpoint_*.pt.tmp)
+#   copy: in the middle of the Nth copy to checkpoint_last.pt (checkpoint_*.pt -> checkpoint_last.pt.tmp)
+#   after: right after the Nth copy to checkpoint_last.pt finished (between checkpoints)
+DYING_TRAIN = r"""
+import io, os, shutil, signal, sys
+import torch
+kind, n = sys.argv[1], int(sys.argv[2])
+sys.argv = ["fairseq-train"] + sys.argv[3:]
+seen = {"save": 0, "copy": 0}
+
+def die():
+    sys.stdout.flush(); sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+real_save, real_copyfile = torch.save, shutil.copyfile
+
+def save(obj, f, *args, **kwargs):
+    seen["save"] += 1
+    if kind == "save" and seen["save"] == n and not isinstance(f, str):
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2]); f.flush()
+        die()
+    return real_save(obj, f, *args, **kwargs)
+
+def copyfile(src, dst, *args, **kwargs):
+    if "checkpoint_last" not in os.path.basename(dst):
+        return real_copyfile(src, dst, *args, **kwargs)
+    seen["copy"] += 1
+    if kind == "copy" and seen["copy"] == n:
+        with open(src, "rb") as fin, open(dst, "wb") as fout:
+            data = fin.read(); fout.write(data[: len(data) // 2]); fout.flush()
+        die()
+    result = real_copyfile(src, dst, *args, **kwargs)
+    if kind == "after" and seen["copy"] == n:
+        die()
+    return result
+
+torch.save, shutil.copyfile = save, copyfile
+from fairseq_cli.train import cli_main
+cli_main()
+"""
+
+RESUME_FLAGS = [*TRAIN_FLAGS, "--max-update", "12", "--save-interval-updates", "4", "--no-epoch-checkpoints",
+                "--dropout", "0.3"]  # fmt: skip
+
+
+def train_args(data_bin, save_dir):
+    return [str(data_bin / "bin"), "--user-dir", PLUGIN, *RESUME_FLAGS, "--save-dir", str(save_dir)]
+
+
+def parameters(path):
+    return load_checked(str(path))["model"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data_bin):
+    save_dir = data_bin / "uninterrupted"
+    run("fairseq-train", *train_args(data_bin, save_dir))
+    return parameters(save_dir / "checkpoint_last.pt")
+
+
+# Here an epoch is 5 updates. Checkpoints: update 4 (written as checkpoint_1_4.pt, copied to
+# checkpoint_last.pt), end of epoch 1 = update 5 (written straight to checkpoint_last.pt), update 8 (copied).
+@pytest.mark.parametrize("kind, n, resumes_at", [
+    ("save", 2, 4),  # killed while writing the end-of-epoch checkpoint_last.pt: the one of update 4 is used
+    ("copy", 2, 5),  # killed while copying update 8 to checkpoint_last.pt: the end-of-epoch one is used
+    ("after", 2, 8),  # killed just after update 8 was saved
+])  # fmt: skip
+def test_sigkill_then_rerun_ends_like_an_uninterrupted_run(data_bin, uninterrupted, tmp_path, kind, n, resumes_at):
+    save_dir = tmp_path / "ckpt"
+    args = train_args(data_bin, save_dir)
+    proc = subprocess.run([sys.executable, "-c", DYING_TRAIN, kind, str(n), *args], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    finals = sorted(p for p in os.listdir(save_dir) if p.endswith(".pt"))
+    assert "checkpoint_last.pt" in finals
+    for name in finals:  # every file under a final name is complete
+        assert "model" in load_checked(str(save_dir / name))
+    if kind != "after":
+        assert any(p.endswith(".tmp") for p in os.listdir(save_dir))  # the interrupted write stayed a .tmp
+
+    log = run("fairseq-train", *args)  # the same command again
+    assert f"@ {resumes_at} updates" in log
+    resumed = parameters(save_dir / "checkpoint_last.pt")
+    assert resumed.keys() == uninterrupted.keys()
+    different = [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])]
+    assert not different, f"parameters differ from the uninterrupted run: {different[:5]}"
+
+
+def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
+    """Two real gloo workers under recipes/lib.sh's launcher; rank 1 is SIGKILLed during training. Rank 0
+    would wait in its next all-reduce (gloo's default timeout is 30 minutes): the launcher stops it."""
+    save_dir = tmp_path / "ckpt"
+    script = (f'set -euo pipefail; WORK="{tmp_path}"; source "{REPO}/recipes/lib.sh"; '
+              f'train_workers 2 "{tmp_path}/train.log" "{BIN}/fairseq-train" ' + " ".join(
+                  f"'{a}'" for a in [str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update",
+                                     "100000", "--save-dir", str(save_dir), "--no-save"]))  # fmt: skip
+    env = dict(os.environ, PYTHON=sys.executable)
+    launcher = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)  # fmt: skip
+    try:
+        rank1 = None
+        deadline = time.time() + 120
+        while time.time() < deadline:  # wait until both train
+            log = (tmp_path / "train.log").read_text() if (tmp_path / "train.log").exists() else ""
+            if "num_updates=3" in log:
+                found = subprocess.run(["pgrep", "-f", f"{save_dir}.*--distributed-rank 1"], capture_output=True,
+                                       text=True).stdout.split()  # fmt: skip
+                rank1 = int(found[0]) if found else None
+                break
+            time.sleep(0.5)
+        assert rank1, "the two workers did not start training"
+        os.kill(rank1, signal.SIGKILL)
+        killed_at = time.time()
+        _, err = launcher.communicate(timeout=60)
+        elapsed = time.time() - killed_at
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    assert launcher.returncode != 0
+    assert "a training worker failed" in err
+    print(f"the job stopped {elapsed:.1f} s after rank 1 was killed")
+    assert elapsed < 30, f"the job took {elapsed:.0f} s to stop"
+    assert subprocess.run(["pgrep", "-f", f"{save_dir}"], capture_output=True).returncode == 1  # none left
+
+
+# (the model's own size and dropout checks are tested directly in tests/models; one goes through the CLI here)
+@pytest.mark.parametrize("flags, message", [
+    (["--arch", "vaswani_nope"], "argument --arch/-a: invalid choice: 'vaswani_nope'"),
+    (["--arch", "vaswani_tiny", "--d-model", "66"], "--d-model 66 is not divisible by --attention-heads 4"),
+    (["--arch", "vaswani_tiny", "DATA=missing"], "No such file or directory"),
+])  # fmt: skip
+def test_configuration_errors_stop_before_training(data_bin, tmp_path, flags, message):
+    data = str(tmp_path / "missing") if "DATA=missing" in flags else str(data_bin / "bin")
+    flags = [f for f in flags if f != "DATA=missing"]
+    base = [f for f in TRAIN_FLAGS if f not in ("--arch", "vaswani_tiny")]
+    code, output = run("fairseq-train", data, "--user-dir", PLUGIN, *base, *flags, "--max-update", "2",
+                       "--save-dir", str(tmp_path / "ckpt"), expect_ok=False)  # fmt: skip
+    assert code != 0 and message in output
+    assert "begin training" not in output.lower() and not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
+    if "missing" in data:
+        assert str(tmp_path / "missing") in output  # the error names the directory
