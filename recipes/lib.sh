@@ -2,6 +2,21 @@
 
 banner() { printf '\n==== %s ====\n' "$*"; }
 
+# recipe_options SCRIPT ARGS...: the options every recipe takes. --dry-run sets (and exports) DRY_RUN=1;
+# -h/--help prints SCRIPT's header comment.
+recipe_options() {
+  local script=$1 arg
+  shift
+  for arg in "$@"; do
+    case $arg in
+      --dry-run) DRY_RUN=1 ;;
+      -h | --help) sed -n '2,/^set -euo/p' "$script" | sed '$d'; exit 0 ;;
+      *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
+    esac
+  done
+  export DRY_RUN=${DRY_RUN:-0}
+}
+
 # stage ID TITLE COMMAND...: run COMMAND once. A stamp in $WORK/.done marks a completed stage, so a
 # re-run skips it; delete the stamp (or $WORK) to redo it. A failure stops the recipe, naming the stage.
 # With DRY_RUN=1 nothing runs: every stage prints its command line instead (the helpers below print

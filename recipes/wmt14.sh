@@ -16,14 +16,9 @@
 # Several machines: LAUNCH=torchrun or LAUNCH=slurm, see the README ("WMT14 on several machines").
 set -euo pipefail
 
-for arg in "$@"; do
-  case $arg in
-    --dry-run) DRY_RUN=1 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
-  esac
-done
-export DRY_RUN=${DRY_RUN:-0}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$REPO/recipes/lib.sh"
+recipe_options "$0" "$@"
 
 # ---- variables shared by every WMT14 configuration (each can be set in the environment) -------
 TOY=${TOY:-0}                              # 1: toy size on CPU
@@ -54,8 +49,6 @@ fi
 MAX_PAIRS=${MAX_PAIRS:-}
 # -----------------------------------------------------------------------------------------------
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-source "$REPO/recipes/lib.sh"
 PY=${PYTHON:-python}
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"
 RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"

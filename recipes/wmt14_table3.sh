@@ -13,13 +13,9 @@
 # are stamped: a re-run trains only the rows (and stages) that did not finish.
 set -euo pipefail
 
-for arg in "$@"; do
-  case $arg in
-    --dry-run) export DRY_RUN=1 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
-  esac
-done
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$REPO/recipes/lib.sh"
+recipe_options "$0" "$@"
 
 # ---- variables ----------------------------------------------------------------------------------
 TOY=${TOY:-0}
@@ -29,7 +25,6 @@ ROWS=${ROWS:-}                             # row ids (python -m transformer_plug
 # everything else (GPUS, LAUNCH, PRECISION, FROM, MAX_UPDATE, ...) is read by recipes/wmt14.sh
 # -------------------------------------------------------------------------------------------------
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && cd .. && pwd)
 export WORK TOY PYTHON
 # shellcheck disable=SC2086  # ROWS is a list of ids
 PLAN=$("$PYTHON" -m transformer_plugin.table3 plan $ROWS)  # id, recipe, flags per row; fails on an unknown id

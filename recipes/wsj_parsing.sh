@@ -14,14 +14,9 @@
 # GPUS, NNODES, LAUNCH, CPU_WORKERS, PRECISION work as in the WMT14 recipes (recipes/wmt14.sh).
 set -euo pipefail
 
-for arg in "$@"; do
-  case $arg in
-    --dry-run) DRY_RUN=1 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
-  esac
-done
-export DRY_RUN=${DRY_RUN:-0}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$REPO/recipes/lib.sh"
+recipe_options "$0" "$@"
 
 # ---- variables (each can be set in the environment) ---------------------------------------------
 TOY=${TOY:-0}
@@ -50,8 +45,6 @@ if [ "$TOY" = 1 ]; then
 fi
 # -------------------------------------------------------------------------------------------------
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-source "$REPO/recipes/lib.sh"
 PY=${PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
