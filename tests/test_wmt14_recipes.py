@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -132,7 +133,17 @@ def test_toy_run_end_to_end(toy_run):
     scores = json.loads((results / "scores.test.json").read_text())
     assert scores["sentences"] == 40
     assert 0 <= scores["sacrebleu"] <= 100 and 0 <= scores["tokenized_bleu_compound_split"] <= 100
-    assert len((results / "hypotheses.test.txt").read_text().splitlines()) == 40
+    hypotheses = (results / "hypotheses.test.txt").read_text().splitlines()
+    assert len(hypotheses) == 40
+    # the score is against the references exactly as in the newstest2014 SGML file
+    import sacrebleu
+
+    with tarfile.open(work.parent / "archives" / "test-full.tgz") as tar:
+        sgml = tar.extractfile("test-full/newstest2014-deen-ref.de.sgm").read().decode()
+    references = re.findall(r"<seg[^>]*>(.*)</seg>", sgml)
+    assert round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2) == scores["sacrebleu"]
+    chrf = round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2)
+    assert chrf == scores["chrf"] and chrf > 0  # chrF is non-zero even for a toy model: a real comparison
     table = output[output.index("==== results"):]
     assert re.search(r"\| tokenized BLEU, compound split \(how the paper scored\) \| \d+\.\d\d \| 27\.3 \(Table 2\) \|",
                      table)  # fmt: skip
