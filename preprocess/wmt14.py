@@ -431,8 +431,9 @@ def _sgml(lines: Sequence[str], kind: str, setid: str, lang: str, docs: int = 3)
 
 def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 700, test: int = 60, seed: int = 1):
     """Small archives with the original names and inner layouts of ``pair``, filled with the synthetic
-    language pair of :mod:`preprocess.synthetic_pair` (English-like source, made-up target); every
-    member the preparation reads is there. For trying a recipe offline and for the tests."""
+    language pair of :mod:`preprocess.synthetic_pair` (English-like source, made-up target, every fifth
+    pair in quotes, typographic on the target side); every member the preparation reads is there.
+    For trying a recipe offline and for the tests."""
     import io
     import random
 
@@ -444,8 +445,9 @@ def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 70
     spec = PAIRS[pair]
     files: Dict[str, Dict[str, bytes]] = {}
 
-    def sample(n):
-        return [grammar.sentence_pair() for _ in range(n)]
+    def sample(n):  # every fifth pair quoted, German-style on the target side, as news text often is
+        pairs = [grammar.sentence_pair() for _ in range(n)]
+        return [(f'"{a}"', f"\u201e{b}\u201c") if i % 5 == 0 else (a, b) for i, (a, b) in enumerate(pairs)]
 
     for corpus in spec["train"]:
         lines = sample(pairs_per_corpus)

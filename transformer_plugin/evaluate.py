@@ -14,6 +14,7 @@ order and refuses output that misses a sentence.
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import Dict, Iterable, List, Optional
@@ -111,6 +112,7 @@ def main(argv=None) -> int:
         print(f"evaluate: error: {args.generate_output}: {e}", file=sys.stderr)
         return 1
     result = score(hypotheses, references, args.lang if args.tokenized_bleu else None, not args.no_compound_split)
+    result["reference"] = os.path.abspath(args.reference)  # which file was scored against
     if args.hypotheses_out:
         with open(args.hypotheses_out, "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hypotheses)
