@@ -180,6 +180,10 @@ def test_words_that_differ_are_skipped_and_reported(tmp_path, capsys):
     assert "sentences 1 (skipped 1)" in captured.out and "sentence 1 skipped: words differ" in captured.err
 
 
+def test_a_tree_without_words_is_skipped_not_a_crash():
+    assert score("( (S (-NONE- *)) )", GOLD).error == "a tree with no words (only -NONE- elements)"
+
+
 def test_length_cutoff():
     long_gold = "(S (NP " + " ".join(f"(NN w{i})" for i in range(41)) + "))"
     result, _ = evalb.score_corpus([parse_tree(GOLD), parse_tree(long_gold)], [parse_tree(GOLD), parse_tree(long_gold)])

@@ -83,6 +83,8 @@ class SentenceScore:
 
 def score_sentence(gold: Tree, test: Tree) -> SentenceScore:
     gold_clean, test_clean = clean(gold), clean(test)
+    if gold_clean is None or test_clean is None:
+        return SentenceScore(0, 0, 0, 0, error="a tree with no words (only -NONE- elements)")
     gold_words = gold_clean.words() if gold_clean else []
     test_words = test_clean.words() if test_clean else []
     if gold_words != test_words:
