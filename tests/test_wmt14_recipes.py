@@ -200,6 +200,7 @@ def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
     assert bad.returncode != 0 and "unknown Table 3 row 'F-nonsense'" in bad.stderr
 
 
+@pytest.mark.slow  # ~50 s; the rows' flags are checked by the dry-run test and tests/test_table3.py
 def test_table3_toy_row_and_table(toy_run):
     from transformer_plugin.table3 import count_parameters
 
