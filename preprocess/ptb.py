@@ -67,8 +67,11 @@ def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print)
         words, targets, gold, left_out = [], [], [], []
         files = [f for s in numbers for f in sections[s]]
         for path in files:
-            with open(path, encoding="utf-8", errors="strict") as f:
-                text = f.read()
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except UnicodeDecodeError as e:
+                raise TreebankError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
             try:
                 trees = list(read_trees(text, path))
             except TreeError as e:
@@ -232,7 +235,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             files = write_toy_treebank(args.out, args.sentences_per_file, args.files_per_section, args.seed)
             print(f"{len(files)} .mrg files under {os.path.join(args.out, 'wsj')}")
-    except (TreebankError, UnicodeDecodeError) as e:
+    except TreebankError as e:
         print(f"ptb: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -75,6 +75,9 @@ def test_prepare_errors_name_the_problem(tmp_path, capsys):
     bad.write_text(bad.read_text() + "\n)\n")
     assert ptb.main(["prepare", "--treebank", str(tmp_path / "tb"), "--out", str(tmp_path / "o")]) == 1
     assert f"{bad}:" in capsys.readouterr().err
+    bad.write_bytes(b"( (S (NN caf\xe9)) )\n")  # Latin-1, not UTF-8
+    assert ptb.main(["prepare", "--treebank", str(tmp_path / "tb"), "--out", str(tmp_path / "o")]) == 1
+    assert f"{bad}: not UTF-8 text" in capsys.readouterr().err
 
 
 def test_extra_trees_for_the_semi_supervised_setting(tmp_path):
