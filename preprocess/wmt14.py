@@ -327,8 +327,12 @@ _SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
 def read_sgml(path: str) -> List[str]:
     """The segments of a WMT "fake SGML" file in file order, as sacreBLEU extracts them."""
     segments = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start} of the line)") from e
             if line.startswith("<seg "):
                 m = _SEG.search(line)
                 if not m:

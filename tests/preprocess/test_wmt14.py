@@ -151,6 +151,9 @@ def test_sgml_segments(tmp_path):
     path.write_text('<srcset setid="t" srclang="any">\n<doc docid="a" genre="news">\n<p>\n'
                     '<seg id="1"> Ein  Satz &amp; mehr. </seg>\n</p>\n<seg id="2">Zwei</seg>\n</doc>\n</srcset>\n')
     assert wmt14.read_sgml(str(path)) == ["Ein Satz &amp; mehr.", "Zwei"]  # as sacreBLEU extracts them
+    path.write_bytes(b'<seg id="1">ok</seg>\n<seg id="2">Stra\xdfe</seg>\n')  # Latin-1
+    with pytest.raises(wmt14.DataError, match="x.sgm:2: not UTF-8"):
+        wmt14.read_sgml(str(path))
     path.write_text('<seg id="1">no end\n')
     with pytest.raises(wmt14.DataError, match="x.sgm:1: a <seg> line without </seg>"):
         wmt14.read_sgml(str(path))
