@@ -27,6 +27,7 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from . import write_lines
 from transformer_plugin.trees import Tree, TreeError, clean, linearise, read_trees
 
 SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
@@ -45,12 +46,6 @@ def find_sections(treebank: str) -> Dict[str, List[str]]:
             if re.fullmatch(r"wsj_\d{4}\.mrg", name, flags=re.IGNORECASE) and re.fullmatch(r"\d\d", section):
                 sections.setdefault(section, []).append(os.path.join(root, name))
     return {s: sorted(files) for s, files in sorted(sections.items())}
-
-
-def _write(path: str, lines: Sequence[str]) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
-    os.replace(path + ".tmp", path)
 
 
 def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print) -> Dict:
@@ -84,10 +79,10 @@ def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print)
                 words.append(" ".join(cleaned.words()))
                 targets.append(" ".join(linearise(cleaned)))
                 gold.append(str(cleaned))
-        _write(os.path.join(out, f"{split}.words"), words)
-        _write(os.path.join(out, f"{split}.trees"), targets)
+        write_lines(os.path.join(out, f"{split}.words"), words)
+        write_lines(os.path.join(out, f"{split}.trees"), targets)
         if split != "train":
-            _write(os.path.join(out, f"{split}.gold"), gold)
+            write_lines(os.path.join(out, f"{split}.gold"), gold)
         report["splits"][split] = {"sections": numbers, "files": len(files), "sentences": len(words),
                                    "left_out": left_out}  # fmt: skip
         log(f"{split}: sections {numbers[0]}-{numbers[-1]}, {len(files)} files, {len(words)} sentences"

@@ -24,6 +24,8 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
+from . import write_lines
+
 SOURCE_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 TARGET_SYLLABLES = [c + v for c in ["sch", "h", "j", "w", "r", "b", "t", "k", "l", "m", "n", "d"] for v in "aeiouy"]
 
@@ -151,10 +153,7 @@ def generate(out_dir: str, train: int, valid: int, test: int, seed: int = 1) -> 
     counts = {}
     for split, pairs in (("train", train_pairs), ("valid", held_out["valid"]), ("test", held_out["test"])):
         for side, index in (("src", 0), ("tgt", 1)):
-            path = os.path.join(out_dir, f"{split}.{side}")
-            with open(path + ".tmp", "w", encoding="utf-8") as f:
-                f.writelines(pair[index] + "\n" for pair in pairs)
-            os.replace(path + ".tmp", path)  # never a half-written file under the final name
+            write_lines(os.path.join(out_dir, f"{split}.{side}"), (pair[index] for pair in pairs))
         counts[split] = len(pairs)
     return counts
 

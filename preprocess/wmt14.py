@@ -42,6 +42,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from . import write_lines
+
 
 class DataError(Exception):
     """A problem with an archive or a corpus file; the message names the file."""
@@ -346,12 +348,6 @@ def read_sgml(path: str) -> List[str]:
 # ---- the whole preparation ---------------------------------------------------------------------
 
 
-def _write_lines(path: str, lines: Sequence[str]) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
-    os.replace(path + ".tmp", path)
-
-
 def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: Optional[str] = None,
             max_len: int = 250, max_ratio: float = 1.5, max_pairs: Optional[int] = None, workers: int = 1,
             ignore_pinned_md5: bool = False, log=print) -> Dict:  # fmt: skip
@@ -401,12 +397,12 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
     for name, a, b in (("valid", valid_src, valid_tgt), ("test", test_src, test_ref)):
         if len(a) != len(b):
             raise DataError(f"{name} set: {len(a)} source but {len(b)} target segments in the SGML files of {raw}")
-    _write_lines(os.path.join(out, f"valid.{src}"), [normalize(s, src) for s in valid_src])
-    _write_lines(os.path.join(out, f"valid.{tgt}"), [normalize(s, tgt) for s in valid_tgt])
-    _write_lines(os.path.join(out, f"valid.ref.{tgt}"), valid_tgt)
-    _write_lines(os.path.join(out, f"test.{src}"), [normalize(s, src) for s in test_src])
-    _write_lines(os.path.join(out, f"test.{tgt}"), [normalize(s, tgt) for s in test_ref])
-    _write_lines(os.path.join(out, f"test.ref.{tgt}"), test_ref)
+    write_lines(os.path.join(out, f"valid.{src}"), [normalize(s, src) for s in valid_src])
+    write_lines(os.path.join(out, f"valid.{tgt}"), [normalize(s, tgt) for s in valid_tgt])
+    write_lines(os.path.join(out, f"valid.ref.{tgt}"), valid_tgt)
+    write_lines(os.path.join(out, f"test.{src}"), [normalize(s, src) for s in test_src])
+    write_lines(os.path.join(out, f"test.{tgt}"), [normalize(s, tgt) for s in test_ref])
+    write_lines(os.path.join(out, f"test.ref.{tgt}"), test_ref)
     report["valid"] = {"corpus": spec["valid"].name, "pairs": len(valid_src)}
     report["test"] = {"corpus": spec["test_src"].name, "pairs": len(test_src)}
     with open(os.path.join(out, "report.json.tmp"), "w") as f:
