@@ -120,6 +120,20 @@ train_workers() {
 # ---- GPU and multi-machine training (the WMT14 and WSJ recipes) ----------------------------------
 # Both read GPUS (per machine; 0: CPU workers), NNODES, LAUNCH (local | torchrun | slurm), CPU_WORKERS.
 
+# gpu_count: the GPUs nvidia-smi lists on this machine (0 without one)
+gpu_count() { (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true; }
+
+# precision_args PRECISION: sets PRECISION_ARGS to fairseq-train's flags for fp32 (the paper), fp16 or bf16;
+# anything else stops the recipe before any work is done.
+precision_args() {
+  case $1 in
+    fp32) PRECISION_ARGS=() ;;
+    fp16) PRECISION_ARGS=(--fp16) ;;
+    bf16) PRECISION_ARGS=(--bf16) ;;
+    *) echo "PRECISION=$1: use fp32, fp16 or bf16" >&2; exit 2 ;;
+  esac
+}
+
 # plan_batch TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE: sets DEVICES, UPDATE_FREQ and MAX_TOKENS so that
 # MAX_TOKENS x DEVICES x UPDATE_FREQ ~ TOKENS_PER_UPDATE with MAX_TOKENS <= MAX_TOKENS_PER_DEVICE.
 plan_batch() {

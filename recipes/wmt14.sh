@@ -29,7 +29,7 @@ IGNORE_PINNED_MD5=${IGNORE_PINNED_MD5:-0}  # 1: test sets that differ from sacre
 PREP_WORKERS=${PREP_WORKERS:-$(nproc)}     # processes for normalisation
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}  # Section 5.1: ~25,000 source + 25,000 target tokens
 MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}  # what one GPU holds; more GPUs -> less accumulation
-GPUS=${GPUS:-$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true)}  # GPUs per machine (0: CPU workers)
+GPUS=${GPUS:-$(gpu_count)}                 # GPUs per machine (0: CPU workers)
 NNODES=${NNODES:-1}                        # machines (LAUNCH=torchrun / slurm)
 LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm
 CPU_WORKERS=${CPU_WORKERS:-2}              # data-parallel processes when there is no GPU
@@ -56,6 +56,7 @@ RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
 
 # ---- batch size: --max-tokens x devices x --update-freq ~ TOKENS_PER_UPDATE --------------------
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
+precision_args "$PRECISION"
 echo "$PAIR $CONFIG: $BATCH_SUMMARY (paper: ~25,000)"
 
 # ---- 1.-3. data (once: with LAUNCH=torchrun, machines other than NODE_RANK=0 use node 0's data) ------
@@ -105,14 +106,8 @@ TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
-  --log-format json --log-interval 100)
-case $PRECISION in
-  fp32) ;;
-  fp16) TRAIN_ARGS+=(--fp16) ;;
-  bf16) TRAIN_ARGS+=(--bf16) ;;
-  *) echo "PRECISION=$PRECISION: use fp32, fp16 or bf16" >&2; exit 2 ;;
-esac
-[ "$TOY" = 0 ] || TRAIN_ARGS+=(--log-interval 10 --num-workers 0)
+  --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
+[ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 read -r -a EXTRA <<< "$EXTRA_TRAIN_ARGS"
 TRAIN_ARGS+=("${EXTRA[@]}")
 [ "$DRY_RUN" = 1 ] || mkdir -p "$CKPT"

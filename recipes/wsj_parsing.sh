@@ -34,7 +34,7 @@ SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-1000}
 AVERAGE_LAST=${AVERAGE_LAST:-5}            # as the base model
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
 BEAM=${BEAM:-21}; LENPEN=${LENPEN:-0.3}; MAX_LEN_B=${MAX_LEN_B:-300}   # Section 6.3
-GPUS=${GPUS:-$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true)}
+GPUS=${GPUS:-$(gpu_count)}
 NNODES=${NNODES:-1}; LAUNCH=${LAUNCH:-local}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 SEED=${SEED:-1}
 if [ "$TOY" = 1 ]; then
@@ -49,6 +49,7 @@ PY=${PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
+precision_args "$PRECISION"
 echo "WSJ parsing ($SETTING): $BATCH_SUMMARY"
 
 if [ -z "$TREEBANK" ]; then
@@ -77,9 +78,7 @@ TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
-  --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)")
-case $PRECISION in fp32) ;; fp16) TRAIN_ARGS+=(--fp16) ;; bf16) TRAIN_ARGS+=(--bf16) ;;
-  *) echo "PRECISION=$PRECISION: use fp32, fp16 or bf16" >&2; exit 2 ;; esac
+  --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 [ "$DRY_RUN" = 1 ] || mkdir -p "$CKPT"
 train_stage 3 "fairseq-train --arch $ARCH, $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
