@@ -102,6 +102,7 @@ def config_from_fairseq_transformer(model_cfg: Any) -> Dict[str, Any]:
         "dropout": get("dropout", 0.1),
         "attention_dropout": get("attention_dropout", 0.0),
         "activation_dropout": get("activation_dropout", 0.0),
+        "dropout_masks": "packed",
         "positional_encoding": "sinusoidal",
         "sinusoid_variant": "fairseq",
         "share_all_embeddings": bool(get("share_all_embeddings", False)),

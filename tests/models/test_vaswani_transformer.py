@@ -205,3 +205,36 @@ def test_beam_mode_projects_encoder_once_per_sentence(dictionary):
         torch.testing.assert_close(step[:, 0], full[:, -1])
     finally:
         model.decoder.set_beam_size(1)
+
+
+def test_sequence_generator_turns_on_one_projection_per_sentence(dictionary):
+    """SequenceGenerator calls set_beam_size on the model, not on its decoder (EnsembleModel
+    .set_decoder_beam_size checks hasattr(model, "set_beam_size")); the model must pass it on."""
+    from fairseq.sequence_generator import EnsembleModel
+
+    model = build_vaswani(dictionary).eval()
+    EnsembleModel([model]).set_decoder_beam_size(4)
+    attention = [layer.encoder_attn for layer in model.decoder.layers]
+    assert [a.beam_size for a in attention] == [4] * len(attention)
+
+
+def test_a_leftover_beam_size_does_not_merge_different_rows(dictionary):
+    """A beam size left from an earlier search (fairseq never resets it to 1) must not make the
+    encoder-decoder attention treat 4 different sentences as the beams of one."""
+    torch.manual_seed(5)
+    model = build_vaswani(dictionary).eval()
+    model.set_beam_size(4)
+    src, src_lengths, prev = random_batch(dictionary, batch_size=4, src_len=8)
+    with torch.no_grad():
+        encoder_out = model.encoder(src, src_lengths)
+        state = {}
+        for t in range(3):
+            step, _ = model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state)
+            full, _ = model.decoder(prev[:, : t + 1], encoder_out)
+            torch.testing.assert_close(step[:, 0], full[:, t])
+        order = torch.tensor([3, 1, 0, 2])  # a hypothesis-level cache follows any reordering
+        model.decoder.reorder_incremental_state_scripting(state, order)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+        step, _ = model.decoder(prev[order, :4], encoder_out, incremental_state=state)
+        full, _ = model.decoder(prev[order, :4], encoder_out)
+    torch.testing.assert_close(step[:, 0], full[:, -1])

@@ -100,3 +100,40 @@ def test_causal_mask_hides_the_future():
     x2 = x.clone()
     x2[:, 4:] = torch.randn(1, 2, 16)  # change the future of position 3
     torch.testing.assert_close(mha(x2, causal=True)[0][:, :4], out[:, :4])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal):
+    """On a CPU short sequences take the explicit path, long ones torch's fused kernel (see the module
+    doc); outputs and gradients must agree, with padding and with the causal mask."""
+    import transformer_plugin.modules.multihead_attention as mha_module
+
+    torch.manual_seed(6)
+    mha = MultiHeadAttention(32, 4, 8, 8, self_attention=True)
+    x, g = torch.randn(3, 9, 32), torch.randn(3, 9, 32)
+    mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
+    mask[1, ..., 6:] = False
+    results = []
+    for limit in (10**9, 0):  # everything explicit, then everything fused
+        monkeypatch.setattr(mha_module, "EXPLICIT_MAX_SCORES", limit)
+        mha.zero_grad()
+        xi = x.clone().requires_grad_()
+        out, _ = mha(xi, mask=mask, causal=causal)
+        (out * g).sum().backward()
+        results.append((out, xi.grad, mha.in_proj.weight.grad.clone()))
+    for explicit, fused in zip(*results):
+        torch.testing.assert_close(explicit, fused, rtol=1e-5, atol=1e-6)
+
+
+def test_short_cpu_attention_is_explicit_and_long_is_fused(monkeypatch):
+    """The dispatch itself: count calls of torch's fused kernel."""
+    import transformer_plugin.modules.multihead_attention as mha_module
+
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(mha_module.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    side = int(mha_module.EXPLICIT_MAX_SCORES**0.5)
+    for T, expected in ((side, 0), (side + 1, 1)):
+        q = torch.randn(1, 2, T, 4)
+        scaled_dot_product_attention(q, q, q)
+        assert len(calls) == expected, T

@@ -19,7 +19,9 @@ Not in the paper, chosen here (each can be changed by a flag where it matters):
 - initialisation (the paper gives none): Xavier-uniform projections, embeddings N(0, d_model^-0.5)
   with a zero padding row, as tensor2tensor and fairseq do;
 - ``--attention-dropout`` and ``--activation-dropout`` (default 0, as in the paper);
-- ``--normalize-before`` (pre-norm), ``--sinusoid-variant fairseq`` (see positional_encoding.py).
+- ``--normalize-before`` (pre-norm), ``--sinusoid-variant fairseq`` (see positional_encoding.py);
+- ``--dropout-masks packed`` (default): on CPU, P_drop is rounded to a multiple of 2^-16 so that
+  masks are four times cheaper to draw; ``--dropout-masks torch`` is torch's dropout (see dropout.py).
 """
 
 import logging
@@ -39,8 +41,9 @@ from fairseq.models import (
 )
 from torch import Tensor, nn
 
+from ..modules.dropout import MASK_CHOICES, Dropout
 from ..modules.positional_encoding import SINUSOID_VARIANTS, PositionalEncoding
-from ..modules.transformer_layer import DecoderLayer, EncoderLayer
+from ..modules.transformer_layer import DecoderLayer, EncoderLayer, packed_dropout
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +79,13 @@ class VaswaniTransformerConfig(FairseqDataclass):
     )
     share_decoder_input_output_embed: bool = field(
         default=False, metadata={"help": "share only the target embedding and the pre-softmax projection"}
+    )
+    dropout_masks: ChoiceEnum(list(MASK_CHOICES)) = field(
+        default="packed",
+        metadata={
+            "help": "packed: on CPU, 16-bit dropout masks drawn 4 per 64-bit random word, P_drop rounded to"
+            " a multiple of 2^-16 (faster; see modules/dropout.py); torch: torch's F.dropout. GPUs always use torch's"
+        },
     )
     normalize_before: bool = field(
         default=False, metadata={"help": "pre-norm x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's post-norm"}
@@ -129,14 +139,14 @@ class EmbeddingLayer(nn.Module):
             learned=cfg.positional_encoding == "learned",
             variant=cfg.sinusoid_variant,
         )
-        self.dropout = cfg.dropout
+        self.dropout = Dropout(cfg.dropout, packed_dropout(cfg))
 
     def forward(self, tokens: Tensor, incremental: bool = False) -> Tensor:
         positions = self.embed_positions(tokens, incremental=incremental)
         if incremental:
             tokens = tokens[:, -1:]
         x = self.embed_scale * self.embed_tokens(tokens) + positions
-        return nn.functional.dropout(x, p=self.dropout, training=self.training)
+        return self.dropout(x)
 
 
 class VaswaniEncoder(FairseqEncoder):
@@ -318,6 +328,12 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
 
+    def set_beam_size(self, beam_size: int):
+        """fairseq's SequenceGenerator calls this on the model (EnsembleModel.set_decoder_beam_size)
+        before a beam search: encoder-decoder attention then projects the encoder output once per
+        sentence and shares it among the sentence's hypotheses, instead of once per hypothesis."""
+        self.decoder.set_beam_size(beam_size)
+
 
 # ---------------------------------------------------------------------------------------------
 # Architectures. Each sets the defaults of one configuration of the paper; flags still override.
@@ -337,6 +353,7 @@ PAPER_BASE = dict(
     activation_dropout=0.0,
     positional_encoding="sinusoidal",
     sinusoid_variant="paper",
+    dropout_masks="packed",
     share_all_embeddings=False,  # fairseq flag semantics: recipes pass --share-all-embeddings
     share_decoder_input_output_embed=False,
     normalize_before=False,

@@ -8,18 +8,19 @@
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .dropout import Dropout
+
 
 class PositionwiseFeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, activation_dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, activation_dropout: float = 0.0, packed_dropout: bool = True):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.activation_dropout = activation_dropout
+        self.activation_dropout = Dropout(activation_dropout, packed_dropout)
         for linear in (self.w_1, self.w_2):
             nn.init.xavier_uniform_(linear.weight)
             nn.init.zeros_(linear.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         hidden = F.relu(self.w_1(x))  # max(0, x W_1 + b_1)
-        hidden = F.dropout(hidden, p=self.activation_dropout, training=self.training)
-        return self.w_2(hidden)
+        return self.w_2(self.activation_dropout(hidden))

@@ -19,6 +19,14 @@ equations omit them).
 
 Masks are boolean and broadcast to (B, h, T, S); True means "may attend". Masked positions
 get exactly zero weight. Decoder self-attention masks future positions (Section 3.2.3).
+
+Eq. (1) is computed in one of two ways, chosen by speed (both compute the same function):
+explicitly, with two matrix products and a softmax, or by torch's fused
+``F.scaled_dot_product_attention``. The fused kernel is used on GPUs, and on a CPU when a head
+has more than ``EXPLICIT_MAX_SCORES`` query-key pairs. Below that, on a CPU, the fused kernel's
+blocked loops do not pay off (2 cores, forward + backward, 8 heads of 64, 4000 tokens: 21.6 ms
+explicit against 28.1 ms fused at 30 positions, 32.5 against 34.5 ms at 60, but 52.9 against
+46.5 ms at 120; a beam-search step, one query per hypothesis, is about 30% faster explicit).
 """
 
 import math
@@ -29,6 +37,10 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
+from .dropout import dropout
+
+EXPLICIT_MAX_SCORES = 64 * 64  # on a CPU, T * S up to which Eq. (1) is computed explicitly (see above)
+
 
 def scaled_dot_product_attention(
     q: Tensor,
@@ -37,23 +49,23 @@ def scaled_dot_product_attention(
     mask: Optional[Tensor] = None,
     dropout_p: float = 0.0,
     need_weights: bool = False,
+    packed_dropout: bool = True,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """Eq. (1) on q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v) -> (B, h, T, d_v).
 
-    Without ``need_weights`` this calls torch's fused kernel, which computes the same function;
-    with it, the weights softmax(Q K^T / sqrt(d_k)) (B, h, T, S) are computed explicitly and
-    returned too (dropout, if any, is applied to the weights used for the output, not to the
-    returned weights).
+    With ``need_weights`` the weights softmax(Q K^T / sqrt(d_k)) (B, h, T, S) are returned too
+    (dropout, if any, is applied to the weights used for the output, not to the returned ones).
+    ``packed_dropout``: the masks of dropout.py on the explicit path; the fused kernel draws its own.
     """
-    if not need_weights:
+    T, S = q.size(-2), k.size(-2)
+    if not need_weights and (q.device.type != "cpu" or T * S > EXPLICIT_MAX_SCORES):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
-    d_k = q.size(-1)
-    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)  # (B, h, T, S)
+    scores = torch.matmul(q * (1.0 / math.sqrt(q.size(-1))), k.transpose(-2, -1))  # (B, h, T, S)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = torch.where(mask, scores, float("-inf"))
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    out = torch.matmul(F.dropout(weights, p=dropout_p, training=dropout_p > 0), v)
-    return out, weights
+    out = torch.matmul(dropout(weights, dropout_p, dropout_p > 0, packed_dropout), v)
+    return out, weights if need_weights else None
 
 
 @with_incremental_state
@@ -67,7 +79,7 @@ class MultiHeadAttention(nn.Module):
     Incremental decoding (fairseq beam search): in self-attention the keys and values of the
     previous steps are cached, so each step projects only the newest position; in
     encoder-decoder attention the keys and values of the encoder output are projected once per
-    sentence, at the first step, and reused.
+    sentence, at the first step, and reused by all hypotheses of that sentence.
     """
 
     def __init__(
@@ -78,10 +90,11 @@ class MultiHeadAttention(nn.Module):
         d_v: int,
         attention_dropout: float = 0.0,
         self_attention: bool = True,
+        packed_dropout: bool = True,
     ):
         super().__init__()
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
-        self.attention_dropout = attention_dropout
+        self.attention_dropout, self.packed_dropout = attention_dropout, packed_dropout
         self.self_attention = self_attention
         if self_attention:
             # [W^Q | W^K | W^V] for all heads: d_model -> h*d_k + h*d_k + h*d_v
@@ -137,20 +150,20 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.in_proj(x).split([h * d_k, h * d_k, h * d_v], dim=-1)
             q, k, v = self._split_heads(q, d_k), self._split_heads(k, d_k), self._split_heads(v, d_v)
             if cache is not None:
-                if "k" in cache:  # append this step to the keys/values of the previous steps
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+                k, v = self._append_to_cache(cache, k), self._append_to_cache(cache, v, "v")
                 self._set_input_buffer(incremental_state, cache)
         else:
             assert memory is not None, "encoder-decoder attention needs the encoder output"
             q = self._split_heads(self.q_proj(x), d_k)
-            if cache is not None and "k" in cache:  # encoder keys/values: once per sentence
+            if cache is not None and "k" in cache:  # encoder keys/values: projected at the first step
                 k, v = cache["k"], cache["v"]
             else:
-                if cache is not None and self.beam_size > 1:
-                    # beam search: the encoder output holds beam_size copies of each sentence
-                    memory = memory[:: self.beam_size]
+                if cache is not None and self.beam_size > 1 and memory.size(0) % self.beam_size == 0:
+                    # beam search: the encoder output holds beam_size copies of each sentence; keep
+                    # one (checked: a beam size left over from an earlier search must not drop rows)
+                    sentences = memory[:: self.beam_size]
+                    if torch.equal(sentences.repeat_interleave(self.beam_size, dim=0), memory):
+                        memory, cache["per_sentence"] = sentences, memory.new_empty(0)
                 k, v = self.kv_proj(memory).split([h * d_k, h * d_v], dim=-1)
                 k, v = self._split_heads(k, d_k), self._split_heads(v, d_v)
                 if cache is not None:
@@ -166,7 +179,7 @@ class MultiHeadAttention(nn.Module):
         if beams > 1:
             q = q.view(-1, beams, h, T, d_k).transpose(1, 2).reshape(-1, h, beams * T, d_k)  # (B/beams, h, beams*T, d_k)
             mask = mask[::beams] if mask is not None else None
-        out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights)
+        out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights, self.packed_dropout)
         if beams > 1:
             out = out.view(-1, h, beams, T, d_v).transpose(1, 2).reshape(B, h, T, d_v)
             if weights is not None:
@@ -175,6 +188,28 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out), weights
 
     # -- fairseq incremental-state plumbing (used by SequenceGenerator) --
+
+    @staticmethod
+    def _append_to_cache(cache: Dict[str, Optional[Tensor]], new: Tensor, name: str = "k") -> Tensor:
+        """Self-attention keys (``name`` "k") or values ("v") of all steps so far, (B, h, t + T, d).
+
+        ``cache[name]`` holds the t previous steps as the start of ``cache[name + "_room"]``, a
+        buffer with room for more steps: ``reorder_incremental_state`` leaves one free step when it
+        selects the surviving hypotheses, so that a beam-search step copies the past once (there)
+        instead of twice (select, then concatenate).
+        """
+        past, room = cache.get(name), cache.get(name + "_room")
+        if past is None:
+            full = room = new
+        else:
+            t, T = past.size(2), new.size(2)
+            if room is not None and room.size(2) >= t + T:
+                room[:, :, t : t + T] = new
+                full = room[:, :, : t + T]
+            else:
+                full = room = torch.cat([past, new], dim=2)
+        cache[name], cache[name + "_room"] = full, room
+        return full
 
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
         result = self.get_incremental_state(incremental_state, "attn_state")
@@ -191,20 +226,25 @@ class MultiHeadAttention(nn.Module):
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         """Follow the beams: select the cached keys/values of the hypotheses that survive.
 
-        Encoder-decoder attention caches one row per sentence during beam search; beams never move
-        between sentences, so its cache changes only when finished sentences leave the batch.
+        Encoder-decoder attention caches one row per sentence during beam search ("per_sentence");
+        beams never move between sentences, so that cache changes only when finished sentences
+        leave the batch.
         """
         buffer = self.get_incremental_state(incremental_state, "attn_state")
-        if buffer is not None:
-            for key, value in buffer.items():
-                if value is None:
-                    continue
-                if not self.self_attention and self.beam_size > 1:  # one row per sentence
-                    if value.size(0) * self.beam_size == new_order.size(0):
-                        continue
+        if buffer is None or buffer.get("k") is None:
+            return incremental_state
+        for name in ("k", "v"):
+            value = buffer[name]
+            assert value is not None
+            if self.self_attention:  # into a buffer with one free step (see _append_to_cache)
+                B, h, t, d = value.shape
+                room = value.new_empty(new_order.size(0), h, t + 1, d)
+                buffer[name] = torch.index_select(value, 0, new_order, out=room[:, :, :t])
+                buffer[name + "_room"] = room
+            elif "per_sentence" in buffer:  # one row per sentence, shared by its beams
+                if value.size(0) * self.beam_size != new_order.size(0):
                     sentences = new_order.view(-1, self.beam_size)[:, 0] // self.beam_size
-                    buffer[key] = value.index_select(0, sentences)
-                else:
-                    buffer[key] = value.index_select(0, new_order)
-            incremental_state = self._set_input_buffer(incremental_state, buffer)
-        return incremental_state
+                    buffer[name] = value.index_select(0, sentences)
+            else:
+                buffer[name] = value.index_select(0, new_order)
+        return self._set_input_buffer(incremental_state, buffer)

@@ -11,37 +11,43 @@ Decoder layer: masked self-attention, then encoder-decoder attention, then FFN.
 
 from typing import Callable, Optional, Tuple
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .dropout import Dropout
 from .feed_forward import PositionwiseFeedForward
 from .multihead_attention import MultiHeadAttention
+
+
+def packed_dropout(cfg) -> bool:
+    """``--dropout-masks`` (see dropout.py); configurations saved before the flag existed get "packed"."""
+    return getattr(cfg, "dropout_masks", None) in (None, "packed")
 
 
 class SublayerConnection(nn.Module):
     """LayerNorm(x + Dropout(Sublayer(x))), or pre-norm x + Dropout(Sublayer(LayerNorm(x)))."""
 
-    def __init__(self, d_model: int, dropout: float, normalize_before: bool = False):
+    def __init__(self, d_model: int, dropout: float, normalize_before: bool = False, packed_dropout: bool = True):
         super().__init__()
         self.layer_norm = nn.LayerNorm(d_model)
-        self.dropout = dropout
+        self.dropout = Dropout(dropout, packed_dropout)
         self.normalize_before = normalize_before
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.normalize_before:
-            return x + F.dropout(sublayer(self.layer_norm(x)), p=self.dropout, training=self.training)
-        return self.layer_norm(x + F.dropout(sublayer(x), p=self.dropout, training=self.training))
+            return x + self.dropout(sublayer(self.layer_norm(x)))
+        return self.layer_norm(x + self.dropout(sublayer(x)))
 
 
 class EncoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        packed = packed_dropout(cfg)
         self.self_attn = MultiHeadAttention(
-            cfg.d_model, cfg.attention_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout, self_attention=True
+            cfg.d_model, cfg.attention_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout, True, packed
         )
-        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
-        self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
-        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed)
+        self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor], need_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
         """x (B, S, d_model); padding_mask bool (B, 1, 1, S), True = real token.
@@ -62,13 +68,13 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        h, d_k, d_v = cfg.attention_heads, cfg.d_k, cfg.d_v
-        self.self_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=True)
-        self.encoder_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=False)
-        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
-        self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
-        self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
-        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before)
+        h, d_k, d_v, packed = cfg.attention_heads, cfg.d_k, cfg.d_v, packed_dropout(cfg)
+        self.self_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, True, packed)
+        self.encoder_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, False, packed)
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed)
+        self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
+        self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
 
     def forward(
         self,
