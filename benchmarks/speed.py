@@ -189,6 +189,9 @@ def main(argv=None):
     def mean(impl, key, table):
         return statistics.mean(x[key] for x in table[impl])
 
+    def curve(impl):
+        return [statistics.mean(losses) for losses in zip(*(x["losses"] for x in results[impl]))]
+
     for impl in ("builtin", "vaswani"):
         rows.append((
             "fairseq `transformer`" if impl == "builtin" else "`vaswani_transformer`",
@@ -219,6 +222,10 @@ def main(argv=None):
         f"ratios vaswani/builtin: training {ratios[0]:.2f}x, generation {ratios[1]:.2f}x, "
         f"train memory {ratios[2]:.2f}x, generate memory {ratios[3]:.2f}x; "
         f"identical hypotheses: {same}/{total} (same weights, converted)",
+        "",
+        f"training loss every {a.log_interval} updates (mean of the rounds; the two start from different random weights):",
+        *[f"- {impl}: " + " ".join(f"{x:.2f}" for x in curve(impl)) for impl in ("builtin", "vaswani")],
+        f"- largest difference: {max(abs(x - y) for x, y in zip(curve('builtin'), curve('vaswani'))):.2f}",
     ]
     print("\n".join(lines))
     if a.out:
