@@ -238,3 +238,36 @@ def test_a_leftover_beam_size_does_not_merge_different_rows(dictionary):
         step, _ = model.decoder(prev[order, :4], encoder_out, incremental_state=state)
         full, _ = model.decoder(prev[order, :4], encoder_out)
     torch.testing.assert_close(step[:, 0], full[:, -1])
+
+
+def test_reorders_within_a_sentences_beams_leave_the_encoder_output_alone(dictionary):
+    """The generator reorders the encoder output at every step; rows that are copies of one
+    sentence need no copy. Any other reorder must equal plain row selection."""
+    torch.manual_seed(6)
+    model = build_vaswani(dictionary).eval()
+    src, src_lengths, _ = random_batch(dictionary, batch_size=3, src_len=8)
+    with torch.no_grad():
+        encoded = model.encoder(src, src_lengths)
+    reorder = model.encoder.reorder_encoder_out
+
+    def rows_of(out, order):  # what any reorder must give: the rows of the sentences `order` names
+        assert torch.equal(out["encoder_out"][0], encoded["encoder_out"][0][order])
+        assert torch.equal(out["encoder_padding_mask"][0], encoded["encoder_padding_mask"][0][order])
+
+    sentence = torch.arange(3).repeat_interleave(2)  # beam 2: rows 0,0,1,1,2,2
+    expanded = reorder(encoded, sentence)
+    rows_of(expanded, sentence)
+    assert int(expanded["beam_copies"][0]) == 2
+    within = reorder(expanded, torch.tensor([1, 1, 2, 3, 5, 4]))
+    assert within is expanded  # nothing moved between sentences: no copy
+    pruned = reorder(expanded, torch.tensor([5, 4, 0, 1]))  # sentence 1 finished
+    rows_of(pruned, torch.tensor([2, 2, 0, 0]))
+    assert int(pruned["beam_copies"][0]) == 2
+    assert reorder(pruned, torch.tensor([1, 0, 3, 2])) is pruned
+    mixed = reorder(pruned, torch.tensor([0, 2, 1, 3]))  # blocks now mix sentences: a real copy
+    rows_of(mixed, torch.tensor([2, 0, 2, 0]))
+    assert mixed["beam_copies"] == []
+    rows_of(reorder(mixed, torch.tensor([1, 0, 3, 2])), torch.tensor([0, 2, 0, 2]))
+    plain = reorder(encoded, torch.tensor([2, 0, 1]))  # not an expansion: no record
+    rows_of(plain, torch.tensor([2, 0, 1]))
+    assert plain["beam_copies"] == []

@@ -197,8 +197,27 @@ class VaswaniEncoder(FairseqEncoder):
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
-        """Select the sentences of ``new_order`` (beam search expands and prunes the batch)."""
-        return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
+        """Select the rows of ``new_order`` (beam search expands and prunes the batch).
+
+        Beam search first expands each sentence into k identical rows (``new_order`` 0,0,..,1,1,..),
+        then asks for a reorder at every step, which moves rows only within each sentence's block
+        of k. The expansion is recorded under "beam_copies" (k), and a reorder that keeps every row
+        in its block returns the encoder output as it is instead of copying it.
+        """
+        rows = encoder_out["encoder_out"][0].size(0)
+        k = int(encoder_out["beam_copies"][0]) if encoder_out.get("beam_copies") else 1
+        n = new_order.numel()
+        if k > 1 and n == rows and torch.equal(new_order // k, torch.arange(n, device=new_order.device) // k):
+            return encoder_out
+        out = {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items() if key != "beam_copies"}
+        if k == 1 and n > rows and n % rows == 0:  # an expansion into n / rows copies of each sentence?
+            k = n // rows
+            copies = torch.equal(new_order, torch.arange(n, device=new_order.device) // k)
+        else:  # after pruning, each block of k rows must still hold one sentence
+            sentence = (new_order // k).view(-1, k) if n % k == 0 else new_order.new_zeros(0, 2)
+            copies = k > 1 and sentence.size(0) > 0 and torch.equal(sentence, sentence[:, :1].expand_as(sentence))
+        out["beam_copies"] = [torch.tensor(k)] if copies else []
+        return out
 
     def max_positions(self) -> int:
         return self.max_source_positions
