@@ -43,7 +43,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         packed = packed_dropout(cfg)
         self.self_attn = MultiHeadAttention(
-            cfg.d_model, cfg.attention_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout, True, packed
+            cfg.d_model, cfg.attention_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout, self_attention=True, packed_dropout=packed
         )
         self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed)
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
@@ -69,8 +69,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h, d_k, d_v, packed = cfg.attention_heads, cfg.d_k, cfg.d_v, packed_dropout(cfg)
-        self.self_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, True, packed)
-        self.encoder_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, False, packed)
+        self.self_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, True, packed)  # self-attention
+        self.encoder_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, False, packed)  # encoder-decoder
         self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed)
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
