@@ -214,8 +214,10 @@ class VaswaniEncoder(FairseqEncoder):
             k = n // rows
             copies = torch.equal(new_order, torch.arange(n, device=new_order.device) // k)
         else:  # after pruning, each block of k rows must still hold one sentence
-            sentence = (new_order // k).view(-1, k) if n % k == 0 else new_order.new_zeros(0, 2)
-            copies = k > 1 and sentence.size(0) > 0 and torch.equal(sentence, sentence[:, :1].expand_as(sentence))
+            copies = k > 1 and n > 0 and n % k == 0
+            if copies:
+                sentence = (new_order // k).view(-1, k)
+                copies = torch.equal(sentence, sentence[:, :1].expand_as(sentence))
         out["beam_copies"] = [torch.tensor(k)] if copies else []
         return out
 

@@ -150,7 +150,7 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.in_proj(x).split([h * d_k, h * d_k, h * d_v], dim=-1)
             q, k, v = self._split_heads(q, d_k), self._split_heads(k, d_k), self._split_heads(v, d_v)
             if cache is not None:
-                k, v = self._append_to_cache(cache, k), self._append_to_cache(cache, v, "v")
+                k, v = self._append_to_cache(cache, "k", k), self._append_to_cache(cache, "v", v)
                 self._set_input_buffer(incremental_state, cache)
         else:
             assert memory is not None, "encoder-decoder attention needs the encoder output"
@@ -190,7 +190,7 @@ class MultiHeadAttention(nn.Module):
     # -- fairseq incremental-state plumbing (used by SequenceGenerator) --
 
     @staticmethod
-    def _append_to_cache(cache: Dict[str, Optional[Tensor]], new: Tensor, name: str = "k") -> Tensor:
+    def _append_to_cache(cache: Dict[str, Optional[Tensor]], name: str, new: Tensor) -> Tensor:
         """Self-attention keys (``name`` "k") or values ("v") of all steps so far, (B, h, t + T, d).
 
         ``cache[name]`` holds the t previous steps as the start of ``cache[name + "_room"]``, a
