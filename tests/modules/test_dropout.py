@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import build_vaswani
+from conftest import build_vaswani
 from transformer_plugin.modules.dropout import Dropout, drop_threshold, dropout, packed_dropout_mask
 
 N = 1 << 20  # elements per statistical check; the standard error of a rate is below 0.0005
