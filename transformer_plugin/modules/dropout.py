@@ -9,7 +9,7 @@ therefore p rounded to a multiple of 2^-16 (off by at most 2^-17; P_drop = 0.1 b
 and kept elements are scaled by 1 / (1 - that probability), so E[dropout(x)] = x exactly, as with
 torch's dropout. Only the boolean mask is kept for the backward pass, as torch keeps it.
 
-On a GPU, and with ``--dropout-masks torch``, this is torch's fused ``F.dropout``. Both draw from
+On a GPU (fused there), and with ``--dropout-masks torch``, this is torch's ``F.dropout``. Both draw from
 torch's default generator, so fairseq's ``--seed`` makes either reproducible.
 """
 
