@@ -175,55 +175,57 @@ def test_architectures_follow_the_paper():
 
 
 def test_beam_mode_projects_encoder_once_per_sentence(dictionary):
-    """With set_beam_size (as SequenceGenerator calls it) the encoder keys/values are cached once per
-    sentence and shared by its beams; results equal the full forward pass of every hypothesis."""
+    """After the beam expansion of the encoder output (reorder_encoder_out, as SequenceGenerator
+    calls it) the encoder keys/values are cached once per sentence and shared by its beams;
+    results equal the full forward pass of every hypothesis."""
     torch.manual_seed(4)
     model = build_vaswani(dictionary).eval()
     src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
     beam = 3
     expand = torch.arange(2).repeat_interleave(beam)
     prev = torch.randint(dictionary.nspecial, len(dictionary), (2 * beam, 4))
-    model.decoder.set_beam_size(beam)
-    try:
-        with torch.no_grad():
-            encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), expand)
-            state = {}
-            for t in range(prev.size(1)):
-                step, extra = model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state, alignment_layer=-1)
-                full, full_extra = model.decoder(prev[:, : t + 1], encoder_out, alignment_layer=-1)
-                torch.testing.assert_close(step[:, 0], full[:, t])
-                torch.testing.assert_close(extra["attn"][0][:, 0], full_extra["attn"][0][:, t])
-            cross_cache = [v for v in state.values() if v["k"].size(0) == 2]
-            assert len(cross_cache) == len(model.decoder.layers)  # one row per sentence, not per beam
-            # sentence 0 finishes: the generator keeps the 3 beams of sentence 1, reordered
-            keep = torch.tensor([5, 3, 3])
-            model.decoder.reorder_incremental_state_scripting(state, keep)
-            encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)
-            nxt = torch.cat([prev[keep], torch.full((3, 1), 9)], dim=1)
-            step, _ = model.decoder(nxt, encoder_out, incremental_state=state)
-            full, _ = model.decoder(nxt, encoder_out)
-        torch.testing.assert_close(step[:, 0], full[:, -1])
-    finally:
-        model.decoder.set_beam_size(1)
+    with torch.no_grad():
+        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), expand)
+        state = {}
+        for t in range(prev.size(1)):
+            step, extra = model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state, alignment_layer=-1)
+            full, full_extra = model.decoder(prev[:, : t + 1], encoder_out, alignment_layer=-1)
+            torch.testing.assert_close(step[:, 0], full[:, t])
+            torch.testing.assert_close(extra["attn"][0][:, 0], full_extra["attn"][0][:, t])
+        cross_cache = [v for v in state.values() if v["k"].size(0) == 2]
+        assert len(cross_cache) == len(model.decoder.layers)  # one row per sentence, not per beam
+        # sentence 0 finishes: the generator keeps the 3 beams of sentence 1, reordered
+        keep = torch.tensor([5, 3, 3])
+        model.decoder.reorder_incremental_state_scripting(state, keep)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)
+        nxt = torch.cat([prev[keep], torch.full((3, 1), 9)], dim=1)
+        step, _ = model.decoder(nxt, encoder_out, incremental_state=state)
+        full, _ = model.decoder(nxt, encoder_out)
+    torch.testing.assert_close(step[:, 0], full[:, -1])
 
 
-def test_sequence_generator_turns_on_one_projection_per_sentence(dictionary):
-    """SequenceGenerator calls set_beam_size on the model, not on its decoder (EnsembleModel
-    .set_decoder_beam_size checks hasattr(model, "set_beam_size")); the model must pass it on."""
-    from fairseq.sequence_generator import EnsembleModel
+def test_sequence_generator_projects_the_encoder_once_per_sentence(dictionary):
+    """Through fairseq's own SequenceGenerator (beam 4): every projection of encoder keys/values
+    sees one row per sentence, not one per hypothesis."""
+    from fairseq.sequence_generator import SequenceGenerator
 
+    torch.manual_seed(7)
     model = build_vaswani(dictionary).eval()
-    EnsembleModel([model]).set_decoder_beam_size(4)
-    attention = [layer.encoder_attn for layer in model.decoder.layers]
-    assert [a.beam_size for a in attention] == [4] * len(attention)
+    src, src_lengths, _ = random_batch(dictionary, batch_size=3, src_len=8)
+    rows = []
+    for layer in model.decoder.layers:
+        layer.encoder_attn.kv_proj.register_forward_hook(lambda module, inputs, output: rows.append(inputs[0].size(0)))
+    generator = SequenceGenerator([model], dictionary, beam_size=4, max_len_b=5)
+    with torch.no_grad():
+        hypotheses = generator.forward({"net_input": {"src_tokens": src, "src_lengths": src_lengths}})
+    assert len(hypotheses) == 3 and rows == [3] * len(model.decoder.layers)
 
 
-def test_a_leftover_beam_size_does_not_merge_different_rows(dictionary):
-    """A beam size left from an earlier search (fairseq never resets it to 1) must not make the
-    encoder-decoder attention treat 4 different sentences as the beams of one."""
+def test_rows_that_are_not_beam_copies_are_not_merged(dictionary):
+    """Without the encoder output's record of beam copies, encoder-decoder attention must not treat
+    4 different sentences as the beams of one, whatever their number."""
     torch.manual_seed(5)
     model = build_vaswani(dictionary).eval()
-    model.set_beam_size(4)
     src, src_lengths, prev = random_batch(dictionary, batch_size=4, src_len=8)
     with torch.no_grad():
         encoder_out = model.encoder(src, src_lengths)

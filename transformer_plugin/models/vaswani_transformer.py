@@ -202,7 +202,8 @@ class VaswaniEncoder(FairseqEncoder):
         Beam search first expands each sentence into k identical rows (``new_order`` 0,0,..,1,1,..),
         then asks for a reorder at every step, which moves rows only within each sentence's block
         of k. The expansion is recorded under "beam_copies" (k), and a reorder that keeps every row
-        in its block returns the encoder output as it is instead of copying it.
+        in its block returns the encoder output as it is instead of copying it. The decoder reads
+        the record too: its encoder-decoder attention projects one row per sentence.
         """
         rows = encoder_out["encoder_out"][0].size(0)
         k = int(encoder_out["beam_copies"][0]) if encoder_out.get("beam_copies") else 1
@@ -280,6 +281,8 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         memory_padding = encoder_out["encoder_padding_mask"]
         memory_mask = (~memory_padding[0])[:, None, None, :] if len(memory_padding) > 0 else None
         incremental = incremental_state is not None
+        copies = encoder_out.get("beam_copies")  # see VaswaniEncoder.reorder_encoder_out
+        memory_copies = int(copies[0]) if copies else 1
 
         self_attn_mask = None
         if not incremental:
@@ -293,7 +296,13 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         attn = None
         for idx, layer in enumerate(self.layers):
             x, layer_attn = layer(
-                x, memory, memory_mask, self_attn_mask, incremental_state, need_attn=idx == alignment_layer
+                x,
+                memory,
+                memory_mask,
+                self_attn_mask,
+                incremental_state,
+                need_attn=idx == alignment_layer,
+                memory_copies=memory_copies,
             )
             if layer_attn is not None:
                 attn = layer_attn if need_head_weights else layer_attn.mean(dim=1)
@@ -348,12 +357,6 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
-
-    def set_beam_size(self, beam_size: int):
-        """fairseq's SequenceGenerator calls this on the model (EnsembleModel.set_decoder_beam_size)
-        before a beam search: encoder-decoder attention then projects the encoder output once per
-        sentence and shares it among the sentence's hypotheses, instead of once per hypothesis."""
-        self.decoder.set_beam_size(beam_size)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -103,7 +103,6 @@ class MultiHeadAttention(nn.Module):
             self.q_proj = nn.Linear(d_model, h * d_k)  # W^Q
             self.kv_proj = nn.Linear(d_model, h * (d_k + d_v))  # [W^K | W^V]
         self.out_proj = nn.Linear(h * d_v, d_model)  # W^O
-        self.beam_size = 1  # set by fairseq's SequenceGenerator (set_beam_size)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -133,12 +132,15 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
         need_weights: bool = False,
+        memory_copies: int = 1,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """x (B, T, d_model); memory (B, S, d_model) for encoder-decoder attention.
 
         ``mask``: bool, broadcastable to (B, h, T, S), True = may attend (key padding).
         ``causal``: mask future positions (decoder self-attention, full-sequence mode only; an
         incremental step sees only the past anyway).
+        ``memory_copies``: k > 1 when the rows of ``memory`` come in blocks of k identical copies of
+        one sentence (beam search; the encoder output records it, see reorder_encoder_out).
         Returns the output (B, T, d_model) and, with ``need_weights``, the attention weights
         (B, h, T, S).
         """
@@ -158,12 +160,8 @@ class MultiHeadAttention(nn.Module):
             if cache is not None and "k" in cache:  # encoder keys/values: projected at the first step
                 k, v = cache["k"], cache["v"]
             else:
-                if cache is not None and self.beam_size > 1 and memory.size(0) % self.beam_size == 0:
-                    # beam search: the encoder output holds beam_size copies of each sentence; keep
-                    # one (checked: a beam size left over from an earlier search must not drop rows)
-                    sentences = memory[:: self.beam_size]
-                    if torch.equal(sentences.repeat_interleave(self.beam_size, dim=0), memory):
-                        memory, cache["per_sentence"] = sentences, memory.new_empty(0)
+                if cache is not None and memory_copies > 1:  # beam search: one row per sentence
+                    memory, cache["copies"] = memory[::memory_copies], torch.tensor(memory_copies)
                 k, v = self.kv_proj(memory).split([h * d_k, h * d_v], dim=-1)
                 k, v = self._split_heads(k, d_k), self._split_heads(v, d_v)
                 if cache is not None:
@@ -218,17 +216,13 @@ class MultiHeadAttention(nn.Module):
     def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
         return self.set_incremental_state(incremental_state, "attn_state", buffer)
 
-    def set_beam_size(self, beam_size: int):
-        """Called by fairseq's SequenceGenerator before beam search."""
-        self.beam_size = beam_size
-
     @torch.jit.unused
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         """Follow the beams: select the cached keys/values of the hypotheses that survive.
 
-        Encoder-decoder attention caches one row per sentence during beam search ("per_sentence");
-        beams never move between sentences, so that cache changes only when finished sentences
-        leave the batch.
+        Encoder-decoder attention caches one row per sentence during beam search (``cache["copies"]``
+        hypotheses per sentence); beams never move between sentences, so that cache changes only
+        when finished sentences leave the batch.
         """
         buffer = self.get_incremental_state(incremental_state, "attn_state")
         if buffer is None or buffer.get("k") is None:
@@ -241,9 +235,10 @@ class MultiHeadAttention(nn.Module):
                 room = value.new_empty(new_order.size(0), h, t + 1, d)
                 buffer[name] = torch.index_select(value, 0, new_order, out=room[:, :, :t])
                 buffer[name + "_room"] = room
-            elif "per_sentence" in buffer:  # one row per sentence, shared by its beams
-                if value.size(0) * self.beam_size != new_order.size(0):
-                    sentences = new_order.view(-1, self.beam_size)[:, 0] // self.beam_size
+            elif "copies" in buffer:  # one row per sentence, shared by its beams
+                k = int(buffer["copies"])
+                if value.size(0) * k != new_order.size(0):
+                    sentences = new_order.view(-1, k)[:, 0] // k
                     buffer[name] = value.index_select(0, sentences)
             else:
                 buffer[name] = value.index_select(0, new_order)

@@ -69,8 +69,12 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h, d_k, d_v, packed = cfg.attention_heads, cfg.d_k, cfg.d_v, packed_dropout(cfg)
-        self.self_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, True, packed)  # self-attention
-        self.encoder_attn = MultiHeadAttention(cfg.d_model, h, d_k, d_v, cfg.attention_dropout, False, packed)  # encoder-decoder
+        self.self_attn = MultiHeadAttention(
+            cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=True, packed_dropout=packed
+        )
+        self.encoder_attn = MultiHeadAttention(
+            cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=False, packed_dropout=packed
+        )
         self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed)
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
@@ -84,8 +88,10 @@ class DecoderLayer(nn.Module):
         self_attn_mask: Optional[Tensor],
         incremental_state=None,
         need_attn: bool = False,
+        memory_copies: int = 1,
     ) -> Tuple[Tensor, Optional[Tensor]]:
-        """x (B, T, d_model); memory (B, S, d_model); masks bool, True = may attend.
+        """x (B, T, d_model); memory (B, S, d_model); masks bool, True = may attend; memory_copies
+        as in MultiHeadAttention.forward.
 
         Returns the output and, with ``need_attn``, the encoder-decoder attention weights (B, h, T, S).
         """
@@ -97,7 +103,12 @@ class DecoderLayer(nn.Module):
         def encoder_attention(y):
             nonlocal attn
             out, attn = self.encoder_attn(
-                y, memory, mask=memory_mask, incremental_state=incremental_state, need_weights=need_attn
+                y,
+                memory,
+                mask=memory_mask,
+                incremental_state=incremental_state,
+                need_weights=need_attn,
+                memory_copies=memory_copies,
             )
             return out
 
