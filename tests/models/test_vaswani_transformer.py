@@ -221,6 +221,65 @@ def test_sequence_generator_projects_the_encoder_once_per_sentence(dictionary):
     assert len(hypotheses) == 3 and rows == [3] * len(model.decoder.layers)
 
 
+def test_first_beam_step_runs_once_per_sentence_with_the_same_hypotheses(dictionary, monkeypatch):
+    """At the first step of beam search the hypotheses of a sentence are identical: the decoder
+    computes that step once per sentence. fairseq's SequenceGenerator must find exactly the same
+    hypotheses and scores as without the sharing."""
+    from fairseq.sequence_generator import SequenceGenerator
+    from transformer_plugin.models.vaswani_transformer import VaswaniDecoder
+
+    torch.manual_seed(8)
+    model = build_vaswani(dictionary).eval()
+    src, src_lengths, _ = random_batch(dictionary, batch_size=3, src_len=8)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": src_lengths}}
+    rows = []
+    model.decoder.layers[0].self_attn.in_proj.register_forward_hook(lambda m, inputs, out: rows.append(inputs[0].size(0)))
+
+    def generate():
+        rows.clear()
+        with torch.no_grad():
+            return SequenceGenerator([model], dictionary, beam_size=4, max_len_b=6).forward(sample), list(rows)
+
+    shared, shared_rows = generate()
+    monkeypatch.setattr(VaswaniDecoder, "_first_step_copies", lambda self, *args: 1)
+    unshared, unshared_rows = generate()
+    for hyps_a, hyps_b in zip(shared, unshared):
+        for a, b in zip(hyps_a, hyps_b):
+            assert torch.equal(a["tokens"], b["tokens"])
+            torch.testing.assert_close(a["positional_scores"], b["positional_scores"])
+    assert shared_rows[0] == 3 and unshared_rows[0] == 12  # first step: one row per sentence
+    assert shared_rows[1:] == unshared_rows[1:] and shared_rows[1] == 12
+
+
+@pytest.mark.parametrize("need_head_weights", [False, True])
+def test_shared_first_step_gives_every_row_its_outputs(dictionary, need_head_weights):
+    """The shared first step returns logits, features and attention weights for every row, equal to
+    the full forward pass, and the next steps (after a reorder, or without one) follow each row."""
+    torch.manual_seed(9)
+    model = build_vaswani(dictionary).eval()
+    src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
+    beam = 3
+    with torch.no_grad():
+        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), torch.arange(2).repeat_interleave(beam))
+        first = torch.full((2 * beam, 1), dictionary.eos())
+        nxt = torch.cat([first, torch.randint(dictionary.nspecial, len(dictionary), (2 * beam, 1))], dim=1)
+        full, full_extra = model.decoder(nxt, encoder_out, alignment_layer=-1, need_head_weights=need_head_weights)
+        for reorder in (False, True):
+            state = {}
+            step, extra = model.decoder(first, encoder_out, incremental_state=state, alignment_layer=-1,
+                                        need_head_weights=need_head_weights)  # fmt: skip
+            features, _ = model.decoder.extract_features(first, encoder_out, incremental_state={})
+            assert step.size(0) == features.size(0) == 2 * beam
+            torch.testing.assert_close(step[:, 0], full[:, 0])
+            torch.testing.assert_close(extra["attn"][0][:, ..., 0, :], full_extra["attn"][0][:, ..., 0, :])
+            order = torch.arange(2 * beam)
+            if reorder:  # as the generator does: hypotheses move within their sentence
+                order = torch.tensor([2, 0, 0, 5, 4, 3])
+                model.decoder.reorder_incremental_state_scripting(state, order)
+            step, _ = model.decoder(nxt[order], encoder_out, incremental_state=state)
+            torch.testing.assert_close(step[:, 0], full[order, 1])
+
+
 def test_rows_that_are_not_beam_copies_are_not_merged(dictionary):
     """Without the encoder output's record of beam copies, encoder-decoder attention must not treat
     4 different sentences as the beams of one, whatever their number."""

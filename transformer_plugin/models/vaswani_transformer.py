@@ -259,13 +259,17 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         encoder-decoder attention weights of layer ``alignment_layer`` (default: none are computed)
         are returned averaged over heads, (B, T, S), or per head (B, h, T, S) with
         ``need_head_weights``.
+
+        The first step of beam search gives the k hypotheses of a sentence the same tokens and the
+        same encoder output (recorded under "beam_copies"), so they have the same outputs: that
+        step is computed once per sentence and its outputs are repeated for the k rows.
         """
-        x, extra = self.extract_features(
+        x, extra, copies = self._features(
             prev_output_tokens, encoder_out, incremental_state, alignment_layer, need_head_weights
         )
         if not features_only:
             x = self.output_layer(x)
-        return x, extra
+        return self._repeat_rows(x, extra, copies)
 
     def extract_features(
         self,
@@ -276,6 +280,38 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         need_head_weights: bool = False,
         **unused,
     ):
+        return self._repeat_rows(
+            *self._features(prev_output_tokens, encoder_out, incremental_state, alignment_layer, need_head_weights)
+        )
+
+    @staticmethod
+    def _repeat_rows(x: Tensor, extra, copies: int):
+        """Outputs computed once per block of ``copies`` identical rows, repeated for every row."""
+        if copies > 1:
+            x = x.repeat_interleave(copies, dim=0)
+            extra["attn"] = [a.repeat_interleave(copies, dim=0) if a is not None else None for a in extra["attn"]]
+        return x, extra
+
+    def _first_step_copies(self, prev_output_tokens: Tensor, incremental_state, memory_copies: int) -> int:
+        """k when this is the first incremental step and the rows come in blocks of k identical
+        hypotheses (same tokens, encoder output recorded as k copies); else 1."""
+        if incremental_state is None or memory_copies == 1 or prev_output_tokens.size(0) % memory_copies:
+            return 1
+        if self.layers[0].self_attn._get_input_buffer(incremental_state).get("k") is not None:
+            return 1  # not the first step
+        blocks = prev_output_tokens.view(-1, memory_copies, prev_output_tokens.size(1))
+        return memory_copies if torch.equal(blocks, blocks[:, :1].expand_as(blocks)) else 1
+
+    def _features(
+        self,
+        prev_output_tokens: Tensor,
+        encoder_out: Optional[Dict[str, List[Tensor]]],
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]],
+        alignment_layer: Optional[int],
+        need_head_weights: bool,
+    ):
+        """extract_features for the rows that differ: returns (features, extra, k), where each row
+        stands for k identical rows (k = 1 except at the first step of beam search)."""
         assert encoder_out is not None, "the decoder needs the encoder output"
         memory = encoder_out["encoder_out"][0]  # (B, S, d_model)
         memory_padding = encoder_out["encoder_padding_mask"]
@@ -283,6 +319,10 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         incremental = incremental_state is not None
         copies = encoder_out.get("beam_copies")  # see VaswaniEncoder.reorder_encoder_out
         memory_copies = int(copies[0]) if copies else 1
+        row_copies = self._first_step_copies(prev_output_tokens, incremental_state, memory_copies)
+        if row_copies > 1:
+            prev_output_tokens = prev_output_tokens[::row_copies]
+            memory_mask = memory_mask[::row_copies] if memory_mask is not None else None
 
         self_attn_mask = None
         if not incremental:
@@ -303,12 +343,13 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
                 incremental_state,
                 need_attn=idx == alignment_layer,
                 memory_copies=memory_copies,
+                row_copies=row_copies,
             )
             if layer_attn is not None:
                 attn = layer_attn if need_head_weights else layer_attn.mean(dim=1)
         if self.layer_norm is not None:
             x = self.layer_norm(x)
-        return x, {"attn": [attn], "inner_states": None}
+        return x, {"attn": [attn], "inner_states": None}, row_copies
 
     def output_layer(self, features: Tensor) -> Tensor:
         """Section 3.4: the pre-softmax linear transformation (B, T, d_model) -> (B, T, V)."""

@@ -133,6 +133,7 @@ class MultiHeadAttention(nn.Module):
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
         need_weights: bool = False,
         memory_copies: int = 1,
+        row_copies: int = 1,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """x (B, T, d_model); memory (B, S, d_model) for encoder-decoder attention.
 
@@ -141,6 +142,9 @@ class MultiHeadAttention(nn.Module):
         incremental step sees only the past anyway).
         ``memory_copies``: k > 1 when the rows of ``memory`` come in blocks of k identical copies of
         one sentence (beam search; the encoder output records it, see reorder_encoder_out).
+        ``row_copies``: k > 1 when each row of ``x`` stands for k identical hypotheses (the first
+        step of beam search, see VaswaniDecoder); the self-attention cache records it, and the next
+        reorder gives every hypothesis its own row.
         Returns the output (B, T, d_model) and, with ``need_weights``, the attention weights
         (B, h, T, S).
         """
@@ -152,7 +156,12 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.in_proj(x).split([h * d_k, h * d_k, h * d_v], dim=-1)
             q, k, v = self._split_heads(q, d_k), self._split_heads(k, d_k), self._split_heads(v, d_v)
             if cache is not None:
+                if "copies" in cache and cache["k"].size(0) != B:  # shared rows, not yet reordered
+                    self.reorder_incremental_state(incremental_state, torch.arange(B, device=x.device))
+                    cache = self._get_input_buffer(incremental_state)
                 k, v = self._append_to_cache(cache, "k", k), self._append_to_cache(cache, "v", v)
+                if row_copies > 1:
+                    cache["copies"] = torch.tensor(row_copies)
                 self._set_input_buffer(incremental_state, cache)
         else:
             assert memory is not None, "encoder-decoder attention needs the encoder output"
@@ -220,26 +229,30 @@ class MultiHeadAttention(nn.Module):
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         """Follow the beams: select the cached keys/values of the hypotheses that survive.
 
-        Encoder-decoder attention caches one row per sentence during beam search (``cache["copies"]``
-        hypotheses per sentence); beams never move between sentences, so that cache changes only
-        when finished sentences leave the batch.
+        ``cache["copies"]`` = k: each cached row stands for k consecutive hypotheses. Encoder-decoder
+        attention caches one row per sentence during beam search; beams never move between
+        sentences, so that cache changes only when finished sentences leave the batch. Self-attention
+        has shared rows only after the first step (see VaswaniDecoder); the reorder ends the sharing.
         """
         buffer = self.get_incremental_state(incremental_state, "attn_state")
         if buffer is None or buffer.get("k") is None:
             return incremental_state
+        k = int(buffer["copies"]) if "copies" in buffer else 1
         for name in ("k", "v"):
             value = buffer[name]
             assert value is not None
             if self.self_attention:  # into a buffer with one free step (see _append_to_cache)
                 B, h, t, d = value.shape
+                rows = new_order // k if k > 1 else new_order
                 room = value.new_empty(new_order.size(0), h, t + 1, d)
-                buffer[name] = torch.index_select(value, 0, new_order, out=room[:, :, :t])
+                buffer[name] = torch.index_select(value, 0, rows, out=room[:, :, :t])
                 buffer[name + "_room"] = room
-            elif "copies" in buffer:  # one row per sentence, shared by its beams
-                k = int(buffer["copies"])
+            elif k > 1:  # one row per sentence, shared by its beams
                 if value.size(0) * k != new_order.size(0):
                     sentences = new_order.view(-1, k)[:, 0] // k
                     buffer[name] = value.index_select(0, sentences)
             else:
                 buffer[name] = value.index_select(0, new_order)
+        if self.self_attention:
+            buffer.pop("copies", None)
         return self._set_input_buffer(incremental_state, buffer)

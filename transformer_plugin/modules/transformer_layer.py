@@ -89,14 +89,18 @@ class DecoderLayer(nn.Module):
         incremental_state=None,
         need_attn: bool = False,
         memory_copies: int = 1,
+        row_copies: int = 1,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """x (B, T, d_model); memory (B, S, d_model); masks bool, True = may attend; memory_copies
-        as in MultiHeadAttention.forward.
+        and row_copies as in MultiHeadAttention.forward.
 
         Returns the output and, with ``need_attn``, the encoder-decoder attention weights (B, h, T, S).
         """
         x = self.self_attn_sublayer(
-            x, lambda y: self.self_attn(y, mask=self_attn_mask, causal=True, incremental_state=incremental_state)[0]
+            x,
+            lambda y: self.self_attn(
+                y, mask=self_attn_mask, causal=True, incremental_state=incremental_state, row_copies=row_copies
+            )[0],
         )
         attn = None
 
