@@ -173,7 +173,8 @@ class MultiHeadAttention(nn.Module):
                     memory, cache["copies"] = memory[::memory_copies], torch.tensor(memory_copies)
                 k, v = self.kv_proj(memory).split([h * d_k, h * d_v], dim=-1)
                 k, v = self._split_heads(k, d_k), self._split_heads(v, d_v)
-                if cache is not None:
+                if cache is not None:  # contiguous once, so that no later step copies them
+                    k, v = k.contiguous(), v.contiguous()
                     cache["k"], cache["v"] = k, v
                     self._set_input_buffer(incremental_state, cache)
 
