@@ -280,6 +280,40 @@ def test_shared_first_step_gives_every_row_its_outputs(dictionary, need_head_wei
             torch.testing.assert_close(step[:, 0], full[order, 1])
 
 
+def test_beam_steps_do_not_copy_the_cached_keys_and_values(dictionary):
+    """A decoding step reads the cached encoder keys/values (and the self-attention cache) in place:
+    no copy of them, which torch.matmul makes of a strided cache at every step."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Copies(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.sources = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket in (torch.ops.aten.clone, torch.ops.aten.copy_, torch.ops.aten._to_copy):
+                source = args[1] if func.overloadpacket is torch.ops.aten.copy_ else args[0]
+                self.sources.add(source.untyped_storage().data_ptr())
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(10)
+    model = build_vaswani(dictionary).eval()
+    src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
+    prev = torch.randint(dictionary.nspecial, len(dictionary), (6, 4))
+    with torch.no_grad():
+        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), torch.arange(2).repeat_interleave(3))
+        state = {}
+        for t in range(3):
+            model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state)
+            model.decoder.reorder_incremental_state_scripting(state, torch.tensor([1, 0, 0, 5, 3, 4]))
+        cached = {buffer[name].untyped_storage().data_ptr() for buffer in state.values() for name in ("k", "v")}
+        copies = Copies()
+        with copies:
+            model.decoder(prev, encoder_out, incremental_state=state)
+    assert len(cached) == 4 * len(model.decoder.layers)  # self-attention k/v rooms, encoder k/v
+    assert not cached & copies.sources
+
+
 def test_rows_that_are_not_beam_copies_are_not_merged(dictionary):
     """Without the encoder output's record of beam copies, encoder-decoder attention must not treat
     4 different sentences as the beams of one, whatever their number."""
