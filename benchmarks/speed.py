@@ -6,7 +6,9 @@ reads from fairseq's own log the training speed (target tokens per second, the m
 intervals after the first) and the final training loss, and from the operating system the peak
 resident memory of the process. For generation it converts the built-in model's last checkpoint to
 ``vaswani_transformer`` (transformer_plugin.convert: the same weights) and decodes the test set with
-beam 4 with both, so the hypotheses must be identical. Model FLOPs utilisation is the training
+beam 4 with both, ``--generate-repeats`` times in alternating order, so the hypotheses must be
+identical. Ratios are given of the means and of the medians: on a shared machine a round is
+sometimes much slower than the others, which moves a mean more than a median. Model FLOPs utilisation is the training
 FLOPs (6 x parameters x tokens, the usual approximation, attention scores excluded) per second over
 the measured float32 matrix-multiply peak of this machine.
 
@@ -138,7 +140,8 @@ def spread(values, fmt="{:.0f}"):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", default="runs/bench")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="training rounds")
+    p.add_argument("--generate-repeats", type=int, default=6, help="generation rounds (about 25 s each)")
     p.add_argument("--updates", type=int, default=80)
     p.add_argument("--log-interval", type=int, default=10)
     p.add_argument("--max-tokens", type=int, default=4000)
@@ -175,8 +178,9 @@ def main(argv=None):
     converted = os.path.join(a.work, "ckpt_builtin", "as_vaswani.pt")
     sh([sys.executable, "-m", "transformer_plugin.convert", builtin_ckpt, converted])
     gen = {"builtin": [], "vaswani": []}
-    for r in range(a.repeats):
-        for impl, ckpt in (("builtin", builtin_ckpt), ("vaswani", converted)):
+    checkpoints = [("builtin", builtin_ckpt), ("vaswani", converted)]
+    for r in range(a.generate_repeats):
+        for impl, ckpt in checkpoints if r % 2 == 0 else checkpoints[::-1]:
             gen[impl].append(generate(ckpt, bin_dir, a, os.path.join(a.work, f"generate_{impl}_{r}.log")))
             print(f"round {r + 1} {impl:8s} generate {gen[impl][-1]['sent_per_s']:.1f} sentences/s", flush=True)
     same = sum(gen["builtin"][0]["hyps"][i] == gen["vaswani"][0]["hyps"].get(i) for i in gen["builtin"][0]["hyps"])
@@ -202,6 +206,9 @@ def main(argv=None):
             spread([x["sent_per_s"] for x in gen[impl]], "{:.1f}"),
             spread([x["rss"] for x in gen[impl]]),
         ))  # fmt: skip
+    def median(impl, key, table):
+        return statistics.median(x[key] for x in table[impl])
+
     ratios = (
         mean("vaswani", "wps", results) / mean("builtin", "wps", results),
         mean("vaswani", "sent_per_s", gen) / mean("builtin", "sent_per_s", gen),
@@ -212,7 +219,8 @@ def main(argv=None):
 
     lines = [
         f"N={a.layers}, d_model={a.d_model}, d_ff={a.d_ff}, h={a.heads}, shared vocabulary {vocab}, "
-        f"--max-tokens {a.max_tokens}, {a.updates} updates, {a.repeats} rounds; torch {torch.__version__}, "
+        f"--max-tokens {a.max_tokens}, {a.updates} updates, {a.repeats} training and {a.generate_repeats} "
+        f"generation rounds in alternating order; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads; matmul peak {peak / 1e9:.1f} GFLOP/s (fp32 {2048}^3)",
         "",
         "| implementation | train tok/s | MFU | final train loss | train peak MiB | generate sent/s (beam 4) | generate peak MiB |",
@@ -222,6 +230,9 @@ def main(argv=None):
         f"ratios vaswani/builtin: training {ratios[0]:.2f}x, generation {ratios[1]:.2f}x, "
         f"train memory {ratios[2]:.2f}x, generate memory {ratios[3]:.2f}x; "
         f"identical hypotheses: {same}/{total} (same weights, converted)",
+        f"ratios of the medians (less sensitive to a slow round): training "
+        f"{median('vaswani', 'wps', results) / median('builtin', 'wps', results):.2f}x, generation "
+        f"{median('vaswani', 'sent_per_s', gen) / median('builtin', 'sent_per_s', gen):.2f}x",
         "",
         f"training loss every {a.log_interval} updates (mean of the rounds; the two start from different random weights):",
         *[f"- {impl}: " + " ".join(f"{x:.2f}" for x in curve(impl)) for impl in ("builtin", "vaswani")],
