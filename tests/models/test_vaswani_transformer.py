@@ -233,7 +233,8 @@ def test_first_beam_step_runs_once_per_sentence_with_the_same_hypotheses(diction
     src, src_lengths, _ = random_batch(dictionary, batch_size=3, src_len=8)
     sample = {"net_input": {"src_tokens": src, "src_lengths": src_lengths}}
     rows = []
-    model.decoder.layers[0].self_attn.in_proj.register_forward_hook(lambda m, inputs, out: rows.append(inputs[0].size(0)))
+    in_proj = model.decoder.layers[0].self_attn.in_proj
+    in_proj.register_forward_hook(lambda m, inputs, out: rows.append(inputs[0].size(0)))
 
     def generate():
         rows.clear()
@@ -260,7 +261,8 @@ def test_shared_first_step_gives_every_row_its_outputs(dictionary, need_head_wei
     src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
     beam = 3
     with torch.no_grad():
-        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), torch.arange(2).repeat_interleave(beam))
+        expand = torch.arange(2).repeat_interleave(beam)
+        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), expand)
         first = torch.full((2 * beam, 1), dictionary.eos())
         nxt = torch.cat([first, torch.randint(dictionary.nspecial, len(dictionary), (2 * beam, 1))], dim=1)
         full, full_extra = model.decoder(nxt, encoder_out, alignment_layer=-1, need_head_weights=need_head_weights)
@@ -301,7 +303,8 @@ def test_beam_steps_do_not_copy_the_cached_keys_and_values(dictionary):
     src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
     prev = torch.randint(dictionary.nspecial, len(dictionary), (6, 4))
     with torch.no_grad():
-        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), torch.arange(2).repeat_interleave(3))
+        expand = torch.arange(2).repeat_interleave(3)
+        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), expand)
         state = {}
         for t in range(3):
             model.decoder(prev[:, : t + 1], encoder_out, incremental_state=state)
