@@ -8,9 +8,9 @@ resident memory of the process. For generation it converts the built-in model's 
 ``vaswani_transformer`` (transformer_plugin.convert: the same weights) and decodes the test set with
 beam 4 with both, ``--generate-repeats`` times in alternating order, so the hypotheses must be
 identical. Ratios are given of the means and of the medians: on a shared machine a round is
-sometimes much slower than the others, which moves a mean more than a median. Model FLOPs utilisation is the training
-FLOPs (6 x parameters x tokens, the usual approximation, attention scores excluded) per second over
-the measured float32 matrix-multiply peak of this machine.
+sometimes much slower than the others, which moves a mean more than a median. Model FLOPs
+utilisation is the training FLOPs (6 x parameters x tokens, the usual approximation, attention
+scores excluded) per second over the measured float32 matrix-multiply peak of this machine.
 
     python -m benchmarks.speed --work runs/bench --repeats 3 --out runs/bench/speed.md
 
@@ -206,6 +206,7 @@ def main(argv=None):
             spread([x["sent_per_s"] for x in gen[impl]], "{:.1f}"),
             spread([x["rss"] for x in gen[impl]]),
         ))  # fmt: skip
+
     def median(impl, key, table):
         return statistics.median(x[key] for x in table[impl])
 
