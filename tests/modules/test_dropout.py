@@ -50,6 +50,26 @@ def test_gradient_is_the_mask_times_the_scale():
     assert 0.6 < kept.mean() < 0.8
 
 
+@pytest.mark.parametrize("packed", [True, False])
+def test_with_a_residual_it_is_the_residual_plus_dropout_in_value_and_gradient(packed):
+    """The residual connections call dropout(x, residual=r), which fuses the add (one pass on CPU)."""
+    x, r = torch.randn(37, 29, requires_grad=True), torch.randn(37, 29, requires_grad=True)
+    torch.manual_seed(6)
+    fused = dropout(x, 0.3, training=True, packed=packed, residual=r)
+    grad = torch.randn_like(fused)
+    fused.backward(grad)
+    fused_grads = x.grad.clone(), r.grad.clone()
+    x.grad = r.grad = None
+    torch.manual_seed(6)
+    separate = r + dropout(x, 0.3, training=True, packed=packed)
+    separate.backward(grad)
+    assert torch.equal(fused, separate)  # bitwise: the same rounding, scale * x then + r
+    assert torch.equal(fused_grads[0], x.grad) and torch.equal(fused_grads[1], r.grad)
+    kept = (separate - r).detach() != 0
+    assert torch.equal(x.grad == 0, ~kept | (grad == 0)) and torch.equal(r.grad, grad)
+    assert torch.equal(dropout(x, 0.3, training=False, residual=r), r + x)
+
+
 def test_same_seed_same_mask_and_eval_or_p0_is_the_identity():
     x = torch.randn(8, 100)
     torch.manual_seed(4)

@@ -34,8 +34,8 @@ class SublayerConnection(nn.Module):
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.normalize_before:
-            return x + self.dropout(sublayer(self.layer_norm(x)))
-        return self.layer_norm(x + self.dropout(sublayer(x)))
+            return self.dropout(sublayer(self.layer_norm(x)), residual=x)
+        return self.layer_norm(self.dropout(sublayer(x), residual=x))
 
 
 class EncoderLayer(nn.Module):
