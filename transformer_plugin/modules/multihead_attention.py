@@ -61,8 +61,8 @@ def scaled_dot_product_attention(
     if not need_weights and (q.device.type != "cpu" or T * S > EXPLICIT_MAX_SCORES):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
     scores = torch.matmul(q * (1.0 / math.sqrt(q.size(-1))), k.transpose(-2, -1))  # (B, h, T, S)
-    if mask is not None:
-        scores = torch.where(mask, scores, float("-inf"))
+    if mask is not None:  # adding 0 / -inf: faster than where() on a boolean mask, and free in the backward pass
+        scores = scores + torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     out = torch.matmul(dropout(weights, dropout_p, dropout_p > 0, packed_dropout), v)
     return out, weights if need_weights else None
