@@ -5,7 +5,11 @@ import math
 import pytest
 import torch
 
-from transformer_plugin.modules.multihead_attention import MultiHeadAttention, scaled_dot_product_attention
+from transformer_plugin.modules.multihead_attention import (
+    MultiHeadAttention,
+    attention_bias,
+    scaled_dot_product_attention,
+)
 
 
 def reference_attention(q, k, v, mask=None):
@@ -105,7 +109,8 @@ def test_causal_mask_hides_the_future():
 @pytest.mark.parametrize("causal", [False, True])
 def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal):
     """On a CPU short sequences take the explicit path, long ones torch's fused kernel (see the module
-    doc); outputs and gradients must agree, with padding and with the causal mask."""
+    doc); outputs and gradients must agree, with padding and with the causal mask, and with the
+    padding given as a boolean mask or as its attention_bias (the form the encoder and decoder pass)."""
     import transformer_plugin.modules.multihead_attention as mha_module
 
     torch.manual_seed(6)
@@ -114,15 +119,19 @@ def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal)
     mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
     mask[1, ..., 6:] = False
     results = []
+    bias = attention_bias(mask)
+    assert bias.dtype == torch.float32 and set(bias.unique().tolist()) == {0.0, float("-inf")}
     for limit in (10**9, 0):  # everything explicit, then everything fused
         monkeypatch.setattr(mha_module, "EXPLICIT_MAX_SCORES", limit)
-        mha.zero_grad()
-        xi = x.clone().requires_grad_()
-        out, _ = mha(xi, mask=mask, causal=causal)
-        (out * g).sum().backward()
-        results.append((out, xi.grad, mha.in_proj.weight.grad.clone()))
-    for explicit, fused in zip(*results):
-        torch.testing.assert_close(explicit, fused, rtol=1e-5, atol=1e-6)
+        for given in (mask, bias):
+            mha.zero_grad()
+            xi = x.clone().requires_grad_()
+            out, _ = mha(xi, mask=given, causal=causal)
+            (out * g).sum().backward()
+            results.append((out, xi.grad, mha.in_proj.weight.grad.clone()))
+    for other in results[1:]:
+        for first, value in zip(results[0], other):
+            torch.testing.assert_close(value, first, rtol=1e-5, atol=1e-6)
 
 
 def test_short_cpu_attention_is_explicit_and_long_is_fused(monkeypatch):

@@ -42,6 +42,7 @@ from fairseq.models import (
 from torch import Tensor, nn
 
 from ..modules.dropout import MASK_CHOICES, Dropout
+from ..modules.multihead_attention import attention_bias
 from ..modules.positional_encoding import SINUSOID_VARIANTS, PositionalEncoding
 from ..modules.transformer_layer import DecoderLayer, EncoderLayer, packed_dropout
 
@@ -176,10 +177,10 @@ class VaswaniEncoder(FairseqEncoder):
         """
         padding = src_tokens.eq(self.padding_idx)  # (B, S)
         has_padding = bool(padding.any())
-        attend = (~padding)[:, None, None, :] if has_padding else None  # (B, 1, 1, S)
         if attention_layer is not None and attention_layer < 0:
             attention_layer += len(self.layers)
         x = self.embed(src_tokens)
+        attend = attention_bias(~padding[:, None, None, :], x.dtype) if has_padding else None  # (B, 1, 1, S)
         self_attn = []
         for idx, layer in enumerate(self.layers):
             x, attn = layer(x, attend, need_attn=idx == attention_layer)
@@ -315,7 +316,9 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         assert encoder_out is not None, "the decoder needs the encoder output"
         memory = encoder_out["encoder_out"][0]  # (B, S, d_model)
         memory_padding = encoder_out["encoder_padding_mask"]
-        memory_mask = (~memory_padding[0])[:, None, None, :] if len(memory_padding) > 0 else None
+        memory_mask = (  # (B, 1, 1, S), 0 / -inf
+            attention_bias(~memory_padding[0][:, None, None, :], memory.dtype) if len(memory_padding) > 0 else None
+        )
         incremental = incremental_state is not None
         copies = encoder_out.get("beam_copies")  # see VaswaniEncoder.reorder_encoder_out
         memory_copies = int(copies[0]) if copies else 1

@@ -17,8 +17,10 @@ computes all three (``in_proj``), and for encoder-decoder attention W^K and W^V 
 (``kv_proj``). The projections have biases, as in tensor2tensor and fairseq (the paper's
 equations omit them).
 
-Masks are boolean and broadcast to (B, h, T, S); True means "may attend". Masked positions
-get exactly zero weight. Decoder self-attention masks future positions (Section 3.2.3).
+Masks broadcast to (B, h, T, S): boolean, True meaning "may attend", or the same as a float
+``attention_bias`` (0 or -inf, added to the scores), which the encoder and decoder build once per
+forward pass for all their layers. Masked positions get exactly zero weight. Decoder
+self-attention masks future positions (Section 3.2.3).
 
 Eq. (1) is computed in one of two ways, chosen by speed (both compute the same function):
 explicitly, with two matrix products and a softmax, or by torch's fused
@@ -42,6 +44,14 @@ from .dropout import dropout
 EXPLICIT_MAX_SCORES = 64 * 64  # on a CPU, T * S up to which Eq. (1) is computed explicitly (see above)
 
 
+def attention_bias(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """A boolean mask (True = may attend) as the float added to the scores: 0 where True, -inf elsewhere.
+
+    Adding it is faster than ``where()`` on the boolean mask, and free in the backward pass.
+    """
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -61,8 +71,8 @@ def scaled_dot_product_attention(
     if not need_weights and (q.device.type != "cpu" or T * S > EXPLICIT_MAX_SCORES):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
     scores = torch.matmul(q * (1.0 / math.sqrt(q.size(-1))), k.transpose(-2, -1))  # (B, h, T, S)
-    if mask is not None:  # adding 0 / -inf: faster than where() on a boolean mask, and free in the backward pass
-        scores = scores + torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~mask, float("-inf"))
+    if mask is not None:
+        scores = scores + (attention_bias(mask, scores.dtype) if mask.dtype == torch.bool else mask)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     out = torch.matmul(dropout(weights, dropout_p, dropout_p > 0, packed_dropout), v)
     return out, weights if need_weights else None
@@ -137,7 +147,8 @@ class MultiHeadAttention(nn.Module):
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """x (B, T, d_model); memory (B, S, d_model) for encoder-decoder attention.
 
-        ``mask``: bool, broadcastable to (B, h, T, S), True = may attend (key padding).
+        ``mask``: broadcastable to (B, h, T, S), bool with True = may attend, or its
+        ``attention_bias`` (key padding).
         ``causal``: mask future positions (decoder self-attention, full-sequence mode only; an
         incremental step sees only the past anyway).
         ``memory_copies``: k > 1 when the rows of ``memory`` come in blocks of k identical copies of
@@ -180,7 +191,10 @@ class MultiHeadAttention(nn.Module):
 
         if causal and cache is None and T > 1:
             future = torch.ones(T, k.size(2), dtype=torch.bool, device=x.device).tril_(k.size(2) - T)
-            mask = future if mask is None else mask & future
+            if mask is None or mask.dtype == torch.bool:
+                mask = future if mask is None else mask & future
+            else:
+                mask = mask.masked_fill(~future, float("-inf"))
 
         dropout_p = self.attention_dropout if self.training else 0.0
         beams = B // k.size(0)  # > 1: keys/values of one sentence serve all its hypotheses
@@ -189,10 +203,11 @@ class MultiHeadAttention(nn.Module):
             mask = mask[::beams] if mask is not None else None
         out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights, self.packed_dropout)
         if beams > 1:
-            out = out.view(-1, h, beams, T, d_v).transpose(1, 2).reshape(B, h, T, d_v)
+            out = out.view(-1, h, beams, T, d_v).permute(0, 2, 3, 1, 4).reshape(B, T, h * d_v)  # Concat(heads)
             if weights is not None:
                 weights = weights.view(-1, h, beams, T, weights.size(-1)).transpose(1, 2).reshape(B, h, T, -1)
-        out = out.transpose(1, 2).reshape(B, T, h * d_v)  # Concat(head_1, ..., head_h)
+        else:
+            out = out.transpose(1, 2).reshape(B, T, h * d_v)  # Concat(head_1, ..., head_h)
         return self.out_proj(out), weights
 
     # -- fairseq incremental-state plumbing (used by SequenceGenerator) --
