@@ -7,8 +7,10 @@ intervals after the first) and the final training loss, and from the operating s
 resident memory of the process. For generation it converts the built-in model's last checkpoint to
 ``vaswani_transformer`` (transformer_plugin.convert: the same weights) and decodes the test set with
 beam 4 with both, ``--generate-repeats`` times in alternating order, so the hypotheses must be
-identical. Ratios are given of the means and of the medians: on a shared machine a round is
-sometimes much slower than the others, which moves a mean more than a median. Model FLOPs
+identical. Ratios are given of the means, of the medians, and within each round: on a shared
+machine a round is sometimes much slower than the others, which moves a mean more than a median,
+and the speed of the machine drifts, which moves the two runs of one round (adjacent in time)
+least. Model FLOPs
 utilisation is the training FLOPs (6 x parameters x tokens, the usual approximation, attention
 scores excluded) per second over the measured float32 matrix-multiply peak of this machine.
 
@@ -210,6 +212,10 @@ def main(argv=None):
     def median(impl, key, table):
         return statistics.median(x[key] for x in table[impl])
 
+    def paired(table, key):
+        r = [v[key] / b[key] for b, v in zip(table["builtin"], table["vaswani"])]
+        return " ".join(f"{x:.2f}" for x in r) + f" (median {statistics.median(r):.2f}x, lowest {min(r):.2f}x)"
+
     ratios = (
         mean("vaswani", "wps", results) / mean("builtin", "wps", results),
         mean("vaswani", "sent_per_s", gen) / mean("builtin", "sent_per_s", gen),
@@ -234,6 +240,8 @@ def main(argv=None):
         f"ratios of the medians (less sensitive to a slow round): training "
         f"{median('vaswani', 'wps', results) / median('builtin', 'wps', results):.2f}x, generation "
         f"{median('vaswani', 'sent_per_s', gen) / median('builtin', 'sent_per_s', gen):.2f}x",
+        f"ratio within each round (the two runs of a round are adjacent in time, so a slow phase of the "
+        f"machine affects both): training {paired(results, 'wps')}; generation {paired(gen, 'sent_per_s')}",
         "",
         f"training loss every {a.log_interval} updates (mean of the rounds; the two start from different random weights):",
         *[f"- {impl}: " + " ".join(f"{x:.2f}" for x in curve(impl)) for impl in ("builtin", "vaswani")],

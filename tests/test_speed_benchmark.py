@@ -1,0 +1,65 @@
+"""The speed benchmark's report (benchmarks/speed.py), with the fairseq runs replaced by fixed figures.
+
+The runs themselves take half an hour (``make bench``); what is checked here is the arithmetic
+that turns their figures into the README's ratios: order of the rounds, means, medians and the
+ratio within each round.
+"""
+
+import os
+
+import pytest
+
+from benchmarks import speed
+
+# tokens per second of the three training rounds, sentences per second of the four generation rounds
+TRAIN = {"builtin": [2000.0, 2400.0, 2200.0], "vaswani": [2300.0, 2640.0, 2640.0]}
+GENERATE = {"builtin": [50.0, 60.0, 40.0, 55.0], "vaswani": [65.0, 75.0, 60.0, 71.5]}
+
+
+@pytest.fixture
+def fake_runs(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "data-bin"
+    bin_dir.mkdir()
+    (bin_dir / "dict.src.txt").write_text("".join(f"w{i} 1\n" for i in range(96)))  # + 4 specials = 100
+    (bin_dir / "train.src-tgt.src.bin").write_bytes(b"\0" * 300)
+    (bin_dir / "train.src-tgt.tgt.bin").write_bytes(b"\0" * 200)
+    calls = []
+
+    def train(impl, bin_dir, save_dir, a, log):
+        r = sum(1 for c in calls if c == ("train", impl))
+        calls.append(("train", impl))
+        loss = 5.0 if impl == "builtin" else 4.0
+        return {"wps": TRAIN[impl][r], "loss": loss, "losses": [6.0, loss], "rss": 1000.0, "wpb": 3000.0}
+
+    def generate(checkpoint, bin_dir, a, log):
+        impl = "vaswani" if checkpoint.endswith("as_vaswani.pt") else "builtin"
+        r = sum(1 for c in calls if c == ("generate", impl))
+        calls.append(("generate", impl))
+        hyps = {0: "a b", 1: "c d" if impl == "builtin" else "c e"}
+        return {"sent_per_s": GENERATE[impl][r], "seconds": 1.0, "rss": 500.0 if impl == "builtin" else 400.0, "hyps": hyps}
+
+    monkeypatch.setattr(speed, "prepare_data", lambda work, pairs, vocab: str(bin_dir))
+    monkeypatch.setattr(speed, "train", train)
+    monkeypatch.setattr(speed, "generate", generate)
+    monkeypatch.setattr(speed, "sh", lambda cmd, log=None: ("", 0.0, 0.0))
+    monkeypatch.setattr(speed, "matmul_peak_flops", lambda: 1e11)
+    return tmp_path, calls
+
+
+def test_report_gives_means_medians_and_the_ratio_within_each_round(fake_runs):
+    work, calls = fake_runs
+    out = os.path.join(work, "speed.md")
+    assert speed.main(["--work", str(work), "--repeats", "3", "--generate-repeats", "4", "--out", out]) == 0
+    # rounds alternate which implementation goes first
+    assert [impl for kind, impl in calls if kind == "train"] == ["builtin", "vaswani", "vaswani", "builtin", "builtin", "vaswani"]
+    assert [impl for kind, impl in calls if kind == "generate"][:4] == ["builtin", "vaswani", "vaswani", "builtin"]
+    report = open(out).read()
+    # means: training 2527/2200, generation 67.9/51.25; memory 1000/1000 and 400/500
+    assert "training 1.15x, generation 1.32x, train memory 1.00x, generate memory 0.80x" in report
+    assert "identical hypotheses: 1/2" in report
+    # medians: training 2640/2200, generation 68.25/52.5
+    assert "training 1.20x, generation 1.30x" in report
+    # within each round: 2300/2000, 2640/2400, 2640/2200; 65/50, 75/60, 60/40, 71.5/55
+    assert "training 1.15 1.10 1.20 (median 1.15x, lowest 1.10x)" in report
+    assert "generation 1.30 1.25 1.50 1.30 (median 1.30x, lowest 1.25x)" in report
+    assert "| fairseq `transformer` | 2200 ± 200 |" in report
