@@ -10,9 +10,9 @@ beam 4 with both, ``--generate-repeats`` times in alternating order, so the hypo
 identical. Ratios are given of the means, of the medians, and within each round: on a shared
 machine a round is sometimes much slower than the others, which moves a mean more than a median,
 and the speed of the machine drifts, which moves the two runs of one round (adjacent in time)
-least. Model FLOPs
-utilisation is the training FLOPs (6 x parameters x tokens, the usual approximation, attention
-scores excluded) per second over the measured float32 matrix-multiply peak of this machine.
+least. Model FLOPs utilisation is the training FLOPs (6 x parameters x tokens, the usual
+approximation, attention scores excluded) per second over the measured float32 matrix-multiply
+peak of this machine.
 
     python -m benchmarks.speed --work runs/bench --repeats 3 --out runs/bench/speed.md
 

@@ -7,7 +7,8 @@ costs a quarter of the draws: each 64-bit random word gives four independent 16-
 numbers u in [0, 2^16), and an element is kept when u >= round(p * 2^16). The drop probability is
 therefore p rounded to a multiple of 2^-16 (off by at most 2^-17; P_drop = 0.1 becomes 0.100006),
 and kept elements are scaled by 1 / (1 - that probability), so E[dropout(x)] = x exactly, as with
-torch's dropout. Only the mask, one byte per element, is kept for the backward pass, as torch keeps it.
+torch's dropout. Only the mask, one byte per element, is kept for the backward pass, as torch
+keeps it.
 
 The mask is applied, scaled, and (for the residual connections of Section 5.4) added to the
 residual in one pass, ``torch.addcmul(residual, x, mask, value=scale)``, with the mask read as
