@@ -108,9 +108,9 @@ def test_causal_mask_hides_the_future():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal):
-    """On a CPU short sequences take the explicit path, long ones torch's fused kernel (see the module
-    doc); outputs and gradients must agree, with padding and with the causal mask, and with the
-    padding given as a boolean mask or as its attention_bias (the form the encoder and decoder pass)."""
+    """Eq. (1) explicit and by torch's fused kernel (chosen by use_fused_kernel, see the module doc):
+    outputs and gradients must agree, with padding and with the causal mask, and with the padding
+    given as a boolean mask or as its attention_bias (the form the encoder and decoder pass)."""
     import transformer_plugin.modules.multihead_attention as mha_module
 
     torch.manual_seed(6)
@@ -121,8 +121,8 @@ def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal)
     results = []
     bias = attention_bias(mask)
     assert bias.dtype == torch.float32 and set(bias.unique().tolist()) == {0.0, float("-inf")}
-    for limit in (10**9, 0):  # everything explicit, then everything fused
-        monkeypatch.setattr(mha_module, "EXPLICIT_MAX_SCORES", limit)
+    for fused in (False, True):
+        monkeypatch.setattr(mha_module, "use_fused_kernel", lambda *args, fused=fused: fused)
         for given in (mask, bias):
             mha.zero_grad()
             xi = x.clone().requires_grad_()
@@ -134,15 +134,23 @@ def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal)
             torch.testing.assert_close(value, first, rtol=1e-5, atol=1e-6)
 
 
-def test_short_cpu_attention_is_explicit_and_long_is_fused(monkeypatch):
-    """The dispatch itself: count calls of torch's fused kernel."""
+def test_cpu_attention_is_explicit_only_when_short_and_without_backward(monkeypatch):
+    """The dispatch itself: count calls of torch's fused kernel. Training (a backward pass follows)
+    always takes the fused kernel; inference takes it only above EXPLICIT_MAX_SCORES pairs."""
     import transformer_plugin.modules.multihead_attention as mha_module
 
     calls = []
     fused = torch.nn.functional.scaled_dot_product_attention
     monkeypatch.setattr(mha_module.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
     side = int(mha_module.EXPLICIT_MAX_SCORES**0.5)
-    for T, expected in ((side, 0), (side + 1, 1)):
-        q = torch.randn(1, 2, T, 4)
+    for T, grad, expected in ((side, False, 0), (side + 1, False, 1), (side, True, 1), (2, True, 1)):
+        calls.clear()
+        q = torch.randn(1, 2, T, 4, requires_grad=grad)
         scaled_dot_product_attention(q, q, q)
-        assert len(calls) == expected, T
+        assert len(calls) == expected, (T, grad)
+    q = torch.randn(1, 2, 3, 4, requires_grad=True)
+    calls.clear()
+    with torch.no_grad():  # no backward pass, whatever the inputs say
+        scaled_dot_product_attention(q, q, q)
+    _, weights = scaled_dot_product_attention(q, q, q, need_weights=True)  # only the explicit path has them
+    assert calls == [] and weights is not None
