@@ -11,6 +11,15 @@ tensor2tensor does (and as fairseq's ``label_smoothed_cross_entropy`` does); unl
 the constant entropy of q is not subtracted, so the loss is a cross-entropy, not a KL divergence.
 With eps_ls = 0 it is the ordinary cross-entropy. Padding positions contribute nothing.
 
+The gradient with respect to the logits z is softmax(z) - q per token. When the model's
+log-probabilities are fairseq's stock ``log_softmax(logits)`` (fairseq's ``transformer`` and
+``vaswani_transformer``; ``plain_log_softmax``), the loss is computed from the logits by
+``LabelSmoothedCrossEntropyFromLogits``, whose backward pass writes that gradient in two passes
+over the (tokens x V) logits, instead of the backward passes of the log-softmax, ``gather`` and
+``sum`` (9.7 instead of 39.7 ms for 4000 tokens and V = 1960 on 2 CPU cores). The loss is the same
+function either way; any other model (an adaptive softmax, its own ``get_normalized_probs``) takes
+the generic path on its log-probabilities.
+
 Logged, per target token and in base 2 as every fairseq criterion does: ``loss`` (the smoothed
 loss), ``nll_loss`` (plain -log p(y)) and ``ppl`` = 2^nll_loss, the per word-piece perplexity of
 Table 3.
@@ -24,7 +33,13 @@ from fairseq import utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
+from fairseq.models import BaseFairseqModel, FairseqDecoder
+from fairseq.models.transformer import TransformerModelBase
 from omegaconf import II
+from torch.autograd.function import once_differentiable
+
+# get_normalized_probs of fairseq's base model and of its transformer, which only calls the former's helper
+_STOCK_MODEL_NORMALIZERS = (BaseFairseqModel.get_normalized_probs, TransformerModelBase.get_normalized_probs)
 
 
 @dataclass
@@ -34,14 +49,18 @@ class VaswaniLabelSmoothedCrossEntropyConfig(FairseqDataclass):
     sentence_avg: bool = II("optimization.sentence_avg")
 
 
+def _check_vocabulary(V: int, eps: float) -> None:
+    if V < 2 and eps > 0:
+        raise ValueError("label smoothing needs a vocabulary of at least 2 entries")
+
+
 def label_smoothed_loss(lprobs: torch.Tensor, target: torch.Tensor, eps: float, padding_idx: int):
     """Summed smoothed loss and summed nll over the non-padding positions.
 
     lprobs (N, V) log-probabilities, target (N,). Returns (loss, nll_loss), both scalars in nats.
     """
     V = lprobs.size(-1)
-    if V < 2 and eps > 0:
-        raise ValueError("label smoothing needs a vocabulary of at least 2 entries")
+    _check_vocabulary(V, eps)
     padding = target.eq(padding_idx)
     nll = -lprobs.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1).masked_fill(padding, 0.0)  # -log p(y)
     if eps == 0:
@@ -50,6 +69,58 @@ def label_smoothed_loss(lprobs: torch.Tensor, target: torch.Tensor, eps: float, 
     off_target = eps / (V - 1)
     loss = (1.0 - eps) * nll + off_target * (sum_all - nll)  # H(q, p)
     return loss.sum(), nll.sum()
+
+
+class LabelSmoothedCrossEntropyFromLogits(torch.autograd.Function):
+    """``label_smoothed_loss(log_softmax(logits), ...)`` with the gradient written directly.
+
+    logits (N, V), any float dtype (the log-softmax is taken in float32, as fairseq does); target
+    (N,). Returns (loss, nll_loss), summed over non-padding positions, in nats; only ``loss`` has
+    a gradient: s * (softmax(z) - q) for a token whose loss has gradient s (0 at padding), with q
+    the smoothed target distribution, 1 - eps at the target and eps / (V - 1) elsewhere.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, eps: float, padding_idx: int):
+        V = logits.size(-1)
+        _check_vocabulary(V, eps)
+        lprobs = torch.log_softmax(logits, dim=-1, dtype=torch.float32)  # (N, V)
+        keep = target.ne(padding_idx)
+        nll = -lprobs.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1)  # -log p(y)
+        off_target = eps / (V - 1) if eps > 0 else 0.0
+        loss = nll if eps == 0 else (1.0 - eps - off_target) * nll - off_target * lprobs.sum(dim=-1)  # H(q, p)
+        ctx.save_for_backward(lprobs, target, keep)
+        ctx.eps, ctx.off_target, ctx.logits_dtype = eps, off_target, logits.dtype
+        nll_sum = torch.where(keep, nll, 0.0).sum()
+        ctx.mark_non_differentiable(nll_sum)
+        return torch.where(keep, loss, 0.0).sum(), nll_sum
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_loss: torch.Tensor, _grad_nll):
+        lprobs, target, keep = ctx.saved_tensors
+        s = (grad_loss * keep).to(lprobs.dtype).unsqueeze(-1)  # (N, 1): the gradient of each token's loss
+        grad = torch.exp(lprobs)  # softmax(z)
+        torch.addcmul(-ctx.off_target * s, grad, s, out=grad)  # s * (softmax(z) - eps / (V - 1))
+        grad.scatter_add_(1, target.unsqueeze(-1), -(1.0 - ctx.eps - ctx.off_target) * s)  # the target's q is 1 - eps
+        return grad.to(ctx.logits_dtype), None, None, None
+
+
+def plain_log_softmax(model) -> bool:
+    """Whether ``model.get_normalized_probs(net_output, log_probs=True)`` is fairseq's stock
+    ``log_softmax(net_output[0])`` (no adaptive softmax, no override), so that the loss may be
+    computed from the logits."""
+    decoder = getattr(model, "decoder", None)
+    return (
+        isinstance(model, BaseFairseqModel)
+        and isinstance(decoder, FairseqDecoder)
+        and type(model).get_normalized_probs in _STOCK_MODEL_NORMALIZERS
+        and type(model).get_normalized_probs_scriptable is BaseFairseqModel.get_normalized_probs_scriptable
+        and type(decoder).get_normalized_probs is FairseqDecoder.get_normalized_probs
+        and type(decoder).get_normalized_probs_scriptable is FairseqDecoder.get_normalized_probs_scriptable
+        and getattr(decoder, "adaptive_softmax", None) is None
+        and not getattr(decoder, "onnx_trace", False)
+    )
 
 
 @register_criterion("vaswani_label_smoothed_cross_entropy", dataclass=VaswaniLabelSmoothedCrossEntropyConfig)
@@ -65,10 +136,14 @@ class VaswaniLabelSmoothedCrossEntropy(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         """Returns (loss, sample_size, logging_output); the gradient is taken of the summed loss."""
         net_output = model(**sample["net_input"])
-        lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V)
-        target = model.get_targets(sample, net_output)  # (B, T)
-        lprobs, target = lprobs.view(-1, lprobs.size(-1)), target.view(-1)
-        loss, nll_loss = label_smoothed_loss(lprobs, target, self.eps, self.padding_idx)
+        target = model.get_targets(sample, net_output).view(-1)  # (B*T,)
+        if plain_log_softmax(model):  # the same loss, from the logits (module docstring)
+            scores = net_output[0].view(-1, net_output[0].size(-1))  # (B*T, V) logits
+            loss, nll_loss = LabelSmoothedCrossEntropyFromLogits.apply(scores, target, self.eps, self.padding_idx)
+        else:
+            lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V)
+            scores = lprobs.view(-1, lprobs.size(-1))
+            loss, nll_loss = label_smoothed_loss(scores, target, self.eps, self.padding_idx)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -79,7 +154,7 @@ class VaswaniLabelSmoothedCrossEntropy(FairseqCriterion):
         }
         if self.report_accuracy:
             keep = target.ne(self.padding_idx)
-            logging_output["n_correct"] = utils.item(lprobs.argmax(-1).eq(target).masked_select(keep).sum())
+            logging_output["n_correct"] = utils.item(scores.argmax(-1).eq(target).masked_select(keep).sum())
             logging_output["total"] = utils.item(keep.sum())
         return loss, sample_size, logging_output
 
