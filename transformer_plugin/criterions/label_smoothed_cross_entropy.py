@@ -138,7 +138,7 @@ class VaswaniLabelSmoothedCrossEntropy(FairseqCriterion):
         net_output = model(**sample["net_input"])
         target = model.get_targets(sample, net_output).view(-1)  # (B*T,)
         if plain_log_softmax(model):  # the same loss, from the logits (module docstring)
-            scores = net_output[0].view(-1, net_output[0].size(-1))  # (B*T, V) logits
+            scores = net_output[0].reshape(-1, net_output[0].size(-1))  # (B*T, V) logits
             loss, nll_loss = LabelSmoothedCrossEntropyFromLogits.apply(scores, target, self.eps, self.padding_idx)
         else:
             lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V)
