@@ -137,9 +137,8 @@ def test_the_logits_path_is_only_for_fairseqs_stock_log_softmax(dictionary):
 
     from models.test_parity_with_fairseq import fairseq_transformer
 
-    model = build_vaswani(dictionary, dropout=0.0).eval()
-    assert plain_log_softmax(model) and plain_log_softmax(fairseq_transformer(dictionary))
-    assert isinstance(fairseq_transformer(dictionary), TransformerModel)
+    model, theirs = build_vaswani(dictionary, dropout=0.0).eval(), fairseq_transformer(dictionary)
+    assert isinstance(theirs, TransformerModel) and plain_log_softmax(theirs) and plain_log_softmax(model)
 
     class Tempered(type(model)):
         def get_normalized_probs(self, net_output, log_probs, sample=None):

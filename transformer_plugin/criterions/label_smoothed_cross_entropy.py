@@ -49,18 +49,14 @@ class VaswaniLabelSmoothedCrossEntropyConfig(FairseqDataclass):
     sentence_avg: bool = II("optimization.sentence_avg")
 
 
-def _check_vocabulary(V: int, eps: float) -> None:
-    if V < 2 and eps > 0:
-        raise ValueError("label smoothing needs a vocabulary of at least 2 entries")
-
-
 def label_smoothed_loss(lprobs: torch.Tensor, target: torch.Tensor, eps: float, padding_idx: int):
     """Summed smoothed loss and summed nll over the non-padding positions.
 
     lprobs (N, V) log-probabilities, target (N,). Returns (loss, nll_loss), both scalars in nats.
     """
     V = lprobs.size(-1)
-    _check_vocabulary(V, eps)
+    if V < 2 and eps > 0:
+        raise ValueError("label smoothing needs a vocabulary of at least 2 entries")
     padding = target.eq(padding_idx)
     nll = -lprobs.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1).masked_fill(padding, 0.0)  # -log p(y)
     if eps == 0:
@@ -82,28 +78,24 @@ class LabelSmoothedCrossEntropyFromLogits(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, eps: float, padding_idx: int):
-        V = logits.size(-1)
-        _check_vocabulary(V, eps)
         lprobs = torch.log_softmax(logits, dim=-1, dtype=torch.float32)  # (N, V)
-        keep = target.ne(padding_idx)
-        nll = -lprobs.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1)  # -log p(y)
-        off_target = eps / (V - 1) if eps > 0 else 0.0
-        loss = nll if eps == 0 else (1.0 - eps - off_target) * nll - off_target * lprobs.sum(dim=-1)  # H(q, p)
-        ctx.save_for_backward(lprobs, target, keep)
-        ctx.eps, ctx.off_target, ctx.logits_dtype = eps, off_target, logits.dtype
-        nll_sum = torch.where(keep, nll, 0.0).sum()
-        ctx.mark_non_differentiable(nll_sum)
-        return torch.where(keep, loss, 0.0).sum(), nll_sum
+        loss, nll_loss = label_smoothed_loss(lprobs, target, eps, padding_idx)
+        ctx.save_for_backward(lprobs, target)
+        ctx.eps, ctx.padding_idx = eps, padding_idx
+        ctx.mark_non_differentiable(nll_loss)
+        return loss, nll_loss
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll):
-        lprobs, target, keep = ctx.saved_tensors
-        s = (grad_loss * keep).to(lprobs.dtype).unsqueeze(-1)  # (N, 1): the gradient of each token's loss
+        lprobs, target = ctx.saved_tensors
+        eps = ctx.eps
+        off_target = eps / (lprobs.size(-1) - 1) if eps > 0 else 0.0
+        s = (grad_loss * target.ne(ctx.padding_idx)).to(lprobs.dtype).unsqueeze(-1)  # (N, 1): each token's gradient
         grad = torch.exp(lprobs)  # softmax(z)
-        torch.addcmul(-ctx.off_target * s, grad, s, out=grad)  # s * (softmax(z) - eps / (V - 1))
-        grad.scatter_add_(1, target.unsqueeze(-1), -(1.0 - ctx.eps - ctx.off_target) * s)  # the target's q is 1 - eps
-        return grad.to(ctx.logits_dtype), None, None, None
+        torch.addcmul(-off_target * s, grad, s, out=grad)  # s * (softmax(z) - eps / (V - 1))
+        grad.scatter_add_(1, target.unsqueeze(-1), -(1.0 - eps - off_target) * s)  # the target's q is 1 - eps
+        return grad, None, None, None  # autograd casts it to the logits' dtype
 
 
 def plain_log_softmax(model) -> bool:
