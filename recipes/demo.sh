@@ -5,10 +5,15 @@
 #
 #   bash recipes/demo.sh                 # about 11 minutes on 2 CPU cores
 #   WORK=/tmp/d MAX_UPDATE=200 bash recipes/demo.sh   # variables below can be overridden
+#   bash recipes/demo.sh --dry-run       # print every command, run nothing
 #
 # Every stage prints a header and is skipped when it already completed (a stamp in $WORK/.done);
 # re-running after a failure redoes only what is incomplete. Training resumes from its last checkpoint.
 set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$REPO/recipes/lib.sh"
+recipe_options "$0" "$@"
 
 # ---- variables --------------------------------------------------------------------------------
 WORK=${WORK:-runs/demo}                 # everything this recipe writes
@@ -31,11 +36,9 @@ BLEU_BAR=${BLEU_BAR:-65}                # the demo's bar for the averaged model 
 SEED=${SEED:-1}
 # -----------------------------------------------------------------------------------------------
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-source "$REPO/recipes/lib.sh"
 PY=${PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-mkdir -p "$WORK" "$OUT"
+[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 
 stage 1 "synthetic corpus: $TRAIN_PAIRS/$VALID_PAIRS/$TEST_PAIRS pairs" \
   "$PY" -m preprocess.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
@@ -90,6 +93,7 @@ stage 8 "report with learning curves, Eq. (3) and attention maps" \
     --title "Demo: $ARCH on the synthetic pair" \
     --note "$TRAIN_PAIRS training pairs, joint BPE $VOCAB_SIZE, $WORKERS workers x $MAX_TOKENS tokens, $MAX_UPDATE updates"
 
+[ "$DRY_RUN" = 0 ] || exit 0
 banner "results"
 "$PY" - "$OUT" "$BLEU_BAR" <<'EOF'
 import json, sys

@@ -21,8 +21,16 @@ recipe_options() {
 # re-run skips it; delete the stamp (or $WORK) to redo it. A failure stops the recipe, naming the stage.
 # With DRY_RUN=1 nothing runs: every stage prints its command line instead (the helpers below print
 # the commands they would start), whether or not it is stamped.
+#
+# No failure goes unsaid: inside a stage the recipe names the stage, elsewhere the file, line and command
+# that failed (set -E: failures inside functions and command substitutions are caught too).
 CURRENT_STAGE=""
-trap 'status=$?; if [ $status -ne 0 ] && [ -n "$CURRENT_STAGE" ]; then echo "FAILED: stage $CURRENT_STAGE (exit $status)" >&2; fi' EXIT
+FAILED_AT=""
+set -E
+trap 'FAILED_AT="${BASH_SOURCE[0]#"$REPO"/} line $LINENO: $BASH_COMMAND"' ERR
+trap 'status=$?
+if [ $status -ne 0 ] && [ -n "$CURRENT_STAGE" ]; then echo "FAILED: stage $CURRENT_STAGE (exit $status)" >&2
+elif [ $status -ne 0 ]; then echo "FAILED: ${FAILED_AT:-$0} (exit $status)" >&2; fi' EXIT
 stage() {
   local id=$1 title=$2
   shift 2

@@ -23,7 +23,7 @@ recipe_options "$0" "$@"
 # ---- variables shared by every WMT14 configuration (each can be set in the environment) -------
 TOY=${TOY:-0}                              # 1: toy size on CPU
 SRC=${PAIR%-*}; TGT=${PAIR#*-}
-WORK=${WORK:-runs/wmt14_${SRC}_${TGT}$([ "$TOY" = 1 ] && echo _toy)}  # data shared by the configurations of a pair
+WORK=${WORK:-runs/wmt14_${SRC}_${TGT}$([ "$TOY" != 1 ] || echo _toy)}  # data shared by the configurations of a pair
 FROM=${FROM:-}                             # directory holding the archives (offline); empty: download
 IGNORE_PINNED_MD5=${IGNORE_PINNED_MD5:-0}  # 1: test sets that differ from sacreBLEU's md5 only warn (toy archives)
 PREP_WORKERS=${PREP_WORKERS:-$(nproc)}     # processes for normalisation

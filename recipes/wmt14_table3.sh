@@ -19,7 +19,7 @@ recipe_options "$0" "$@"
 
 # ---- variables ----------------------------------------------------------------------------------
 TOY=${TOY:-0}
-WORK=${WORK:-runs/wmt14_en_de$([ "$TOY" = 1 ] && echo _toy)}  # shared with recipes/wmt14_en_de_*.sh
+WORK=${WORK:-runs/wmt14_en_de$([ "$TOY" != 1 ] || echo _toy)}  # shared with recipes/wmt14_en_de_*.sh
 PYTHON=${PYTHON:-python}
 ROWS=${ROWS:-}                             # row ids (python -m transformer_plugin.table3 rows); empty: all
 # everything else (GPUS, LAUNCH, PRECISION, FROM, MAX_UPDATE, ...) is read by recipes/wmt14.sh

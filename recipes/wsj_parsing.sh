@@ -20,7 +20,7 @@ recipe_options "$0" "$@"
 
 # ---- variables (each can be set in the environment) ---------------------------------------------
 TOY=${TOY:-0}
-WORK=${WORK:-runs/wsj_parsing$([ "$TOY" = 1 ] && echo _toy)}
+WORK=${WORK:-runs/wsj_parsing$([ "$TOY" != 1 ] || echo _toy)}
 TREEBANK=${TREEBANK:-}                     # directory with wsj/SS/wsj_SSNN.mrg (LDC99T42 parsed/mrg)
 EXTRA_TREES=${EXTRA_TREES:-}               # already-parsed trees for the semi-supervised setting (word-split)
 if [ -n "$EXTRA_TREES" ]; then VOCAB_SIZE=${VOCAB_SIZE:-32000}; PAPER_F1=92.7; SETTING=semi-supervised

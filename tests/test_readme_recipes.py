@@ -1,0 +1,95 @@
+"""The README's recipe commands as a user types them: every ``bash recipes/...`` line of its code blocks
+(also inside ``sbatch --wrap "..."``), with only the variables that line shows, run with ``--dry-run``
+from a fresh copy of the repository; every recipe's ``--dry-run`` and ``--help``; and a recipe that
+fails always says where."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS")
+
+
+def readme_recipe_lines():
+    """(line, [VAR=value ...], [script and its arguments]) for each recipe command in the README's code blocks."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```bash\n(.*?)```", f.read(), flags=re.S)
+    found = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            command = line.split(" #")[0].strip()
+            wrapped = re.search(r'--wrap\s+"([^"]*)"', command)  # sbatch: the command it submits
+            words = shlex.split(wrapped.group(1) if wrapped else command) if command else []
+            if "bash" in words and words.index("bash") + 1 < len(words) and words[words.index("bash") + 1].startswith("recipes/"):
+                i = words.index("bash")
+                found.append((line.strip(), words[:i], words[i + 1 :]))
+    return found
+
+
+LINES = readme_recipe_lines()
+
+
+@pytest.fixture(scope="module")
+def fresh_copy(tmp_path_factory):
+    """The tracked files, as ``git clone`` gives them: no runs/, nothing built."""
+    copy = tmp_path_factory.mktemp("fresh")
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
+    tar = subprocess.Popen(["tar", "-cf", "-", "--null", "-T", "-"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    untar = subprocess.Popen(["tar", "-xf", "-"], cwd=copy, stdin=tar.stdout)
+    tar.stdin.write(b"\0".join(f for f in files if f))
+    tar.stdin.close()
+    assert untar.wait() == 0 and tar.wait() == 0
+    return copy
+
+
+def user_env(assignments):
+    env = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # the project's .venv, as after make
+    env.update(a.split("=", 1) for a in assignments)
+    return env
+
+
+@pytest.mark.parametrize("line, assignments, words", LINES, ids=[line for line, _, _ in LINES])
+def test_readme_recipe_line_dry_runs_as_typed(fresh_copy, line, assignments, words):
+    dry = [] if "--dry-run" in words else ["--dry-run"]
+    before = set(os.listdir(fresh_copy))
+    proc = subprocess.run(["bash", *words, *dry], cwd=fresh_copy, env=user_env(assignments),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    assert re.search(r"^\+ ", proc.stdout, flags=re.M), f"{line}: --dry-run printed no command"
+    assert "FAILED" not in proc.stderr
+    assert set(os.listdir(fresh_copy)) == before, f"{line}: --dry-run wrote {set(os.listdir(fresh_copy)) - before}"
+
+
+RECIPES = sorted(name for name in os.listdir(os.path.join(REPO, "recipes")) if name not in ("lib.sh", "wmt14.sh"))  # those two are sourced
+
+
+@pytest.mark.parametrize("script", RECIPES)
+def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
+    """``bash recipes/NAME.sh --dry-run`` with nothing set but what the recipe cannot guess (the licensed treebank)."""
+    needs = ["TREEBANK=/data/treebank_3/parsed/mrg"] if script == "wsj_parsing.sh" else []
+    proc = subprocess.run(["bash", f"recipes/{script}", "--dry-run"], cwd=fresh_copy, env=user_env(needs),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"^\+ ", proc.stdout, flags=re.M)
+    help_text = subprocess.run(["bash", f"recipes/{script}", "--help"], cwd=fresh_copy, env=user_env([]),
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert help_text.returncode == 0 and "--dry-run" in help_text.stdout
+
+
+@pytest.mark.parametrize("script, variables, says", [
+    ("wmt14_en_de_big.sh", {"PRECISION": "fp8"}, "FAILED: recipes/wmt14_en_de_big.sh (exit 2)"),
+    ("wmt14_table3.sh", {"ROWS": "base F-nonsense"}, "FAILED: recipes/wmt14_table3.sh line "),
+    ("wsj_parsing.sh", {}, "FAILED: recipes/wsj_parsing.sh (exit 2)"),  # no TREEBANK
+])  # fmt: skip
+def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
+    proc = subprocess.run(["bash", f"recipes/{script}", "--dry-run"], cwd=fresh_copy,
+                          env=user_env(f"{k}={v}" for k, v in variables.items()), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode != 0
+    assert says in proc.stderr, proc.stderr
