@@ -6,6 +6,7 @@ fails always says where."""
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -48,6 +49,19 @@ def fresh_copy(tmp_path_factory):
     return copy
 
 
+def run(args, cwd, env, timeout=300):
+    """subprocess.run that, on a timeout, stops the recipe's whole process group (workers included)."""
+    with subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:  # fmt: skip
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
+
+
 def user_env(assignments):
     env = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # the project's .venv, as after make
@@ -59,8 +73,7 @@ def user_env(assignments):
 def test_readme_recipe_line_dry_runs_as_typed(fresh_copy, line, assignments, words):
     dry = [] if "--dry-run" in words else ["--dry-run"]
     before = set(os.listdir(fresh_copy))
-    proc = subprocess.run(["bash", *words, *dry], cwd=fresh_copy, env=user_env(assignments),
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = run(["bash", *words, *dry], fresh_copy, user_env(assignments))
     assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     assert re.search(r"^\+ ", proc.stdout, flags=re.M), f"{line}: --dry-run printed no command"
     assert "FAILED" not in proc.stderr
@@ -74,12 +87,10 @@ RECIPES = sorted(name for name in os.listdir(os.path.join(REPO, "recipes")) if n
 def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
     """``bash recipes/NAME.sh --dry-run`` with nothing set but what the recipe cannot guess (the licensed treebank)."""
     needs = ["TREEBANK=/data/treebank_3/parsed/mrg"] if script == "wsj_parsing.sh" else []
-    proc = subprocess.run(["bash", f"recipes/{script}", "--dry-run"], cwd=fresh_copy, env=user_env(needs),
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(needs))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r"^\+ ", proc.stdout, flags=re.M)
-    help_text = subprocess.run(["bash", f"recipes/{script}", "--help"], cwd=fresh_copy, env=user_env([]),
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+    help_text = run(["bash", f"recipes/{script}", "--help"], fresh_copy, user_env([]), timeout=60)
     assert help_text.returncode == 0 and "--dry-run" in help_text.stdout
 
 
@@ -89,7 +100,6 @@ def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
     ("wsj_parsing.sh", {}, "FAILED: recipes/wsj_parsing.sh (exit 2)"),  # no TREEBANK
 ])  # fmt: skip
 def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
-    proc = subprocess.run(["bash", f"recipes/{script}", "--dry-run"], cwd=fresh_copy,
-                          env=user_env(f"{k}={v}" for k, v in variables.items()), capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(f"{k}={v}" for k, v in variables.items()))
     assert proc.returncode != 0
     assert says in proc.stderr, proc.stderr
