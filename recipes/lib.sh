@@ -27,7 +27,7 @@ recipe_options() {
 CURRENT_STAGE=""
 FAILED_AT=""
 set -E
-trap 'FAILED_AT="${BASH_SOURCE[0]#"$REPO"/} line $LINENO: $BASH_COMMAND"' ERR
+trap 'FAILED_AT="${BASH_SOURCE[0]:-$0}"; FAILED_AT="${FAILED_AT#"${REPO:-}"/} line $LINENO: $BASH_COMMAND"' ERR
 trap 'status=$?
 if [ $status -ne 0 ] && [ -n "$CURRENT_STAGE" ]; then echo "FAILED: stage $CURRENT_STAGE (exit $status)" >&2
 elif [ $status -ne 0 ]; then echo "FAILED: ${FAILED_AT:-$0} (exit $status)" >&2; fi' EXIT
