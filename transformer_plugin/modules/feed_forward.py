@@ -3,6 +3,13 @@
     FFN(x) = max(0, x W_1 + b_1) W_2 + b_2,   W_1 in R^{d_model x d_ff},  W_2 in R^{d_ff x d_model}
 
 ``activation_dropout`` (dropout on the ReLU output) is not in the paper; it is 0 by default.
+
+Initialisation (the paper gives none): torch's default for ``nn.Linear``, as fairseq's transformer
+has it: weights and biases uniform in +-1/sqrt(fan_in). W_2 then starts with a standard deviation
+of 1/sqrt(3 d_ff), less than half of Xavier-uniform's sqrt(2 / (d_model + d_ff)), so at the start
+the sub-layer adds little to the residual stream that LayerNorm(x + Dropout(FFN(x))) normalises.
+With Xavier-uniform here, and W^Q, W^K, W^V as multihead_attention.py initialises them, the model
+learned more slowly on real text: see docs/2026-11-23-learning-speed.md.
 """
 
 import torch.nn.functional as F
@@ -14,12 +21,9 @@ from .dropout import Dropout
 class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation_dropout: float = 0.0, packed_dropout: bool = True):
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_1 = nn.Linear(d_model, d_ff)  # torch's default initialisation: see the module docstring
         self.w_2 = nn.Linear(d_ff, d_model)
         self.activation_dropout = Dropout(activation_dropout, packed_dropout)
-        for linear in (self.w_1, self.w_2):
-            nn.init.xavier_uniform_(linear.weight)
-            nn.init.zeros_(linear.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         hidden = F.relu(self.w_1(x))  # max(0, x W_1 + b_1)
