@@ -128,6 +128,7 @@ def run(name, impl, extra, seed, bin_dir, a):
             return result
     shutil.rmtree(run_dir, ignore_errors=True)  # a run with other settings is never continued
     os.makedirs(run_dir)
+    print(f"{name} seed {seed}: training, log in {os.path.join(run_dir, 'train.log')}", flush=True)
     result = {"made_from": made_from, **train_curve(cmd, os.path.join(run_dir, "train.log"))}
     result.update(translate_and_score(f"{save_dir}/checkpoint_last.pt", bin_dir, os.path.join(a.work, "data", "test.de"),
                                       os.path.join(run_dir, "generate.out")))  # fmt: skip

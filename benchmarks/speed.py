@@ -37,15 +37,18 @@ PLUGIN = os.path.join(REPO, "transformer_plugin")
 
 
 def sh(cmd, log=None):
-    """Run ``cmd``; return (output, peak RSS in MiB of that process, seconds)."""
+    """Run ``cmd``; return (output, peak RSS in MiB of that process, seconds). ``log`` fills as it runs."""
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = proc.stdout.read()
+    lines = []
+    with open(log or os.devnull, "w") as f:
+        for line in proc.stdout:
+            lines.append(line)
+            f.write(line)
+            f.flush()
+    output = "".join(lines)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if log:
-        with open(log, "w") as f:
-            f.write(output)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(map(shlex.quote, cmd))} failed ({proc.returncode}):\n{output[-3000:]}")
     return output, usage.ru_maxrss / 1024, time.time() - start
