@@ -56,6 +56,8 @@ stage 3 "fairseq-preprocess with a joined dictionary" \
     --trainpref "$DATA/train.sp" --validpref "$DATA/valid.sp" --testpref "$DATA/test.sp" \
     --joined-dictionary --destdir "$BIN" --workers 2
 
+# A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
+# kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
 stage 4 "fairseq-train --arch $ARCH, $WORKERS CPU workers, $MAX_UPDATE updates" \
   train_workers "$WORKERS" "$WORK/train.log" \
     fairseq-train "$BIN" --user-dir "$REPO/transformer_plugin" \
@@ -65,7 +67,7 @@ stage 4 "fairseq-train --arch $ARCH, $WORKERS CPU workers, $MAX_UPDATE updates" 
       --criterion vaswani_label_smoothed_cross_entropy --label-smoothing 0.1 \
       --max-tokens "$MAX_TOKENS" --max-update "$MAX_UPDATE" --seed "$SEED" \
       --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
-      --keep-interval-updates "$AVERAGE_LAST" --no-epoch-checkpoints \
+      --keep-interval-updates "$AVERAGE_LAST" --keep-last-epochs "$AVERAGE_LAST" \
       --validate-interval-updates "$SAVE_INTERVAL_UPDATES" \
       --log-format json --log-interval "$LOG_INTERVAL" --num-workers 0
 

@@ -98,6 +98,8 @@ fi
 if [ "${DATA_ONLY:-0}" = 1 ]; then echo "DATA_ONLY=1: the data is ready in $BIN"; exit 0; fi
 
 # ---- 4. training -----------------------------------------------------------------------------------
+# A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
+# kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
 TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin"
   --arch "$ARCH" --share-all-embeddings
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-09 --clip-norm 0.0
@@ -105,7 +107,7 @@ TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin"
   --criterion vaswani_label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
-  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
+  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-last-epochs "$AVERAGE_LAST"
   --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 read -r -a EXTRA <<< "$EXTRA_TRAIN_ARGS"

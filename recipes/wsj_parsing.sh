@@ -70,6 +70,8 @@ stage 2 "fairseq-preprocess: words -> linearised trees, $VOCAB_SIZE source words
     --trainpref "$DATA/train" --validpref "$DATA/valid" --testpref "$DATA/test" \
     --nwordssrc "$VOCAB_SIZE" --destdir "$BIN" --workers 2
 
+# A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
+# kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
 TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
   --arch "$ARCH" --share-decoder-input-output-embed --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT"
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-09
@@ -77,7 +79,7 @@ TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
   --criterion vaswani_label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
-  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
+  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-last-epochs "$AVERAGE_LAST"
   --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 [ "$DRY_RUN" = 1 ] || mkdir -p "$CKPT"

@@ -56,17 +56,45 @@ def test_mismatched_inputs_are_refused_naming_the_files(tmp_path, second, match)
     assert "b.pt" in str(info.value)
 
 
+def saved_at(path, update, seed=0):
+    """A checkpoint as fairseq writes it, saved after ``update`` updates."""
+    fake_checkpoint(path, seed=seed)
+    state = torch.load(path, weights_only=True)
+    state["optimizer_history"] = [{"num_updates": update}]
+    torch.save(state, path)
+
+
 def test_last_update_checkpoints_are_picked_newest_first(tmp_path):
     for epoch, update in [(1, 100), (1, 200), (2, 300), (2, 400), (3, 1000)]:
-        (tmp_path / f"checkpoint_{epoch}_{update}.pt").write_bytes(b"")
-    (tmp_path / "checkpoint_last.pt").write_bytes(b"")
-    (tmp_path / "checkpoint3.pt").write_bytes(b"")
-    names = [os.path.basename(p) for p in last_checkpoints(str(tmp_path), 3, update_based=True)]
-    assert names == ["checkpoint_3_1000.pt", "checkpoint_2_400.pt", "checkpoint_2_300.pt"]
+        (tmp_path / f"checkpoint_{epoch}_{update}.pt").write_bytes(b"")  # the name is enough: never read
+    saved_at(tmp_path / "checkpoint_last.pt", 1000)  # the same state as checkpoint_3_1000.pt
+    saved_at(tmp_path / "checkpoint3.pt", 1000)
+    saved_at(tmp_path / "checkpoint_best.pt", 1100)  # not a "last" state
+    chosen = last_checkpoints(str(tmp_path), 3, update_based=True)
+    assert [(u, os.path.basename(p)) for u, p in chosen] == [
+        (1000, "checkpoint_3_1000.pt"), (400, "checkpoint_2_400.pt"), (300, "checkpoint_2_300.pt")]  # fmt: skip
     bounded = last_checkpoints(str(tmp_path), 2, update_based=True, upper_bound=300)
-    assert [os.path.basename(p) for p in bounded] == ["checkpoint_2_300.pt", "checkpoint_1_200.pt"]
-    with pytest.raises(FileNotFoundError, match="found 5"):
+    assert [os.path.basename(p) for _, p in bounded] == ["checkpoint_2_300.pt", "checkpoint_1_200.pt"]
+    with pytest.raises(FileNotFoundError, match=r"found 5 \(update 100, update 200, update 300, update 400, update 1000\)"):
         last_checkpoints(str(tmp_path), 6, update_based=True)
+    assert [os.path.basename(p) for _, p in last_checkpoints(str(tmp_path), 1, update_based=False)] == ["checkpoint3.pt"]
+
+
+def test_a_state_saved_only_at_an_epoch_end_is_averaged(tmp_path, capsys):
+    """When a save interval lands on an epoch end, fairseq writes that state only as checkpoint{epoch}.pt,
+    or with --no-epoch-checkpoints only as checkpoint_last.pt: it is still the newest state."""
+    saved_at(tmp_path / "checkpoint_1_50.pt", 50, seed=1)
+    saved_at(tmp_path / "checkpoint_2_150.pt", 150, seed=2)
+    saved_at(tmp_path / "checkpoint_2_250.pt", 250, seed=3)
+    saved_at(tmp_path / "checkpoint_last.pt", 300, seed=4)  # update 300 ended epoch 3
+    chosen = last_checkpoints(str(tmp_path), 3, update_based=True)
+    assert [(u, os.path.basename(p)) for u, p in chosen] == [
+        (300, "checkpoint_last.pt"), (250, "checkpoint_2_250.pt"), (150, "checkpoint_2_150.pt")]  # fmt: skip
+    saved_at(tmp_path / "checkpoint3.pt", 300, seed=4)  # without --no-epoch-checkpoints: the same state twice
+    assert [u for u, _ in last_checkpoints(str(tmp_path), 4, update_based=True)] == [300, 250, 150, 50]
+    assert main(["--inputs", str(tmp_path), "--num-update-checkpoints", "3", "--output", str(tmp_path / "avg.pt")]) == 0
+    printed = capsys.readouterr().out
+    assert "update 300: " in printed and "update 250: " in printed and "update 150: " in printed and "update 50" not in printed
 
 
 def test_cli_writes_a_loadable_checkpoint_and_reports_errors(tmp_path, capsys):

@@ -199,3 +199,21 @@ def test_distributed_training_and_resume(data_bin, tmp_path):
     log = _train_two_workers(data_bin, tmp_path, 6)  # resume: rank 0 loads, broadcasts to rank 1
     assert "Loaded checkpoint" in log and "@ 4 updates" in log
     assert sorted(logged_lr(log)) == [5, 6]
+
+
+def test_average_of_a_run_whose_saves_all_land_on_epoch_ends(data_bin, tmp_path):
+    """With --save-interval-updates equal to an epoch, fairseq writes every state only as checkpoint{epoch}.pt
+    (checkpoint_last.pt with --no-epoch-checkpoints), never as checkpoint_{epoch}_{update}.pt; "the last 3" are
+    still the states at the last three saves, the final one included."""
+    log = run("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-epoch", "1",
+              "--no-save", "--disable-validation")  # fmt: skip
+    per_epoch = int(re.findall(r"epoch 001 \|.*num_updates (\d+)", log)[-1])
+    save_dir = tmp_path / "ckpt"
+    run("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(4 * per_epoch),
+        "--save-interval-updates", str(per_epoch), "--keep-interval-updates", "3", "--keep-last-epochs", "3",
+        "--save-dir", str(save_dir))  # fmt: skip
+    assert not [p for p in os.listdir(save_dir) if re.fullmatch(r"checkpoint_\d+_\d+\.pt", p)]
+    output = run(sys.executable, "-m", "transformer_plugin.average_checkpoints", "--inputs", str(save_dir),
+                 "--num-update-checkpoints", "3", "--output", str(tmp_path / "average.pt"), cwd=REPO)  # fmt: skip
+    averaged = re.findall(r"update (\d+): ", output)
+    assert averaged == [str(k * per_epoch) for k in (4, 3, 2)], output

@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -54,10 +53,11 @@ def test_every_stage_runs_and_reports(small_demo):
 
 def test_average_is_of_the_last_checkpoints(small_demo):
     work, _ = small_demo
+    from transformer_plugin.average_checkpoints import saved_update
     from transformer_plugin.checkpoint_safety import load_checked
 
     averaged = load_checked(work / "checkpoints" / "average.pt")
-    updates = [int(re.search(r"checkpoint_\d+_(\d+)\.pt$", p).group(1)) for p in averaged["averaged_from"]]
+    updates = [saved_update(p) for p in averaged["averaged_from"]]
     assert updates == [40, 30, 20]  # the last AVERAGE_LAST=3 of the checkpoints saved every 10 updates
     inputs = [load_checked(p)["model"] for p in averaged["averaged_from"]]
     name = "encoder.layers.0.ffn.w_1.weight"

@@ -151,10 +151,11 @@ def test_toy_run_end_to_end(toy_run):
                      table)  # fmt: skip
     assert re.search(r"\| sacreBLEU, detokenized \| \d+\.\d\d \| not reported", table)
     assert re.search(r"\| dev perplexity per word-piece \(newstest2013\) \| \d+\.\d\d \| base 4\.92", table)
+    from transformer_plugin.average_checkpoints import saved_update
     from transformer_plugin.checkpoint_safety import load_checked
 
     averaged = load_checked(work / "base" / "checkpoints" / "average.pt")
-    updates = sorted(int(re.search(r"checkpoint_\d+_(\d+)\.pt$", p).group(1)) for p in averaged["averaged_from"])
+    updates = sorted(saved_update(p) for p in averaged["averaged_from"])
     assert updates == [10, 20, 30]  # the last 3 (TOY_AVERAGE_LAST) of the checkpoints saved every 10 updates
 
 

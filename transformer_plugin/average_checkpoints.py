@@ -6,6 +6,11 @@ own averager with the same flags:
     python -m transformer_plugin.average_checkpoints --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
     transformer-average-checkpoints --inputs a.pt b.pt c.pt --output avg.pt
 
+- ``--num-update-checkpoints N`` takes the last N saved model states by the update count stored in
+  them, whatever name fairseq gave the file (``checkpoint_{epoch}_{update}.pt``, and for a save on
+  an epoch end ``checkpoint{epoch}.pt`` or ``checkpoint_last.pt``), and prints the update of each;
+  fairseq's script reads only the first kind of name and so leaves out a final state saved on an
+  epoch end;
 - every checkpoint is loaded through the plugin's allowlist (checkpoint_safety), never with the
   safety check off;
 - floating-point parameters are averaged in float32 (or float64 if stored so) and written back in
@@ -23,7 +28,7 @@ import collections
 import os
 import re
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -34,23 +39,57 @@ class CheckpointMismatchError(ValueError):
     """The inputs are not checkpoints of one architecture."""
 
 
+NUMBERED = re.compile(r"checkpoint_\d+_(\d+)\.pt")  # fairseq's --save-interval-updates: checkpoint_{epoch}_{update}.pt
+EPOCH_END = re.compile(r"checkpoint(\d+)\.pt")  # fairseq's epoch ends: checkpoint{epoch}.pt
+
+
+def saved_update(path: str) -> Optional[int]:
+    """The update count at which fairseq saved ``path`` (from the checkpoint itself), or None."""
+    state = load_checked(path, mmap=True)
+    history = state.get("optimizer_history") or [{}]
+    updates = history[-1].get("num_updates")
+    return int(updates) if updates is not None else None
+
+
 def last_checkpoints(
     directory: str, n: int, update_based: bool, upper_bound: Optional[int] = None
-) -> List[str]:
-    """The n newest ``checkpoint{epoch}.pt`` or ``checkpoint_{epoch}_{update}.pt`` files, newest first."""
-    pattern = re.compile(r"checkpoint_\d+_(\d+)\.pt$" if update_based else r"checkpoint(\d+)\.pt$")
-    found = []
-    for name in os.listdir(directory):
-        m = pattern.fullmatch(name)
-        if m and (upper_bound is None or int(m.group(1)) <= upper_bound):
-            found.append((int(m.group(1)), os.path.join(directory, name)))
+) -> List[Tuple[int, str]]:
+    """The n last saved model states in ``directory`` as (update or epoch, path), newest first.
+
+    By epoch (``update_based=False``): the ``checkpoint{epoch}.pt`` files, as fairseq's script.
+
+    By update: every model state fairseq saved under any of its names, ordered by the update count
+    at which it was saved. ``checkpoint_{epoch}_{update}.pt`` carries it in its name;
+    ``checkpoint{epoch}.pt`` and ``checkpoint_last.pt`` are read for it. This matters when a save
+    interval lands on an epoch end: fairseq then writes that state only as ``checkpoint{epoch}.pt``
+    (or, with ``--no-epoch-checkpoints``, only as ``checkpoint_last.pt``), and going by the numbered
+    names alone would leave the newest state out of the average. A state saved under two names is
+    taken once (the numbered name first). ``checkpoint_best.pt`` is not a "last" state and is left
+    out. ``upper_bound`` is an epoch or an update count like the ordering.
+    """
+    found: Dict[int, str] = {}
+    names = sorted(os.listdir(directory), key=lambda name: (not NUMBERED.fullmatch(name), name != "checkpoint_last.pt"))
+    for name in names:
+        path = os.path.join(directory, name)
+        numbered, epoch_end = NUMBERED.fullmatch(name), EPOCH_END.fullmatch(name)
+        if not update_based:
+            key = int(epoch_end.group(1)) if epoch_end else None
+        elif numbered:
+            key = int(numbered.group(1))
+        elif epoch_end or name == "checkpoint_last.pt":
+            key = saved_update(path)
+        else:
+            key = None
+        if key is not None and key not in found and (upper_bound is None or key <= upper_bound):
+            found[key] = path
     kind = "update" if update_based else "epoch"
     if len(found) < n:
         raise FileNotFoundError(
             f"asked for the last {n} {kind} checkpoints in {directory}, found {len(found)}"
             + (f" at or below {upper_bound}" if upper_bound is not None else "")
+            + (f" ({', '.join(f'{kind} {k}' for k in sorted(found))})" if found else "")
         )
-    return [path for _, path in sorted(found, reverse=True)[:n]]
+    return sorted(found.items(), reverse=True)[:n]
 
 
 def _architecture(state) -> Optional[str]:
@@ -137,17 +176,21 @@ def main(argv=None) -> int:
     try:
         if count is not None:
             update_based = args.num_update_checkpoints is not None
-            paths = last_checkpoints(args.inputs[0], count, update_based, args.checkpoint_upper_bound)
+            chosen = last_checkpoints(args.inputs[0], count, update_based, args.checkpoint_upper_bound)
+            kind = "update" if update_based else "epoch"
+            labels = [f"{kind} {key}: {path}" for key, path in chosen]
+            paths = [path for _, path in chosen]
         else:
             paths = args.inputs
+            labels = paths
         averaged = average_checkpoints(paths)
     except (CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError, OSError, ValueError) as e:
         print(f"average_checkpoints: error: {e}", file=sys.stderr)
         return 1
     save_atomically(averaged, args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}:")
-    for path in paths:
-        print(f"  {path}")
+    for label in labels:
+        print(f"  {label}")
     return 0
 
 
