@@ -15,12 +15,20 @@ fairseq-generate ``--post-process sentencepiece`` turns pieces back into text.
 
 import argparse
 import os
+import re
 import sys
 from typing import List
 
 
+class VocabularyTooLargeError(ValueError):
+    """The training text has fewer distinct pieces than the vocabulary size asked for."""
+
+
 def train(inputs: List[str], model_prefix: str, vocab_size: int, model_type: str = "bpe",
-          character_coverage: float = 1.0, input_sentence_size: int = 10_000_000, threads: int = 2) -> str:  # fmt: skip
+          character_coverage: float = 1.0, input_sentence_size: int = 10_000_000, threads: int = 2,
+          vocab_size_name: str = "--vocab-size") -> str:  # fmt: skip
+    """Learn the joint model; returns the .model path. ``vocab_size_name``: what the user set the
+    vocabulary size with (a recipe's variable), named when the text is too small for it."""
     import sentencepiece as spm
 
     for path in inputs:
@@ -28,6 +36,22 @@ def train(inputs: List[str], model_prefix: str, vocab_size: int, model_type: str
             raise FileNotFoundError(f"training text {path} does not exist")
     os.makedirs(os.path.dirname(os.path.abspath(model_prefix)), exist_ok=True)
     tmp_prefix = model_prefix + ".tmp"
+    try:
+        _train(spm, inputs, tmp_prefix, vocab_size, model_type, character_coverage, input_sentence_size, threads)
+    except RuntimeError as e:
+        most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", str(e))
+        if not most:
+            raise
+        raise VocabularyTooLargeError(
+            f"{vocab_size_name}={vocab_size} is more than the training text ({', '.join(inputs)}) allows:"
+            f" at most {most.group(1)} {model_type} pieces; set {vocab_size_name} lower"
+        ) from None
+    for ext in (".model", ".vocab"):
+        os.replace(tmp_prefix + ext, model_prefix + ext)
+    return model_prefix + ".model"
+
+
+def _train(spm, inputs, tmp_prefix, vocab_size, model_type, character_coverage, input_sentence_size, threads):
     spm.SentencePieceTrainer.train(
         input=",".join(inputs),
         model_prefix=tmp_prefix,
@@ -43,9 +67,6 @@ def train(inputs: List[str], model_prefix: str, vocab_size: int, model_type: str
         unk_id=0,
         minloglevel=1,
     )
-    for ext in (".model", ".vocab"):
-        os.replace(tmp_prefix + ext, model_prefix + ext)
-    return model_prefix + ".model"
 
 
 def encode(model: str, inputs: List[str], outputs: List[str]) -> List[int]:
@@ -78,14 +99,19 @@ def main(argv=None) -> int:
     t.add_argument("--character-coverage", type=float, default=1.0)
     t.add_argument("--input-sentence-size", type=int, default=10_000_000, help="sentences sampled for training")
     t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--vocab-size-name", default="--vocab-size", help="the setting to name when the text is too small for the size (a recipe's variable)")
     e = sub.add_parser("encode", help="split text into pieces")
     e.add_argument("--model", required=True)
     e.add_argument("--inputs", nargs="+", required=True)
     e.add_argument("--outputs", nargs="+", required=True)
     args = parser.parse_args(argv)
     if args.command == "train":
-        path = train(args.inputs, args.model_prefix, args.vocab_size, args.model_type, args.character_coverage,
-                     args.input_sentence_size, args.threads)  # fmt: skip
+        try:
+            path = train(args.inputs, args.model_prefix, args.vocab_size, args.model_type, args.character_coverage,
+                         args.input_sentence_size, args.threads, args.vocab_size_name)  # fmt: skip
+        except (VocabularyTooLargeError, FileNotFoundError) as e:
+            print(f"sentencepiece_vocab: error: {e}", file=sys.stderr)
+            return 2
         print(f"sentencepiece {args.model_type} model with {args.vocab_size} pieces: {path}")
     else:
         for src, dst, n in zip(args.inputs, args.outputs, encode(args.model, args.inputs, args.outputs)):

@@ -77,7 +77,8 @@ prepare_data() {
 
   stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
     "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
-      --model-prefix "$SPM/spm" --vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --threads "$PREP_WORKERS"
+      --model-prefix "$SPM/spm" --vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --threads "$PREP_WORKERS" \
+      --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE"
 
   stage 2b "encode train, valid and test into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$SPM/spm.model" \

@@ -87,3 +87,11 @@ def test_demo_reaches_its_bleu_bar(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     scores = json.loads((tmp_path / "demo" / "results" / "scores.average.json").read_text())
     print(f"averaged model: sacreBLEU {scores['sacrebleu']}, chrF {scores['chrf']}")
+
+
+def test_a_vocabulary_too_large_for_the_corpus_names_the_variable(tmp_path):
+    proc = run_demo(tmp_path / "demo", **dict(SMALL, TRAIN_PAIRS="30", VOCAB_SIZE="5000"))
+    assert proc.returncode != 0
+    assert "VOCAB_SIZE=5000 is more than the training text" in proc.stderr and "set VOCAB_SIZE lower" in proc.stderr
+    assert "FAILED: stage 2" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "demo" / ".done" / "2").exists()

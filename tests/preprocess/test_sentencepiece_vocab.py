@@ -19,3 +19,16 @@ def test_joint_bpe_round_trip(tmp_path):
         encoded = open(pieces, encoding="utf-8").read().splitlines()
         assert [processor.decode(line.split()) for line in encoded] == originals  # lossless
         assert all(" " in line for line in encoded)  # split into pieces
+
+
+def test_a_vocabulary_too_large_for_the_text_is_named(tmp_path, capsys):
+    from preprocess.sentencepiece_vocab import main
+
+    text = tmp_path / "train.txt"
+    text.write_text("a few words\nand a few more\n")
+    prefix = tmp_path / "spm" / "spm"
+    assert main(["train", "--inputs", str(text), "--model-prefix", str(prefix), "--vocab-size", "400",
+                 "--vocab-size-name", "TOY_VOCAB_SIZE"]) == 2  # fmt: skip
+    error = capsys.readouterr().err
+    assert "TOY_VOCAB_SIZE=400 is more than the training text" in error and str(text) in error
+    assert not list((tmp_path / "spm").iterdir())  # nothing half-written
