@@ -133,6 +133,24 @@ def test_random_output_never_breaks_the_scorer():
         assert set(repairs.counts) == set(REPAIR_KINDS)
 
 
+@pytest.mark.parametrize("depth", [250, 330, 5000])
+def test_output_nested_thousands_deep_is_repaired_and_scored(tmp_path, depth):
+    """An undertrained model can open the same bracket over and over; nothing here recurses."""
+    gold = parse_tree("(S (NP (DT a) (NN b)) (VP (VBD c)))")
+    tokens = ["(NP"] * depth + ["XX", "XX", "XX"]  # never closed
+    tree, repairs = delinearise(tokens, gold.words())
+    assert repairs.counts["unclosed"] == depth and tree.words() == gold.words()
+    assert str(tree).count("(NP") == depth and parse_tree(str(tree)) == tree
+    assert len(linearise(tree)) == 2 * depth + 3 and clean(tree) == tree
+    s = evalb.score_sentence(gold, tree)
+    assert s.error is None and (s.matched, s.gold, s.test) == (0, 3, depth)  # S(0,3) NP(0,2) VP(2,3) against NP(0,3) x depth
+    generate = tmp_path / "generate.out"
+    generate.write_text(f"H-0\t-0.5\t{' '.join(tokens)}\n")
+    (tmp_path / "words").write_text("a b c\n")
+    trees, total = evalb.trees_from_generate_output(str(generate), str(tmp_path / "words"))
+    assert trees == [tree] and total.counts["unclosed"] == depth
+
+
 # ---- the scorer --------------------------------------------------------------------------------
 
 GOLD = "(S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .))"

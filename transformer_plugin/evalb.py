@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .trees import Repairs, Tree, TreeError, clean, delinearise, parse_tree, strip_function_tags
+from .trees import Repairs, Tree, TreeError, clean, delinearise, events, parse_tree, strip_function_tags
 
 DELETE_LABELS = frozenset({"TOP", "ROOT", "", "-NONE-", ",", ":", "``", "''", "."})
 EQUIVALENT_LABELS = {"PRT": "ADVP"}
@@ -43,19 +43,18 @@ def brackets(tree: Tree, deleted: Sequence[bool]) -> Counter:
         kept_before.append(kept_before[-1] + (not d))
     spans: Counter = Counter()
 
-    def walk(node: Tree, first: int) -> int:  # returns the index after the node's last word
-        if node.is_preterminal():
-            return first + 1
-        i = first
-        for child in node.children:
-            i = walk(child, i) if isinstance(child, Tree) else i + 1
-        label = strip_function_tags(node.label)
-        start, end = kept_before[first], kept_before[i]
-        if label not in DELETE_LABELS and end > start:
-            spans[(EQUIVALENT_LABELS.get(label, label), start, end)] += 1
-        return i
-
-    walk(tree, 0)
+    i, starts = 0, []  # i: the words so far; starts: where each open constituent began
+    for kind, item in events(tree):
+        if kind == "open":
+            starts.append(i)
+        elif kind == "word":
+            i += 1
+        else:
+            first = starts.pop()
+            label = strip_function_tags(item.label)
+            start, end = kept_before[first], kept_before[i]
+            if not item.is_preterminal() and label not in DELETE_LABELS and end > start:
+                spans[(EQUIVALENT_LABELS.get(label, label), start, end)] += 1
     return spans
 
 

@@ -13,13 +13,16 @@ output is repaired deterministically and every repair is counted (:class:`Repair
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 POS_PLACEHOLDER = "XX"
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Tree:
+    """A constituent. Every walk over trees here is iterative (:func:`events`, :func:`bottom_up`): an
+    undertrained model can nest brackets hundreds deep, past Python's recursion limit."""
+
     label: str
     children: List[Union["Tree", str]] = field(default_factory=list)  # a str child is a word
 
@@ -27,19 +30,58 @@ class Tree:
         return len(self.children) == 1 and isinstance(self.children[0], str)
 
     def words(self) -> List[str]:
-        out = []
-        for child in self.children:
-            out.extend([child] if isinstance(child, str) else child.words())
-        return out
+        return [item for kind, item in events(self) if kind == "word"]
 
     def preterminals(self) -> List["Tree"]:
-        if self.is_preterminal():
-            return [self]
-        return [p for child in self.children if isinstance(child, Tree) for p in child.preterminals()]
+        return [item for kind, item in events(self) if kind == "open" and item.is_preterminal()]
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Tree):
+            return NotImplemented
+        return _shape(self) == _shape(other)
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        return f"Tree({str(self)!r})"
 
     def __str__(self) -> str:
-        inner = " ".join(str(c) for c in self.children)
-        return f"({self.label} {inner})" if inner else f"({self.label})"
+        out: List[str] = []
+        for kind, item in events(self):
+            if kind == "close":
+                out[-1] += ")"
+            else:
+                out.append(f"({item.label}" if kind == "open" else item)
+        return " ".join(out)
+
+
+def events(tree: Tree) -> Iterator[Tuple[str, Union[Tree, str]]]:
+    """``tree`` depth-first as ("open", node), ("word", word) and ("close", node), without recursion."""
+    stack: List[Tuple[Union[Tree, str], bool]] = [(tree, False)]
+    while stack:
+        item, closing = stack.pop()
+        if isinstance(item, str):
+            yield "word", item
+        elif closing:
+            yield "close", item
+        else:
+            yield "open", item
+            stack.append((item, True))
+            stack.extend((child, False) for child in reversed(item.children))
+
+
+def _shape(tree: Tree) -> List[Tuple[str, str]]:
+    return [(kind, item if kind == "word" else item.label) for kind, item in events(tree)]
+
+
+def bottom_up(tree: Tree) -> List[Tree]:
+    """The constituents of ``tree``, each after all of its descendants (without recursion)."""
+    order, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(child for child in node.children if isinstance(child, Tree))
+    return order[::-1]
 
 
 class TreeError(ValueError):
@@ -98,28 +140,34 @@ def strip_function_tags(label: str) -> str:
 def clean(tree: Tree) -> Optional[Tree]:
     """The usual preparation of WSJ trees: the unlabelled root wrapper removed, ``-NONE-`` elements and
     the constituents left empty by them removed, function tags and indices stripped. None if nothing is left."""
-
-    def walk(node: Tree) -> Optional[Tree]:
-        if node.label == "-NONE-":
-            return None
-        if node.is_preterminal():
-            return Tree(node.label, list(node.children))
-        children = [c for c in (walk(c) for c in node.children if isinstance(c, Tree)) if c is not None]
-        return Tree(strip_function_tags(node.label), children) if children else None
-
     while tree.label in ("", "ROOT", "TOP") and len(tree.children) == 1 and isinstance(tree.children[0], Tree):
         tree = tree.children[0]
-    return walk(tree)
+    cleaned: Dict[int, Optional[Tree]] = {}
+    for node in bottom_up(tree):
+        if node.label == "-NONE-":
+            cleaned[id(node)] = None
+        elif node.is_preterminal():
+            cleaned[id(node)] = Tree(node.label, list(node.children))
+        else:
+            children = [cleaned[id(c)] for c in node.children if isinstance(c, Tree) and cleaned[id(c)] is not None]
+            cleaned[id(node)] = Tree(strip_function_tags(node.label), children) if children else None
+    return cleaned[id(tree)]
 
 
 def linearise(tree: Tree) -> List[str]:
     """Target tokens of ``tree``: ``(LABEL`` ... ``)LABEL``, ``XX`` for each word."""
-    if tree.is_preterminal():
-        return [POS_PLACEHOLDER]
-    tokens = [f"({tree.label}"]
-    for child in tree.children:
-        tokens.extend(linearise(child) if isinstance(child, Tree) else [POS_PLACEHOLDER])
-    tokens.append(f"){tree.label}")
+    tokens: List[str] = []
+    inside: List[Tree] = []  # the open constituents
+    for kind, item in events(tree):
+        if kind == "open":
+            tokens.append(POS_PLACEHOLDER if item.is_preterminal() else f"({item.label}")
+            inside.append(item)
+        elif kind == "close":
+            inside.pop()
+            if not item.is_preterminal():
+                tokens.append(f"){item.label}")
+        elif not inside[-1].is_preterminal():  # a bare word directly under a phrase
+            tokens.append(POS_PLACEHOLDER)
     return tokens
 
 
@@ -183,17 +231,16 @@ def delinearise(tokens: Sequence[str], words: Sequence[str], root_label: str = "
 
     slots = {id(leaf) for leaf in leaves}
 
-    def prune(node: Tree) -> Optional[Tree]:
+    kept: Dict[int, Optional[Tree]] = {}
+    for node in bottom_up(top):
         if id(node) in slots:
-            return node if node.children else None
-        kept = [c for c in (prune(c) for c in node.children) if c is not None]
-        if not kept:
-            count["empty_constituent"] += 1
-            return None
-        node.children = kept
-        return node
-
-    constituents = [c for c in (prune(c) for c in top.children) if c is not None]
+            kept[id(node)] = node if node.children else None
+        elif node is not top:
+            node.children = [kept[id(c)] for c in node.children if kept[id(c)] is not None]
+            if not node.children:
+                count["empty_constituent"] += 1
+            kept[id(node)] = node if node.children else None
+    constituents = [kept[id(c)] for c in top.children if kept[id(c)] is not None]
     if len(constituents) == 1 and id(constituents[0]) not in slots:
         tree = constituents[0]
         tree.children.extend(missing)
