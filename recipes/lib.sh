@@ -15,17 +15,37 @@ recipe_options() {
     esac
   done
   export DRY_RUN=${DRY_RUN:-0}
+  preflight "$script" "$@"
 }
 
-# stage ID TITLE COMMAND...: run COMMAND once. A stamp in $WORK/.done marks a completed stage, so a
-# re-run skips it; delete the stamp (or $WORK) to redo it. A failure stops the recipe, naming the stage.
-# With DRY_RUN=1 nothing runs: every stage prints its command line instead (the helpers below print
-# the commands they would start), whether or not it is stamped.
+# preflight SCRIPT ARGS...: before a real run does any work, SCRIPT runs once as a dry run; if a training
+# stage would have to be redone (see stage), the recipe stops now, with nothing changed, saying why.
+preflight() {
+  [ "$DRY_RUN" = 0 ] && [ -z "${RECIPE_PREFLIGHT:-}" ] || return 0
+  local plan
+  plan=$(RECIPE_PREFLIGHT=1 DRY_RUN=1 bash "$@" --dry-run 2>&1) || return 0  # the real run reports its own failure
+  if grep -q '^(a real run stops here: ' <<< "$plan"; then
+    sed -n '/^(a real run stops here: /,/)$/p' <<< "$plan" | sed 's/^(a real run stops here: //; s/)$//' >&2
+    FAILED_AT="stopped before any work (nothing was changed): a training stage would have to be redone"
+    exit 3
+  fi
+}
+
+# stage ID TITLE COMMAND...: run COMMAND once. A completed stage leaves a stamp, $WORK/.done/ID, holding
+# the command line that made its outputs (every setting that reaches the command is on it). A re-run
+# skips a stage whose stamp holds the same command line. A stage whose settings changed is redone, and
+# so is every stage after it in the recipe (they read its outputs), except training: a training stage
+# that would be redone stops the recipe before any work, naming what changed, because fairseq-train
+# would continue the old checkpoints under the new settings (see stale_training). Delete a stamp (or
+# $WORK) to redo a stage by hand. A failure stops the recipe, naming the stage. With DRY_RUN=1 nothing
+# runs: every stage prints its command line instead, and whether a real run would skip it, redo it (and
+# why) or stop there.
 #
 # No failure goes unsaid: inside a stage the recipe names the stage, elsewhere the file, line and command
 # that failed (set -E: failures inside functions and command substitutions are caught too).
 CURRENT_STAGE=""
 FAILED_AT=""
+REDONE=""  # the first stage redone in this run: every later one is redone too
 set -E
 trap 'FAILED_AT="${BASH_SOURCE[0]:-$0}"; FAILED_AT="${FAILED_AT#"${REPO:-}"/} line $LINENO: $BASH_COMMAND"' ERR
 trap 'status=$?
@@ -34,25 +54,64 @@ elif [ $status -ne 0 ]; then echo "FAILED: ${FAILED_AT:-$0} (exit $status)" >&2;
 stage() {
   local id=$1 title=$2
   shift 2
-  local stamp="$WORK/.done/$id"
+  local stamp="$WORK/.done/$id" made_by why=""
+  printf -v made_by '%q ' "$@"
+  made_by=${made_by% }
   banner "stage $id: $title"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" != "$made_by" ]; then
+    why="its settings changed since it was done: $(changed_words "$(cat "$stamp")" "$made_by")"
+  elif [ -f "$stamp" ] && [ -n "$REDONE" ]; then
+    why="stage $REDONE, whose outputs it reads, is redone"
+  fi
+  if [ -n "$why" ] && [ "$1" = train_workers ]; then
+    stale_training "$id" "$why"  # a real run stops there
+    REDONE=${REDONE:-$id}
+  elif [ -f "$stamp" ] && [ -z "$why" ]; then
+    echo "done already with these settings: $([ "${DRY_RUN:-0}" = 1 ] && echo "a real run skips this stage" || echo "skipping")"
+    [ "${DRY_RUN:-0}" = 1 ] || return 0
+  else
+    REDONE=${REDONE:-$id}
+    [ -z "$why" ] || echo "$([ "${DRY_RUN:-0}" = 1 ] && echo "a real run redoes this stage" || echo "redoing it"): $why"
+  fi
   if [ "${DRY_RUN:-0}" = 1 ]; then
-    [ ! -f "$stamp" ] || echo "(done already: a real run skips this stage)"
     case $1 in
       capture | train_workers) "$@" ;;
       *) show "$@" ;;
     esac
     return 0
   fi
-  if [ -f "$stamp" ]; then
-    echo "done already ($stamp); skipping"
-    return 0
-  fi
+  rm -f "$stamp"
   CURRENT_STAGE="$id: $title"
   "$@"
   mkdir -p "$WORK/.done"
-  date -u +%FT%TZ > "$stamp"
+  printf '%s\n' "$made_by" > "$stamp.tmp"
+  mv "$stamp.tmp" "$stamp"
   CURRENT_STAGE=""
+}
+
+# changed_words BEFORE AFTER: the words of one command line that the other lacks, for a message.
+changed_words() {
+  local before after
+  before=$(comm -23 <(tr ' ' '\n' <<< "$1" | sort -u) <(tr ' ' '\n' <<< "$2" | sort -u) | head -8 | paste -sd ' ')
+  after=$(comm -13 <(tr ' ' '\n' <<< "$1" | sort -u) <(tr ' ' '\n' <<< "$2" | sort -u) | head -8 | paste -sd ' ')
+  echo "was ${before:-(nothing)}, now ${after:-(nothing)}"
+}
+
+# stale_training ID WHY: a training stage that would have to be redone. Its checkpoints were made
+# under other settings or from other data, and fairseq-train continues from checkpoint_last.pt: stop
+# before any work and say how to go on (also in a dry run, which then says so and goes on).
+stale_training() {
+  local id=$1 why=$2
+  local message="stage $id (training) was done, but $why. fairseq-train would continue its checkpoints under the new
+settings. To train from scratch, delete the checkpoints and $WORK/.done/$id; to continue those checkpoints
+deliberately (a larger MAX_UPDATE, say), delete $WORK/.done/$id only. Or set another WORK."
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    echo "(a real run stops here: $message)"
+    return 0
+  fi
+  echo "$message" >&2
+  CURRENT_STAGE="$id: done before, but $why"
+  exit 3
 }
 
 # show COMMAND...: print COMMAND as a shell would read it back (for DRY_RUN)

@@ -16,12 +16,12 @@ SMALL = dict(
 )  # fmt: skip
 
 
-def run_demo(work, **variables):
+def run_demo(work, DRY="0", **variables):
     env = dict(os.environ, WORK=str(work), PYTHON=sys.executable, **variables)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     return subprocess.run(
-        ["bash", os.path.join(REPO, "recipes", "demo.sh")], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=3600,
+        ["bash", os.path.join(REPO, "recipes", "demo.sh"), *(["--dry-run"] if DRY == "1" else [])], cwd=REPO,
+        env=env, capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
 
 
@@ -71,6 +71,21 @@ def test_rerun_skips_completed_stages(small_demo):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("done already") == 10
     assert (work / "checkpoints" / "average.pt").stat().st_mtime_ns == before
+
+
+def test_a_changed_vocabulary_stops_before_any_work(small_demo):
+    """VOCAB_SIZE=300 then 301 into the same WORK: the vocabulary would be redone, and the trained model
+    with it, so the recipe stops before touching anything and says how to go on."""
+    work, _ = small_demo
+    before = {p: p.stat().st_mtime_ns for p in (work / "data" / "spm.model", work / "checkpoints" / "average.pt")}
+    dry = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"), DRY="1")
+    assert "a real run redoes this stage: its settings changed since it was done: was 300, now 301" in dry.stdout
+    assert "(a real run stops here: stage 4 (training) was done, but stage 2, whose outputs it reads, is redone" in dry.stdout
+    proc = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"))
+    assert proc.returncode == 3
+    assert "stage 4 (training) was done, but stage 2, whose outputs it reads, is redone" in proc.stderr
+    assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
+    assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
 def test_failing_stage_is_named_and_stops_the_recipe(tmp_path):

@@ -27,3 +27,63 @@ def test_one_failing_worker_stops_the_others(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "a training worker failed (exit 3)" in proc.stderr
     assert (tmp_path / "rank0").exists() and (tmp_path / "rank1").exists()
+
+
+RECIPE = r"""#!/usr/bin/env bash
+# a recipe in miniature: data, vocabulary, training, scoring
+set -euo pipefail
+source "$REPO/recipes/lib.sh"
+recipe_options "$0" "$@"
+VOCAB=${VOCAB:-300}; STEPS=${STEPS:-10}
+[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK"
+stage 1 "data" bash -c 'echo data >> "$0/log"' "$WORK"
+stage 2 "vocabulary of $VOCAB" bash -c 'echo "vocab $1" >> "$0/log"' "$WORK" "$VOCAB"
+[ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"' "$WORK" "$STEPS"
+stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK"
+"""
+
+
+def recipe(tmp_path, *args, **variables):
+    script = tmp_path / "recipe.sh"
+    script.write_text(RECIPE)
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), **variables)
+    proc = subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
+    log = tmp_path / "work" / "log"
+    return proc, log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_rerun_with_the_same_settings_does_nothing(tmp_path):
+    proc, log = recipe(tmp_path)
+    assert proc.returncode == 0 and log == ["data", "vocab 300", "train 10", "score"]
+    proc, log = recipe(tmp_path)
+    assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 4
+    assert log == ["data", "vocab 300", "train 10", "score"]
+
+
+def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
+    recipe(tmp_path, TRAIN="0")
+    proc, log = recipe(tmp_path, "--dry-run", TRAIN="0", VOCAB="400")
+    assert "a real run redoes this stage: its settings changed since it was done: was 300, now 400" in proc.stdout
+    assert "a real run redoes this stage: stage 2, whose outputs it reads, is redone" in proc.stdout
+    assert proc.stdout.count("a real run skips this stage") == 1  # stage 1
+    proc, log = recipe(tmp_path, TRAIN="0", VOCAB="400")
+    assert proc.returncode == 0, proc.stderr
+    assert log == ["data", "vocab 300", "score", "vocab 400", "score"]
+    assert "redoing it: its settings changed since it was done: was 300, now 400" in proc.stdout
+
+
+def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(tmp_path):
+    recipe(tmp_path)
+    for change, why in [(dict(VOCAB="400"), "stage 2, whose outputs it reads, is redone"),
+                        (dict(STEPS="20"), "its settings changed since it was done: was 10, now 20")]:  # fmt: skip
+        proc, _ = recipe(tmp_path, "--dry-run", **change)
+        assert proc.returncode == 0 and f"(a real run stops here: stage 3 (training) was done, but {why}" in proc.stdout
+        proc, log = recipe(tmp_path, **change)
+        assert proc.returncode == 3 and f"stage 3 (training) was done, but {why}" in proc.stderr
+        assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
+        assert log == ["data", "vocab 300", "train 10", "score"]  # nothing redone
+    # to continue training deliberately: delete its stamp, as the message says
+    assert "delete " + str(tmp_path / "work" / ".done" / "3") + " only" in proc.stderr
+    (tmp_path / "work" / ".done" / "3").unlink()
+    proc, log = recipe(tmp_path, STEPS="20")
+    assert proc.returncode == 0 and log[-2:] == ["train 20", "score"]
