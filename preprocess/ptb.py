@@ -27,7 +27,6 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import write_lines
 from transformer_plugin.trees import Tree, TreeError, clean, linearise, read_trees
 
 SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
@@ -49,6 +48,8 @@ def find_sections(treebank: str) -> Dict[str, List[str]]:
 
 
 def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print) -> Dict:
+    """Every split, the extra trees and report.json into ``out``. All or nothing: every input is read
+    and checked first, and the files appear under their final names only when all of them were made."""
     if not os.path.isdir(treebank):
         raise TreebankError(f"{treebank} is not a directory (give the Penn Treebank's parsed/mrg directory)")
     sections = find_sections(treebank)
@@ -56,22 +57,16 @@ def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print)
     if missing:
         raise TreebankError(f"{treebank}: no wsj_*.mrg files for sections {', '.join(missing)} "
                             "(expected .../wsj/SS/wsj_SSNN.mrg as in the LDC release)")  # fmt: skip
-    os.makedirs(out, exist_ok=True)
+    absent = [path for path in extra_trees if not os.path.isfile(path)]
+    if absent:
+        raise TreebankError(f"extra trees file(s) do not exist: {', '.join(absent)}")
     report = {"treebank": os.path.abspath(treebank), "splits": {}, "extra": {}}
+    outputs: Dict[str, List[str]] = {}
     for split, numbers in SPLITS.items():
         words, targets, gold, left_out = [], [], [], []
         files = [f for s in numbers for f in sections[s]]
         for path in files:
-            try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-            except UnicodeDecodeError as e:
-                raise TreebankError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-            try:
-                trees = list(read_trees(text, path))
-            except TreeError as e:
-                raise TreebankError(str(e)) from e
-            for i, tree in enumerate(trees):
+            for i, tree in enumerate(_read_mrg(path)):
                 cleaned = clean(tree)
                 if cleaned is None:
                     left_out.append(f"{path} tree {i + 1}: nothing left after removing -NONE-")
@@ -79,49 +74,62 @@ def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print)
                 words.append(" ".join(cleaned.words()))
                 targets.append(" ".join(linearise(cleaned)))
                 gold.append(str(cleaned))
-        write_lines(os.path.join(out, f"{split}.words"), words)
-        write_lines(os.path.join(out, f"{split}.trees"), targets)
+        outputs[f"{split}.words"], outputs[f"{split}.trees"] = words, targets
         if split != "train":
-            write_lines(os.path.join(out, f"{split}.gold"), gold)
+            outputs[f"{split}.gold"] = gold
         report["splits"][split] = {"sections": numbers, "files": len(files), "sentences": len(words),
                                    "left_out": left_out}  # fmt: skip
         log(f"{split}: sections {numbers[0]}-{numbers[-1]}, {len(files)} files, {len(words)} sentences"
             f"{f', {len(left_out)} left out (see report.json)' if left_out else ''}")  # fmt: skip
-    if extra_trees:
-        added = _append_extra(out, extra_trees, report)
-        log(f"train: + {added} already-parsed sentences from {len(extra_trees)} file(s) (semi-supervised)")
-    with open(os.path.join(out, "report.json"), "w") as f:
+    for path in extra_trees:
+        words, targets, bad = _read_extra(path)
+        outputs["train.words"] += words
+        outputs["train.trees"] += targets
+        report["extra"][path] = {"sentences": len(words), "left_out_unparsable_or_empty": bad}
+        log(f"train: + {len(words)} already-parsed sentences from {path} (semi-supervised)")
+    os.makedirs(out, exist_ok=True)
+    for name, lines in outputs.items():
+        with open(os.path.join(out, name + ".tmp"), "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+    with open(os.path.join(out, "report.json.tmp"), "w") as f:
         json.dump(report, f, indent=2)
+    for name in (*outputs, "report.json"):
+        os.replace(os.path.join(out, name + ".tmp"), os.path.join(out, name))
     return report
 
 
-def _append_extra(out: str, paths: Sequence[str], report: Dict) -> int:
-    added = 0
-    with open(os.path.join(out, "train.words"), "a", encoding="utf-8") as fw, \
-            open(os.path.join(out, "train.trees"), "a", encoding="utf-8") as ft:  # fmt: skip
-        for path in paths:
-            if not os.path.isfile(path):
-                raise TreebankError(f"{path}: extra trees file does not exist")
-            kept = bad = 0
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        bad += 1
-                        continue
-                    try:
-                        trees = list(read_trees(line, f"{path}:{number}"))
-                    except TreeError:
-                        trees = []
-                    cleaned = clean(trees[0]) if len(trees) == 1 else None
-                    if cleaned is None:
-                        bad += 1
-                        continue
-                    fw.write(" ".join(cleaned.words()) + "\n")
-                    ft.write(" ".join(linearise(cleaned)) + "\n")
-                    kept += 1
-            report["extra"][path] = {"sentences": kept, "left_out_unparsable_or_empty": bad}
-            added += kept
-    return added
+def _read_mrg(path: str) -> List[Tree]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise TreebankError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    try:
+        return list(read_trees(text, path))
+    except TreeError as e:
+        raise TreebankError(str(e)) from e
+
+
+def _read_extra(path: str):
+    """Words and linearised trees of the one-tree-per-line file ``path``, and the count of lines left out."""
+    words, targets, bad = [], [], 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as e:
+        raise TreebankError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    for number, line in enumerate(lines, 1):
+        try:
+            trees = list(read_trees(line, f"{path}:{number}")) if line.strip() else []
+        except TreeError:
+            trees = []
+        cleaned = clean(trees[0]) if len(trees) == 1 else None
+        if cleaned is None:
+            bad += 1
+            continue
+        words.append(" ".join(cleaned.words()))
+        targets.append(" ".join(linearise(cleaned)))
+    return words, targets, bad
 
 
 # ---- a small treebank in the LDC layout, for the toy recipe and the tests ------------------------

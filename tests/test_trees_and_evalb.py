@@ -80,6 +80,21 @@ def test_prepare_errors_name_the_problem(tmp_path, capsys):
     assert f"{bad}: not UTF-8 text" in capsys.readouterr().err
 
 
+def test_prepare_writes_all_or_nothing(tmp_path, capsys):
+    """A split that fails after others were read, or a missing extra-trees file, leaves no output at all."""
+    ptb.write_toy_treebank(str(tmp_path / "tb"), sentences_per_file=2, files_per_section=1)
+    bad = tmp_path / "tb" / "wsj" / "23" / "wsj_2300.mrg"  # the test split comes last
+    bad.write_text(bad.read_text() + "\n)\n")
+    assert ptb.main(["prepare", "--treebank", str(tmp_path / "tb"), "--out", str(tmp_path / "o")]) == 1
+    assert f"{bad}:" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    ptb.write_toy_treebank(str(tmp_path / "tb"), sentences_per_file=2, files_per_section=1)
+    missing = [str(tmp_path / "a.trees"), str(tmp_path / "b.trees")]
+    assert ptb.main(["prepare", "--treebank", str(tmp_path / "tb"), "--out", str(tmp_path / "o"),
+                     "--extra-trees", *missing]) == 1  # fmt: skip
+    assert f"extra trees file(s) do not exist: {', '.join(missing)}" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_extra_trees_for_the_semi_supervised_setting(tmp_path):
     ptb.write_toy_treebank(str(tmp_path / "tb"), sentences_per_file=2, files_per_section=1)
     extra = tmp_path / "berkeley.trees"
