@@ -14,8 +14,12 @@ COLLINS.prm, as implemented here:
   excluded, punctuation included);
 - a sentence whose words differ between the trees is reported and skipped, as EVALB does.
 
-One deliberate difference: a constituent whose words are all removed (made only of punctuation) is not
-counted here.
+A constituent whose words are all removed (made only of punctuation) is not a bracket, here as in
+EVALB. On every tree this project's pipeline produces, the figures are EVALB's. Two differences remain,
+both only with gold trees from elsewhere (the pipeline's gold trees, made by ``trees.clean``, have
+neither): a root labelled ``ROOT`` is removed here like ``TOP``, where COLLINS.prm deletes only
+``TOP`` (EVALB counts the ROOT bracket, which a parser's output without it never matches); and a label
+with ``|`` (``ADVP|PRT``) is cut at the ``|`` here, where EVALB compares it whole.
 
     python -m transformer_plugin.evalb --gold test.gold.trees --test parsed.trees
     python -m transformer_plugin.evalb --gold test.gold.trees --generate-output gen.out --source test.words \\
