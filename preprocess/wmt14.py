@@ -3,10 +3,15 @@
 ``prepare`` does, for ``--pair en-de`` or ``--pair en-fr``:
 
 1. fetch the standard archives under their original names: downloaded with resume (a ``.part`` file
-   and an HTTP range request), or taken from ``--from DIR`` for offline use. Test and dev archives are
-   checked against the md5 sums sacreBLEU publishes for them; every archive is checked for
-   completeness (HTTP length, gzip CRC, the expected members) and its md5 is written to the report;
-2. extract the files each corpus needs (nothing else);
+   and an HTTP range request), or taken from ``--from DIR`` for offline use, where every missing or
+   empty archive is named in one message before anything is done. newstest2013 comes from WMT13's
+   ``test.tgz``, or from WMT14's ``dev.tgz`` where ``--from`` has only that. Test and dev archives
+   are checked against the md5 sums sacreBLEU publishes for them (``--ignore-pinned-md5`` accepts
+   others and says so in the report); every archive is checked for completeness (HTTP length, gzip
+   CRC, the expected members) and its md5 is written to the report;
+2. extract the files each corpus needs (nothing else), every archive read to its end before any
+   cleaning starts. An earlier extraction is reused only when made from an archive with the same md5,
+   so a damaged, replaced or repaired archive is always read again;
 3. clean the training corpora, counting every dropped pair by reason: invalid UTF-8, an empty side,
    more than ``--max-len`` words on a side, a length ratio above ``--max-ratio`` (as Moses'
    clean-corpus-n). CRLF line ends are stripped and counted. Source and target files of different
@@ -18,7 +23,8 @@
    detokenized sacreBLEU; normalised copies (``test.<tgt>``) are what fairseq binarizes.
 
 Outputs in ``--out``: ``{train,valid,test}.{src,tgt}``, ``{valid,test}.ref.<tgt>`` and
-``report.json`` with every count. Each output is written under a temporary name and renamed.
+``report.json`` with every count. They appear under their final names only when the whole
+preparation succeeded (written under temporary names, renamed at the end, the report last).
 
     python -m preprocess.wmt14 prepare --pair en-de --out data/wmt14_en_de [--from ~/archives] [--workers 8]
     python -m preprocess.wmt14 urls --pair en-fr          # what would be downloaded, and from where
@@ -42,7 +48,6 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from . import write_lines
 
 
 class DataError(Exception):
@@ -67,6 +72,9 @@ ARCHIVES = {
         # md5 sums as in sacreBLEU's dataset registry (wmt13, wmt14/full)
         Archive("test.tgz", "https://www.statmt.org/wmt13/test.tgz", "48eca5d02f637af44e85186847141f67"),
         Archive("test-full.tgz", "https://www.statmt.org/wmt14/test-full.tgz", "a8cd784e006feb32ac6f3d9ec7eb389a"),
+        # WMT14's own dev sets, which most users have (fairseq's prepare scripts fetch it): newstest2013
+        # also as plain text, one segment a line; read when --from has it and not WMT13's test.tgz
+        Archive("dev.tgz", "https://www.statmt.org/wmt14/dev.tgz"),
     ]
 }
 
@@ -106,9 +114,20 @@ PAIRS = {
 }
 
 
-def archives_for(pair: str) -> List[Archive]:
+DEV_TGZ_VALID = Corpus("newstest2013", "dev.tgz", "dev/newstest2013.{lang}")
+
+
+def valid_corpus(pair: str, from_dir: Optional[str] = None) -> Corpus:
+    """newstest2013 from WMT13's test.tgz, or from WMT14's dev.tgz where --from has only that."""
+    def has(name: str) -> bool:
+        return from_dir is not None and os.path.isfile(os.path.join(from_dir, name))
+
+    return DEV_TGZ_VALID if has("dev.tgz") and not has("test.tgz") else PAIRS[pair]["valid"]
+
+
+def archives_for(pair: str, from_dir: Optional[str] = None) -> List[Archive]:
     spec = PAIRS[pair]
-    names = [c.archive for c in spec["train"]] + [spec["valid"].archive, spec["test_src"].archive]
+    names = [c.archive for c in spec["train"]] + [valid_corpus(pair, from_dir).archive, spec["test_src"].archive]
     return [ARCHIVES[n] for n in dict.fromkeys(names)]
 
 
@@ -183,35 +202,55 @@ def _total_from_content_range(value: Optional[str], url: str) -> int:
     return int(m.group(1))
 
 
-def fetch(archive: Archive, download_dir: str, from_dir: Optional[str], log=print) -> str:
-    """The archive's path on disk: from ``from_dir`` (offline) or downloaded into ``download_dir``."""
-    if from_dir is not None:
-        path = os.path.join(from_dir, archive.name)
+def fetch_all(archives: Sequence[Archive], download_dir: str, from_dir: Optional[str], log=print) -> Dict[str, str]:
+    """Each archive's path on disk: from ``from_dir`` (offline) or downloaded into ``download_dir``.
+
+    Every archive is looked at before any is used: all those missing or empty are named in one message.
+    """
+    paths, problems = {}, []
+    for archive in archives:
+        if from_dir is not None:
+            path = os.path.join(from_dir, archive.name)
+            if not os.path.isfile(path):
+                alternative = " (or WMT14's dev.tgz)" if archive.name == "test.tgz" else ""
+                problems.append(f"{path}{alternative} is missing (download it from {archive.url})")
+            elif os.path.getsize(path) == 0:
+                problems.append(f"{path} is empty (0 bytes; download it again from {archive.url})")
+            paths[archive.name] = path
+            continue
+        path = os.path.join(download_dir, archive.name)
         if not os.path.isfile(path):
-            raise DataError(f"{path} is missing: --from needs {archive.name} under its original name"
-                            f" (download it from {archive.url})")  # fmt: skip
-        return path
-    path = os.path.join(download_dir, archive.name)
-    if not os.path.isfile(path):
-        os.makedirs(download_dir, exist_ok=True)
-        download(archive.url, path, log=log)
-    return path
+            os.makedirs(download_dir, exist_ok=True)
+            download(archive.url, path, log=log)
+        paths[archive.name] = path
+    if problems:
+        raise DataError(f"--from {from_dir} needs every archive under its original name; "
+                        f"{len(problems)} not there: " + "; ".join(problems))  # fmt: skip
+    return paths
 
 
 # ---- 2. extract --------------------------------------------------------------------------------
 
 
-def extract(archive_path: str, members: Sequence[str], raw_dir: str) -> Dict[str, str]:
+def extract(archive_path: str, members: Sequence[str], raw_dir: str, md5: str) -> Dict[str, str]:
     """Extract ``members`` (decompressing ``.gz`` members) into ``raw_dir``; returns member -> file.
 
     Reading the archive to its end checks every gzip CRC; a damaged or truncated archive or a missing
-    member is a DataError naming the archive.
+    member is a DataError naming the archive. An earlier extraction is reused only when it was made
+    from an archive with the same ``md5`` and the same members (``raw_dir/extracted.json``), so a
+    replaced or repaired archive is always read again.
     """
     wanted = set(members)
     out = {m: os.path.join(raw_dir, os.path.basename(m[:-3] if m.endswith(".gz") else m)) for m in members}
-    if all(os.path.isfile(p) for p in out.values()):
-        return out
+    stamp = os.path.join(raw_dir, "extracted.json")
+    made_from = {"archive": os.path.basename(archive_path), "md5": md5, "members": sorted(wanted)}
+    if os.path.isfile(stamp) and all(os.path.isfile(p) for p in out.values()):
+        with open(stamp) as f:
+            if json.load(f) == made_from:
+                return out
     os.makedirs(raw_dir, exist_ok=True)
+    if os.path.exists(stamp):
+        os.remove(stamp)
     found = set()
     try:
         with tarfile.open(archive_path, "r:*") as tar:
@@ -230,6 +269,8 @@ def extract(archive_path: str, members: Sequence[str], raw_dir: str) -> Dict[str
         raise DataError(f"{archive_path}: has no member {', '.join(missing)} (is it the right archive?)")
     for m in members:
         os.replace(out[m] + ".tmp", out[m])
+    with open(stamp, "w") as f:
+        json.dump(made_from, f)
     return out
 
 
@@ -345,38 +386,93 @@ def read_sgml(path: str) -> List[str]:
     return segments
 
 
+def segment_ids(path: str) -> List[str]:
+    """Where each segment of ``path`` comes from: ``doc D seg S`` in SGML, ``line N`` in plain text."""
+    if not path.endswith(".sgm"):
+        with open(path, "rb") as f:
+            return [f"line {n}" for n, _ in enumerate(f, 1)]
+    ids, doc = [], "?"
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8", "replace")
+            m = re.match(r"<doc\b[^>]*\bdocid=\"([^\"]*)\"", line)
+            doc = m.group(1) if m else doc
+            if line.startswith("<seg "):
+                seg = re.search(r"\bid=\"?([^\"> ]*)", line)
+                ids.append(f"doc {doc} seg {seg.group(1) if seg else '?'}")
+    return ids
+
+
+def read_segments(path: str) -> List[str]:
+    """newstest segments from an SGML file, or from a plain-text one (WMT14's dev.tgz), in file order."""
+    if path.endswith(".sgm"):
+        return read_sgml(path)
+    lines = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                lines.append(re.sub(r"\s+", " ", raw.decode("utf-8").strip()))
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start} of the line)") from e
+    return lines
+
+
+def _check_parallel(name: str, src_path: str, tgt_path: str, src: List[str], tgt: List[str]) -> None:
+    if len(src) == len(tgt):
+        return
+    a, b = segment_ids(src_path), segment_ids(tgt_path)
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    first, second = (ids[i] if i < len(ids) else "the end of the file" for ids in (a, b))
+    raise DataError(f"{name} set: {src_path} has {len(src)} segments but {tgt_path} has {len(tgt)};"
+                    f" the first that differs is {first} in the first, {second} in the second")  # fmt: skip
+
+
 # ---- the whole preparation ---------------------------------------------------------------------
 
 
 def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: Optional[str] = None,
             max_len: int = 250, max_ratio: float = 1.5, max_pairs: Optional[int] = None, workers: int = 1,
             ignore_pinned_md5: bool = False, log=print) -> Dict:  # fmt: skip
+    """The whole preparation (see the module doc). Every archive is found, verified and read to its
+    end before any cleaning starts; the outputs appear under their final names only at the end."""
     if pair not in PAIRS:
         raise DataError(f"unknown pair {pair!r}; choose from {', '.join(PAIRS)}")
     spec = PAIRS[pair]
+    valid = valid_corpus(pair, from_dir)
     src, tgt = pair.split("-")
     raw = os.path.join(out, "raw")
     os.makedirs(out, exist_ok=True)
     report = {"pair": pair, "archives": {}, "train": {}, "max_len": max_len, "max_ratio": max_ratio}
 
-    paths = {}
-    for archive in archives_for(pair):
-        paths[archive.name] = fetch(archive, download_dir or os.path.join(out, "archives"), from_dir, log)
-        report["archives"][archive.name] = {"path": os.path.abspath(paths[archive.name]),
-                                            "md5": _check_md5(archive, paths[archive.name], ignore_pinned_md5, log),
-                                            "md5_pinned": archive.md5 is not None}  # fmt: skip
+    archives = archives_for(pair, from_dir)
+    paths = fetch_all(archives, download_dir or os.path.join(out, "archives"), from_dir, log)
+    for archive in archives:
+        path = paths[archive.name]
+        digest = _check_md5(archive, path, ignore_pinned_md5, log)
+        report["archives"][archive.name] = {"path": os.path.abspath(path), "md5": digest, "md5_pinned": archive.md5}
+        if archive.md5 and digest != archive.md5:
+            report["archives"][archive.name]["md5_differs_from_pinned"] = "accepted with --ignore-pinned-md5"
 
-    def files(corpus: Corpus, langs):
-        members = [corpus.member.format(lang=lang) for lang in langs]
-        got = extract(paths[corpus.archive], members, os.path.join(raw, corpus.archive.split(".")[0]))
-        return [got[m] for m in members]
+    # every member of every archive, each archive read once to its end, before any cleaning
+    wanted: Dict[str, List[str]] = {}
+    for corpus, langs in [*((c, (src, tgt)) for c in spec["train"]), (valid, (src, tgt)),
+                          (spec["test_src"], (src,)), (spec["test_ref"], (tgt,))]:  # fmt: skip
+        wanted.setdefault(corpus.archive, []).extend(corpus.member.format(lang=lang) for lang in langs)
+    files: Dict[str, str] = {}
+    for name, members in wanted.items():
+        files.update(extract(paths[name], members, os.path.join(raw, name.split(".")[0]),
+                             report["archives"][name]["md5"]))  # fmt: skip
 
+    def member_files(corpus: Corpus, langs):
+        return [files[corpus.member.format(lang=lang)] for lang in langs]
+
+    outputs = []  # final names, each written first as NAME.tmp
     pool = multiprocessing.Pool(workers) if workers > 1 else None
     try:
         with open(os.path.join(out, f"train.{src}.tmp"), "w", encoding="utf-8") as fs, \
                 open(os.path.join(out, f"train.{tgt}.tmp"), "w", encoding="utf-8") as ft:  # fmt: skip
             for corpus in spec["train"]:
-                src_file, tgt_file = files(corpus, (src, tgt))
+                src_file, tgt_file = member_files(corpus, (src, tgt))
                 counts = clean_corpus(src_file, tgt_file, fs, ft, (src, tgt), max_len, max_ratio, max_pairs, pool)
                 report["train"][corpus.name] = counts
                 dropped = ", ".join(f"{r} {counts[r]:,}" for r in DROP_REASONS)
@@ -386,31 +482,34 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
         if pool:
             pool.close()
             pool.join()
-    for lang in (src, tgt):
-        os.replace(os.path.join(out, f"train.{lang}.tmp"), os.path.join(out, f"train.{lang}"))
+    outputs += [f"train.{src}", f"train.{tgt}"]
     totals = {k: sum(c[k] for c in report["train"].values()) for k in ("read", "kept", "crlf", *DROP_REASONS)}
     report["train_total"] = totals
 
-    valid_src, valid_tgt = (read_sgml(f) for f in files(spec["valid"], (src, tgt)))
-    (test_src,) = (read_sgml(f) for f in files(spec["test_src"], (src,)))
-    (test_ref,) = (read_sgml(f) for f in files(spec["test_ref"], (tgt,)))
-    for name, a, b in (("valid", valid_src, valid_tgt), ("test", test_src, test_ref)):
-        if len(a) != len(b):
-            raise DataError(f"{name} set: {len(a)} source but {len(b)} target segments in the SGML files of {raw}")
-    write_lines(os.path.join(out, f"valid.{src}"), [normalize(s, src) for s in valid_src])
-    write_lines(os.path.join(out, f"valid.{tgt}"), [normalize(s, tgt) for s in valid_tgt])
-    write_lines(os.path.join(out, f"valid.ref.{tgt}"), valid_tgt)
-    write_lines(os.path.join(out, f"test.{src}"), [normalize(s, src) for s in test_src])
-    write_lines(os.path.join(out, f"test.{tgt}"), [normalize(s, tgt) for s in test_ref])
-    write_lines(os.path.join(out, f"test.ref.{tgt}"), test_ref)
-    report["valid"] = {"corpus": spec["valid"].name, "pairs": len(valid_src)}
+    valid_files = member_files(valid, (src, tgt))
+    test_files = member_files(spec["test_src"], (src,)) + member_files(spec["test_ref"], (tgt,))
+    valid_src, valid_tgt = (read_segments(f) for f in valid_files)
+    test_src, test_ref = (read_segments(f) for f in test_files)
+    _check_parallel("valid", *valid_files, valid_src, valid_tgt)
+    _check_parallel("test", *test_files, test_src, test_ref)
+    texts = {
+        f"valid.{src}": [normalize(s, src) for s in valid_src], f"valid.{tgt}": [normalize(s, tgt) for s in valid_tgt],
+        f"valid.ref.{tgt}": valid_tgt, f"test.{src}": [normalize(s, src) for s in test_src],
+        f"test.{tgt}": [normalize(s, tgt) for s in test_ref], f"test.ref.{tgt}": test_ref,
+    }  # fmt: skip
+    for name, lines in texts.items():
+        with open(os.path.join(out, name + ".tmp"), "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+    outputs += list(texts)
+    report["valid"] = {"corpus": valid.name, "archive": valid.archive, "pairs": len(valid_src)}
     report["test"] = {"corpus": spec["test_src"].name, "pairs": len(test_src)}
     with open(os.path.join(out, "report.json.tmp"), "w") as f:
         json.dump(report, f, indent=2)
-    os.replace(os.path.join(out, "report.json.tmp"), os.path.join(out, "report.json"))
+    for name in (*outputs, "report.json"):  # all made: now under their final names, the report last
+        os.replace(os.path.join(out, name + ".tmp"), os.path.join(out, name))
     log(f"train: kept {totals['kept']:,} of {totals['read']:,} pairs"
         f" ({', '.join(f'{r} {totals[r]:,}' for r in DROP_REASONS)} dropped);"
-        f" valid {len(valid_src):,} ({spec['valid'].name}); test {len(test_src):,} ({spec['test_src'].name})")  # fmt: skip
+        f" valid {len(valid_src):,} ({valid.name}, {valid.archive}); test {len(test_src):,} ({spec['test_src'].name})")  # fmt: skip
     return report
 
 
@@ -501,7 +600,7 @@ def main(argv=None) -> int:
             prepare(args.pair, args.out, args.from_dir, args.download_dir, args.max_len, args.max_ratio,
                     args.max_pairs, args.workers, args.ignore_pinned_md5)  # fmt: skip
         elif args.command == "urls":
-            for a in archives_for(args.pair):
+            for a in archives_for(args.pair):  # the download default: WMT13's test.tgz for newstest2013
                 print(f"{a.name}\t{a.url}\t{a.md5 or '-'}")
         else:
             for name in write_toy_archives(args.out, args.pair, args.pairs_per_corpus, args.test, args.seed):

@@ -268,3 +268,93 @@ def test_gzip_members_are_checked(tmp_path):
     with pytest.raises(wmt14.DataError, match="training-giga-fren.tar: damaged or truncated"):
         wmt14.prepare("en-fr", str(tmp_path / "out"), from_dir=str(tmp_path / "a"), ignore_pinned_md5=True,
                       log=lambda *_: None)  # fmt: skip
+
+
+# ---- re-runs, all archives up front, all-or-nothing outputs, dev.tgz ---------------------------
+
+
+def read_member(path, name):
+    with tarfile.open(path) as tar:
+        return tar.extractfile(name).read()
+
+
+def test_a_rerun_reads_a_damaged_or_replaced_archive_again(tmp_path, capsys):
+    archives, out = tmp_path / "a", tmp_path / "out"
+    wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=5, test=3)
+    prepare(archives, out)
+    # a replaced test set: the new one is read, not the earlier extraction
+    sgml = read_member(archives / "test-full.tgz", "test-full/newstest2014-deen-ref.de.sgm").decode()
+    add_member(str(archives / "test-full.tgz"), "test-full/newstest2014-deen-ref.de.sgm",
+               sgml.replace('<seg id="1">', '<seg id="1">Ersetzt ').encode())  # fmt: skip
+    prepare(archives, out)
+    assert (out / "test.ref.de").read_text(encoding="utf-8").startswith("Ersetzt ")
+    # a truncated europarl after a good run: an error naming it, not the earlier extraction
+    europarl = archives / "training-parallel-europarl-v7.tgz"
+    europarl.write_bytes(europarl.read_bytes()[: europarl.stat().st_size // 2])
+    args = ["prepare", "--pair", "en-de", "--out", str(out), "--from", str(archives), "--workers", "1", "--ignore-pinned-md5"]
+    assert wmt14.main(args) == 1
+    assert f"{europarl}: damaged or truncated" in capsys.readouterr().err
+
+
+def test_every_missing_or_empty_archive_is_named_before_any_work(tmp_path, capsys):
+    archives, out = tmp_path / "a", tmp_path / "out"
+    wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=5, test=3)
+    (archives / "training-parallel-commoncrawl.tgz").unlink()
+    (archives / "test.tgz").unlink()
+    (archives / "training-parallel-nc-v9.tgz").write_bytes(b"")
+    args = ["prepare", "--pair", "en-de", "--out", str(out), "--from", str(archives), "--workers", "1", "--ignore-pinned-md5"]
+    assert wmt14.main(args) == 1
+    err = capsys.readouterr().err
+    assert "3 not there" in err
+    assert f"{archives / 'training-parallel-commoncrawl.tgz'} is missing" in err
+    assert f"{archives / 'test.tgz'} (or WMT14's dev.tgz) is missing" in err
+    assert f"{archives / 'training-parallel-nc-v9.tgz'} is empty (0 bytes" in err
+    assert not (out / "raw").exists() and not list(out.glob("train.*"))  # nothing extracted, nothing cleaned
+
+
+def test_outputs_appear_only_when_everything_succeeded(tmp_path, capsys):
+    archives, out = tmp_path / "a", tmp_path / "out"
+    wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=5, test=6)  # 3 documents of 2 segments
+    sgml = read_member(archives / "test-full.tgz", "test-full/newstest2014-deen-ref.de.sgm").decode()
+    dropped = sgml.replace(sgml[sgml.index('<seg id="2">') : sgml.index("</seg>", sgml.index('<seg id="2">')) + 7], "", 1)
+    member = "test-full/newstest2014-deen-ref.de.sgm"
+    add_member(str(archives / "test-full.tgz"), member, dropped.encode())
+    args = ["prepare", "--pair", "en-de", "--out", str(out), "--from", str(archives), "--workers", "1", "--ignore-pinned-md5"]
+    assert wmt14.main(args) == 1
+    err = capsys.readouterr().err
+    assert "test set:" in err and "newstest2014-deen-src.en.sgm has 6 segments" in err
+    assert "newstest2014-deen-ref.de.sgm has 5" in err
+    assert "the first that differs is doc doc0 seg 2 in the first, doc doc2 seg 1 in the second" in err
+    assert not [p.name for p in out.iterdir() if not p.name.endswith(".tmp") and p.name != "raw"]
+
+
+def test_newstest2013_from_wmt14_dev_tgz(tmp_path):
+    """WMT14's dev.tgz (newstest2013 as plain text) where --from has it instead of WMT13's test.tgz."""
+    archives = tmp_path / "a"
+    wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=5, test=3)
+    with_test_tgz = prepare(archives, tmp_path / "one")
+    plain = {}
+    for lang in ("en", "de"):
+        sgm = tmp_path / f"newstest2013.{lang}.sgm"
+        sgm.write_bytes(read_member(archives / "test.tgz", f"test/newstest2013-src.{lang}.sgm"))
+        plain[lang] = "".join(segment + "\n" for segment in wmt14.read_sgml(str(sgm)))
+    (archives / "test.tgz").unlink()
+    with tarfile.open(archives / "dev.tgz", "w:gz") as tar:
+        for lang, text in plain.items():
+            info = tarfile.TarInfo(f"dev/newstest2013.{lang}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    report = prepare(archives, tmp_path / "two")
+    assert report["valid"]["archive"] == "dev.tgz" and with_test_tgz["valid"]["archive"] == "test.tgz"
+    for name in ("valid.en", "valid.de", "valid.ref.de"):
+        assert (tmp_path / "two" / name).read_text() == (tmp_path / "one" / name).read_text()
+
+
+def test_the_report_records_a_test_set_accepted_against_its_pinned_md5(tmp_path):
+    archives = tmp_path / "a"
+    wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=5, test=3)
+    report = json.loads(json.dumps(prepare(archives, tmp_path / "out")))
+    entry = report["archives"]["test.tgz"]
+    assert entry["md5_pinned"] == "48eca5d02f637af44e85186847141f67" != entry["md5"]
+    assert entry["md5_differs_from_pinned"] == "accepted with --ignore-pinned-md5"
+    assert "md5_differs_from_pinned" not in report["archives"]["training-parallel-europarl-v7.tgz"]
