@@ -156,7 +156,8 @@ def test_toy_run_end_to_end(toy_run):
 
     averaged = load_checked(work / "base" / "checkpoints" / "average.pt")
     updates = sorted(saved_update(p) for p in averaged["averaged_from"])
-    assert updates == [10, 20, 30]  # the last 3 (TOY_AVERAGE_LAST) of the checkpoints saved every 10 updates
+    # the last 3 (TOY_AVERAGE_LAST) saved states: every 10 updates and at epoch ends (epoch 1 ended at update 24)
+    assert updates == [20, 24, 30]
 
 
 def test_toy_rerun_skips_every_stage(toy_run):
