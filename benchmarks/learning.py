@@ -16,7 +16,9 @@ FLAGS extra fairseq-train flags for it. Each run is kept in ``WORK/runs/NAME.see
 command that made it; a re-run reuses a finished run only when its command and data are the same.
 Defaults: N=3, d_model=256, d_ff=1024, h=4, dropout 0.1, label smoothing 0.1, Adam (0.9, 0.98,
 1e-9), Eq. (3) with 200 warm-up updates scaled to a peak of 1e-3, ``--max-tokens 4096``, seeds 1
-and 2, 1,200 updates: about 25 minutes a run on 2 CPU cores.
+and 2, 1,200 updates: 77-80 minutes a run on one core of a 2-core machine, two runs side by side
+(``OMP_NUM_THREADS=1`` and ``--only-arms --arm transformer=builtin`` in one process, ``--arm
+vaswani=vaswani`` in the other; a run so made is reused by a later run with all arms).
 """
 
 import argparse
