@@ -4,6 +4,7 @@ preprocess -> train (single process, restore, two CPU processes with gloo, --eva
 generate / validate / interactive, each loading the checkpoints under torch's weights_only check.
 """
 
+import math
 import os
 import random
 import re
@@ -217,3 +218,65 @@ def test_average_of_a_run_whose_saves_all_land_on_epoch_ends(data_bin, tmp_path)
                  "--num-update-checkpoints", "3", "--output", str(tmp_path / "average.pt"), cwd=REPO)  # fmt: skip
     averaged = re.findall(r"update (\d+): ", output)
     assert averaged == [str(k * per_epoch) for k in (4, 3, 2)], output
+
+
+# ---- serving: the CTranslate2 export ------------------------------------------------------------
+
+CT2_VARIANTS = {  # name: (flags added, embeddings shared)
+    "paper": ([], True),  # post-norm, the paper's interleaved sinusoids
+    "pre-norm, learned positions": (["--normalize-before", "--positional-encoding", "learned"], True),
+    "fairseq sinusoids, separate embeddings": (["--sinusoid-variant", "fairseq"], False),
+}
+
+
+def fairseq_lines(output, kind):
+    """{sentence id: the tab-separated fields} of fairseq-generate's ``kind`` lines (S, H, P)."""
+    return {int(m.group(1)): m.group(2).split("\t") for m in re.finditer(rf"^{kind}-(\d+)\t(.*)$", output, re.M)}
+
+
+@pytest.mark.parametrize("variant", list(CT2_VARIANTS))
+def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path, variant):
+    import ctranslate2
+
+    added, shared = CT2_VARIANTS[variant]
+    flags = [f for f in TRAIN_FLAGS if shared or f != "--share-all-embeddings"] + added
+    run("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *flags, "--max-update", "80",
+        "--save-dir", str(tmp_path / "ckpt"), "--no-epoch-checkpoints")  # fmt: skip
+    ckpt = str(tmp_path / "ckpt" / "checkpoint_last.pt")
+    from transformer_plugin.export_ctranslate2 import main as export
+
+    assert export(["--model_path", ckpt, "--data_dir", str(data_bin / "bin"), "--output_dir", str(tmp_path / "ct2")]) == 0
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
+    common = ["--user-dir", PLUGIN, "--path", ckpt, "--batch-size", "16", "--gen-subset", "test"]
+    # the same log-probability for every reference token (fairseq prints base 2, CTranslate2 base e)
+    scored = run("fairseq-generate", str(data_bin / "bin"), *common, "--score-reference")
+    sources, targets, positional = (fairseq_lines(scored, k) for k in ("S", "H", "P"))
+    ids = sorted(sources)
+    results = translator.score_batch([sources[i][0].split() for i in ids], [targets[i][1].split() for i in ids])
+    for i, result in zip(ids, results):
+        expected = [float(p) * math.log(2) for p in positional[i][0].split()]
+        assert result.log_probs == pytest.approx(expected, abs=2e-4)
+    # the same translations, greedy and with the paper's beam
+    for beam in ("1", "4"):
+        out = run("fairseq-generate", str(data_bin / "bin"), *common, "--beam", beam, "--lenpen", "0.6",
+                  "--max-len-a", "0", "--max-len-b", "30")  # fmt: skip
+        hypotheses = fairseq_lines(out, "H")
+        translated = translator.translate_batch([sources[i][0].split() for i in ids], beam_size=int(beam),
+                                                length_penalty=0.6, max_decoding_length=30)  # fmt: skip
+        # compared up to the length cap of 30: a hypothesis cut there ends differently (fairseq forces </s> at the cap)
+        pairs = {i: (r.hypotheses[0][:29], hypotheses[i][1].split()[:29]) for i, r in zip(ids, translated)}
+        differ = {i: pair for i, pair in pairs.items() if pair[0] != pair[1]}
+        assert len(differ) <= 0.01 * len(ids), f"beam {beam}: {differ}"
+
+
+def test_ctranslate2_export_refuses_what_it_cannot_hold():
+    from types import SimpleNamespace
+
+    from transformer_plugin.export_ctranslate2 import UnsupportedModelError, check_supported
+
+    sizes = dict(d_model=64, attention_heads=4, encoder_layers=2, decoder_layers=2)
+    check_supported(SimpleNamespace(d_k=16, d_v=16, **sizes))
+    with pytest.raises(UnsupportedModelError, match=r"--d-k 8 with --attention-heads 4 and --d-model 64"):
+        check_supported(SimpleNamespace(d_k=8, d_v=16, **sizes))
+    with pytest.raises(UnsupportedModelError, match=r"--d-v 32"):
+        check_supported(SimpleNamespace(d_k=16, d_v=32, **sizes))
