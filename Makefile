@@ -3,6 +3,7 @@
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
 #   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
 #   make bench-learning   same set-up, then how fast both learn per update on real text (benchmarks/learning.py)
+#   make bench-serving    after `make demo`: fairseq-generate against CTranslate2 fp32/int8 on the demo's model
 #
 # Variables:
 #   PYTHON=python3            interpreter that creates the virtual environment
@@ -24,7 +25,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow demo bench bench-learning clean
+.PHONY: install test test-slow demo bench bench-learning bench-serving clean
 
 install: $(STAMP)
 
@@ -56,6 +57,11 @@ bench: $(STAMP)
 # translation catalogues (downloaded with apt-get); both models, two seeds, 1,200 updates: ~3.5 hours on 2 cores.
 bench-learning: $(STAMP)
 	$(PY) -m benchmarks.learning --work runs/learning --out runs/learning/learning.md
+
+# Serving the demo's averaged model: fairseq-generate with the plugin against CTranslate2 fp32 and int8 (~2 min).
+bench-serving: $(STAMP)
+	$(PY) -m benchmarks.serving --checkpoint runs/demo/checkpoints/average.pt --data-bin runs/demo/data-bin \
+		--spm runs/demo/data/spm.model --reference runs/demo/data/test.tgt --out runs/demo/serving.md
 
 demo: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/demo.sh

@@ -1,0 +1,101 @@
+"""Serving speed and quality: fairseq-generate with the plugin against CTranslate2 fp32 and int8.
+
+The same checkpoint, the same test sentences (sentencepiece pieces of the binarized test split),
+the same beam and length penalty, the same number of threads, one after another on this machine.
+Sentences per second count translation only (fairseq's own "Translated N sentences in T s";
+CTranslate2's translate_batch timed around the call), not loading. BLEU is detokenized sacreBLEU
+against the raw references.
+
+    python -m benchmarks.serving --checkpoint runs/demo/checkpoints/average.pt --data-bin runs/demo/data-bin \\
+        --spm runs/demo/data/spm.model --reference runs/demo/data/test.tgt --out runs/demo/serving.md
+
+``make bench-serving`` runs this on the demo's model (``make demo`` first).
+"""
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks.speed import BIN, PLUGIN, sh  # noqa: E402
+
+
+def fairseq_generate(a, workdir, decode):
+    """(pieces of each source by id, detokenized hypotheses in id order, sentences per second)."""
+    output, _, _ = sh([f"{BIN}/fairseq-generate", a.data_bin, "--user-dir", PLUGIN, "--path", a.checkpoint,
+                       "--gen-subset", "test", "--beam", str(a.beam), "--lenpen", str(a.lenpen),
+                       "--max-len-a", "1", "--max-len-b", "50", "--batch-size", str(a.batch_size)],
+                      os.path.join(workdir, "generate.out"))  # fmt: skip
+    sources = {int(i): text.split() for i, text in re.findall(r"^S-(\d+)\t(.*)$", output, re.M)}
+    hypotheses = {int(i): decode(text.split()) for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
+    speed = float(re.search(r"Translated [\d,]+ sentences .* \(([\d.]+) sentences/s", output).group(1))
+    return sources, [hypotheses[i] for i in sorted(hypotheses)], speed
+
+
+def ctranslate2_translate(model_dir, pieces, compute_type, a, decode):
+    import ctranslate2
+
+    translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
+                                        intra_threads=a.threads, inter_threads=1)  # fmt: skip
+    start = time.perf_counter()
+    results = translator.translate_batch(pieces, beam_size=a.beam, length_penalty=a.lenpen, max_batch_size=a.batch_size,
+                                         max_decoding_length=max(map(len, pieces)) + 51)  # fmt: skip
+    seconds = time.perf_counter() - start
+    return [decode(r.hypotheses[0]) for r in results], len(pieces) / seconds
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--data-bin", required=True)
+    p.add_argument("--spm", required=True, help="the sentencepiece model (to detokenize CTranslate2's pieces)")
+    p.add_argument("--reference", required=True, help="raw test references, one a line")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--lenpen", type=float, default=0.6)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--out", help="write the table here (markdown)")
+    a = p.parse_args(argv)
+    import sacrebleu
+    import sentencepiece as spm
+
+    from transformer_plugin.export_ctranslate2 import main as export
+
+    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
+    references = [line.rstrip("\n") for line in open(a.reference, encoding="utf-8")]
+    decode = spm.SentencePieceProcessor(model_file=a.spm).decode
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        sources, hypotheses, speed = fairseq_generate(a, workdir, decode)
+        rows.append(("fairseq-generate, this plugin (fp32)", hypotheses, speed))
+        pieces = [sources[i] for i in sorted(sources)]
+        for quantization in ("float32", "int8"):
+            model_dir = os.path.join(workdir, quantization)
+            if export(["--model_path", a.checkpoint, "--data_dir", a.data_bin, "--output_dir", model_dir,
+                       "--quantization", quantization]) != 0:  # fmt: skip
+                return 1
+            hypotheses, speed = ctranslate2_translate(model_dir, pieces, quantization, a, decode)
+            rows.append((f"CTranslate2 {quantization}", hypotheses, speed))
+    base = rows[0][2]
+    lines = [f"{len(references)} test sentences, beam {a.beam}, lenpen {a.lenpen}, batches of {a.batch_size}, "
+             f"{a.threads} threads; sacreBLEU detokenized", "",
+             "| | sentences/s | speed-up | sacreBLEU | chrF |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, hypotheses, speed in rows:
+        bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
+        chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
+        lines.append(f"| {name} | {speed:.1f} | {speed / base:.2f}x | {bleu:.2f} | {chrf:.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
