@@ -99,7 +99,8 @@ def main(argv=None) -> int:
     t.add_argument("--character-coverage", type=float, default=1.0)
     t.add_argument("--input-sentence-size", type=int, default=10_000_000, help="sentences sampled for training")
     t.add_argument("--threads", type=int, default=2)
-    t.add_argument("--vocab-size-name", default="--vocab-size", help="the setting to name when the text is too small for the size (a recipe's variable)")
+    t.add_argument("--vocab-size-name", default="--vocab-size",
+                   help="the setting to name when the text is too small for the size (a recipe's variable)")
     e = sub.add_parser("encode", help="split text into pieces")
     e.add_argument("--model", required=True)
     e.add_argument("--inputs", nargs="+", required=True)
