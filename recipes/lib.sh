@@ -32,8 +32,8 @@ preflight() {
 }
 
 # stage ID TITLE COMMAND...: run COMMAND once. A completed stage leaves a stamp, $WORK/.done/ID, holding
-# the command line that made its outputs (every setting that reaches the command is on it). A re-run
-# skips a stage whose stamp holds the same command line. A stage whose settings changed is redone, and
+# the command line that made its outputs (every setting that reaches the command is on it) and the
+# identity of its external inputs (input_identity). A re-run skips a stage whose stamp holds the same. A stage whose settings changed is redone, and
 # so is every stage after it in the recipe (they read its outputs), except training: a training stage
 # that would be redone stops the recipe before any work, naming what changed, because fairseq-train
 # would continue the old checkpoints under the new settings (see stale_training). Delete a stamp (or
@@ -56,10 +56,10 @@ stage() {
   shift 2
   local stamp="$WORK/.done/$id" made_by why=""
   printf -v made_by '%q ' "$@"
-  made_by=${made_by% }
+  made_by="${made_by% }$(input_identity "$@")"
   banner "stage $id: $title"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" != "$made_by" ]; then
-    why="its settings changed since it was done: $(changed_words "$(cat "$stamp")" "$made_by")"
+    why="its settings or inputs changed since it was done: $(changed_words "$(cat "$stamp")" "$made_by")"
   elif [ -f "$stamp" ] && [ -n "$REDONE" ]; then
     why="stage $REDONE, whose outputs it reads, is redone"
   fi
@@ -87,6 +87,21 @@ stage() {
   printf '%s\n' "$made_by" > "$stamp.tmp"
   mv "$stamp.tmp" "$stamp"
   CURRENT_STAGE=""
+}
+
+# input_identity ARGS...: for every argument that names an existing path outside $WORK and the repository
+# (a recipe's external inputs: FROM's archives, TREEBANK), " PATH=" and a digest of the names, sizes and
+# modification times of the files below it, so that a stamp also records the identity of its inputs.
+input_identity() {
+  local arg real work repo
+  work=$(realpath -m "$WORK")
+  repo=$(realpath -m "${REPO:-$(dirname "${BASH_SOURCE[0]}")/..}")
+  for arg in "$@"; do
+    [ -e "$arg" ] || continue
+    real=$(realpath "$arg")
+    case $real/ in "$work"/* | "$repo"/*) continue ;; esac
+    printf ' %q=%s' "$arg" "$(find -L "$real" -type f -printf '%P %s %T@\n' 2> /dev/null | sort | md5sum | cut -c1-16)"
+  done
 }
 
 # changed_words BEFORE AFTER: the words of one command line that the other lacks, for a message.

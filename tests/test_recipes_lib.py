@@ -34,9 +34,9 @@ RECIPE = r"""#!/usr/bin/env bash
 set -euo pipefail
 source "$REPO/recipes/lib.sh"
 recipe_options "$0" "$@"
-VOCAB=${VOCAB:-300}; STEPS=${STEPS:-10}
+VOCAB=${VOCAB:-300}; STEPS=${STEPS:-10}; CORPUS=${CORPUS:-/dev/null}
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK"
-stage 1 "data" bash -c 'echo data >> "$0/log"' "$WORK"
+stage 1 "data" bash -c 'echo data >> "$0/log"' "$WORK" "$CORPUS"
 stage 2 "vocabulary of $VOCAB" bash -c 'echo "vocab $1" >> "$0/log"' "$WORK" "$VOCAB"
 [ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"' "$WORK" "$STEPS"
 stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK"
@@ -63,19 +63,19 @@ def test_a_rerun_with_the_same_settings_does_nothing(tmp_path):
 def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
     recipe(tmp_path, TRAIN="0")
     proc, log = recipe(tmp_path, "--dry-run", TRAIN="0", VOCAB="400")
-    assert "a real run redoes this stage: its settings changed since it was done: was 300, now 400" in proc.stdout
+    assert "a real run redoes this stage: its settings or inputs changed since it was done: was 300, now 400" in proc.stdout
     assert "a real run redoes this stage: stage 2, whose outputs it reads, is redone" in proc.stdout
     assert proc.stdout.count("a real run skips this stage") == 1  # stage 1
     proc, log = recipe(tmp_path, TRAIN="0", VOCAB="400")
     assert proc.returncode == 0, proc.stderr
     assert log == ["data", "vocab 300", "score", "vocab 400", "score"]
-    assert "redoing it: its settings changed since it was done: was 300, now 400" in proc.stdout
+    assert "redoing it: its settings or inputs changed since it was done: was 300, now 400" in proc.stdout
 
 
 def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(tmp_path):
     recipe(tmp_path)
     for change, why in [(dict(VOCAB="400"), "stage 2, whose outputs it reads, is redone"),
-                        (dict(STEPS="20"), "its settings changed since it was done: was 10, now 20")]:  # fmt: skip
+                        (dict(STEPS="20"), "its settings or inputs changed since it was done: was 10, now 20")]:  # fmt: skip
         proc, _ = recipe(tmp_path, "--dry-run", **change)
         assert proc.returncode == 0 and f"(a real run stops here: stage 3 (training) was done, but {why}" in proc.stdout
         proc, log = recipe(tmp_path, **change)
@@ -87,3 +87,18 @@ def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(
     (tmp_path / "work" / ".done" / "3").unlink()
     proc, log = recipe(tmp_path, STEPS="20")
     assert proc.returncode == 0 and log[-2:] == ["train 20", "score"]
+
+
+def test_a_changed_input_outside_work_redoes_its_stage(tmp_path):
+    """The stamp records the identity of external inputs (names, sizes and times of the files below a
+    path outside WORK and the repository, such as FROM or TREEBANK), not only the command line."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "train.txt").write_text("one\n")
+    recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
+    proc, log = recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
+    assert log == ["data", "vocab 300", "score"]  # unchanged: skipped
+    (corpus / "train.txt").write_text("one\ntwo\n")
+    proc, log = recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
+    assert proc.returncode == 0 and "redoing it: its settings or inputs changed since it was done" in proc.stdout
+    assert log == ["data", "vocab 300", "score", "data", "vocab 300", "score"]
