@@ -263,10 +263,12 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
         hypotheses = fairseq_lines(out, "H")
         translated = translator.translate_batch([sources[i][0].split() for i in ids], beam_size=int(beam),
                                                 length_penalty=0.6, max_decoding_length=30)  # fmt: skip
-        # compared up to the length cap of 30: a hypothesis cut there ends differently (fairseq forces </s> at the cap)
-        pairs = {i: (r.hypotheses[0][:29], hypotheses[i][1].split()[:29]) for i, r in zip(ids, translated)}
-        differ = {i: pair for i, pair in pairs.items() if pair[0] != pair[1]}
-        assert len(differ) <= 0.01 * len(ids), f"beam {beam}: {differ}"
+        # sentences where either system reached the length cap of 30 are left out: these 80-update models
+        # loop on some inputs, and the two end a search cut at the cap differently (fairseq forces </s>)
+        pairs = {i: (r.hypotheses[0], hypotheses[i][1].split()) for i, r in zip(ids, translated)}
+        ended = {i: pair for i, pair in pairs.items() if max(map(len, pair)) < 29}
+        differ = {i: pair for i, pair in ended.items() if pair[0] != pair[1]}
+        assert ended and len(differ) <= 0.01 * len(ended), f"beam {beam}, of {len(ended)} that ended: {differ}"
 
 
 def test_ctranslate2_export_refuses_what_it_cannot_hold():
