@@ -51,7 +51,7 @@ import unicodedata
 from collections import Counter
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from . import write_lines
+from . import publish
 
 WESNOTH_CAMPAIGNS = "did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs".split()
 PACKAGES = [
@@ -242,17 +242,14 @@ def prepare(out: str, packages: Sequence[str] = PACKAGES, debs: Optional[str] = 
     os.makedirs(out, exist_ok=True)
     if os.path.exists(report_path):
         os.remove(report_path)  # outputs without their report are never taken for finished ones
-    sizes = {}
+    sizes, texts = {}, {}
     for split in ("train", "valid", "test"):
         chosen = [pairs[k] for k in pairs if splits[k] == split]
-        write_lines(os.path.join(out, f"{split}.en"), [en for en, _ in chosen])
-        write_lines(os.path.join(out, f"{split}.{lang}"), [de for _, de in chosen])
+        texts[f"{split}.en"], texts[f"{split}.{lang}"] = [en for en, _ in chosen], [de for _, de in chosen]
         sizes[split] = len(chosen)
     report = {"settings": settings, "packages": identity, "pairs": sizes, "kept_per_package": dict(kept_per_package),
               "dropped": dict(sorted(dropped.items()))}  # fmt: skip
-    with open(report_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1, ensure_ascii=False)
-    os.replace(report_path + ".tmp", report_path)
+    publish(out, texts, report)
     log(f"{out}: train {sizes['train']}, valid {sizes['valid']}, test {sizes['test']} pairs; dropped {dict(dropped)}")
     return report
 

@@ -20,13 +20,13 @@ setting, with a 32K vocabulary.
 """
 
 import argparse
-import json
 import os
 import random
 import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from . import publish
 from transformer_plugin.trees import Tree, TreeError, clean, linearise, read_trees
 
 SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
@@ -88,24 +88,21 @@ def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print)
         report["extra"][path] = {"sentences": len(words), "left_out_unparsable_or_empty": bad}
         log(f"train: + {len(words)} already-parsed sentences from {path} (semi-supervised)")
     os.makedirs(out, exist_ok=True)
-    for name, lines in outputs.items():
-        with open(os.path.join(out, name + ".tmp"), "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
-    with open(os.path.join(out, "report.json.tmp"), "w") as f:
-        json.dump(report, f, indent=2)
-    for name in (*outputs, "report.json"):
-        os.replace(os.path.join(out, name + ".tmp"), os.path.join(out, name))
+    publish(out, outputs, report)
     return report
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise TreebankError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
 
 
 def _read_mrg(path: str) -> List[Tree]:
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise TreebankError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-    try:
-        return list(read_trees(text, path))
+        return list(read_trees(_read_text(path), path))
     except TreeError as e:
         raise TreebankError(str(e)) from e
 
@@ -113,12 +110,7 @@ def _read_mrg(path: str) -> List[Tree]:
 def _read_extra(path: str):
     """Words and linearised trees of the one-tree-per-line file ``path``, and the count of lines left out."""
     words, targets, bad = [], [], 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
-    except UnicodeDecodeError as e:
-        raise TreebankError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(_read_text(path).splitlines(), 1):
         try:
             trees = list(read_trees(line, f"{path}:{number}")) if line.strip() else []
         except TreeError:

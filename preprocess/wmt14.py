@@ -48,6 +48,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from . import publish
+
 
 
 class DataError(Exception):
@@ -466,7 +468,6 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
     def member_files(corpus: Corpus, langs):
         return [files[corpus.member.format(lang=lang)] for lang in langs]
 
-    outputs = []  # final names, each written first as NAME.tmp
     pool = multiprocessing.Pool(workers) if workers > 1 else None
     try:
         with open(os.path.join(out, f"train.{src}.tmp"), "w", encoding="utf-8") as fs, \
@@ -482,7 +483,6 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
         if pool:
             pool.close()
             pool.join()
-    outputs += [f"train.{src}", f"train.{tgt}"]
     totals = {k: sum(c[k] for c in report["train"].values()) for k in ("read", "kept", "crlf", *DROP_REASONS)}
     report["train_total"] = totals
 
@@ -497,16 +497,9 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
         f"valid.ref.{tgt}": valid_tgt, f"test.{src}": [normalize(s, src) for s in test_src],
         f"test.{tgt}": [normalize(s, tgt) for s in test_ref], f"test.ref.{tgt}": test_ref,
     }  # fmt: skip
-    for name, lines in texts.items():
-        with open(os.path.join(out, name + ".tmp"), "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
-    outputs += list(texts)
     report["valid"] = {"corpus": valid.name, "archive": valid.archive, "pairs": len(valid_src)}
     report["test"] = {"corpus": spec["test_src"].name, "pairs": len(test_src)}
-    with open(os.path.join(out, "report.json.tmp"), "w") as f:
-        json.dump(report, f, indent=2)
-    for name in (*outputs, "report.json"):  # all made: now under their final names, the report last
-        os.replace(os.path.join(out, name + ".tmp"), os.path.join(out, name))
+    publish(out, texts, report, written=[f"train.{src}", f"train.{tgt}"])  # all made: now under their final names
     log(f"train: kept {totals['kept']:,} of {totals['read']:,} pairs"
         f" ({', '.join(f'{r} {totals[r]:,}' for r in DROP_REASONS)} dropped);"
         f" valid {len(valid_src):,} ({valid.name}, {valid.archive}); test {len(test_src):,} ({spec['test_src'].name})")  # fmt: skip
