@@ -9,7 +9,7 @@ every ``--interval`` updates from fairseq's own log, then translates the test sp
 lenpen 0.6 and scores it with detokenized sacreBLEU and chrF.
 
     python -m benchmarks.learning --work runs/learning --out runs/learning/learning.md
-    python -m benchmarks.learning --arm "xavier=vaswani:--init xavier" ...   # an ablation beside the two
+    python -m benchmarks.learning --arm "fsin=vaswani:--sinusoid-variant fairseq"   # an ablation beside the two
 
 ``--arm NAME=IMPL[:FLAGS]`` adds a model: IMPL ``builtin`` (fairseq's transformer) or ``vaswani``,
 FLAGS extra fairseq-train flags for it. Each run is kept in ``WORK/runs/NAME.seedS`` with the
@@ -36,7 +36,7 @@ from types import SimpleNamespace
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks.speed import BIN, PLUGIN, model_flags, sh  # noqa: E402
+from benchmarks.speed import BIN, PLUGIN, model_flags, print_table, sh  # noqa: E402
 
 IMPLS = {"builtin": "fairseq `transformer`", "vaswani": "`vaswani_transformer`"}
 
@@ -211,10 +211,7 @@ def main(argv=None) -> int:
             curve = " ".join(f"{v:.2f}" for _, v in sorted(r["valid_nll"].items()))
             print(f"{name} seed {seed}: valid nll {curve}; BLEU {r['bleu']:.2f}, chrF {r['chrf']:.2f}", flush=True)
     text = table(arms, results, a.seeds, a)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    print_table(text, a.out)
     return 0
 
 

@@ -22,7 +22,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks.speed import BIN, PLUGIN, sh  # noqa: E402
+from benchmarks.speed import BIN, PLUGIN, print_table, sh  # noqa: E402
 
 
 def fairseq_generate(a, workdir, decode):
@@ -90,10 +90,7 @@ def main(argv=None) -> int:
         chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
         lines.append(f"| {name} | {speed:.1f} | {speed / base:.2f}x | {bleu:.2f} | {chrf:.2f} |")
     text = "\n".join(lines)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    print_table(text, a.out)
     return 0
 
 

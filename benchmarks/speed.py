@@ -54,6 +54,14 @@ def sh(cmd, log=None):
     return output, usage.ru_maxrss / 1024, time.time() - start
 
 
+def print_table(text: str, out=None) -> None:
+    """A benchmark's result: printed, and written to ``out`` (markdown) when given."""
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
 def prepare_data(work, train_pairs, vocab_size):
     from preprocess.sentencepiece_vocab import encode, train
     from preprocess.synthetic_pair import generate
@@ -250,10 +258,7 @@ def main(argv=None):
         *[f"- {impl}: " + " ".join(f"{x:.2f}" for x in curve(impl)) for impl in ("builtin", "vaswani")],
         f"- largest difference: {max(abs(x - y) for x, y in zip(curve('builtin'), curve('vaswani'))):.2f}",
     ]
-    print("\n".join(lines))
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    print_table("\n".join(lines), a.out)
     return 0
 
 
