@@ -54,24 +54,26 @@ elif [ $status -ne 0 ]; then echo "FAILED: ${FAILED_AT:-$0} (exit $status)" >&2;
 stage() {
   local id=$1 title=$2
   shift 2
-  local stamp="$WORK/.done/$id" made_by why=""
+  local stamp="$WORK/.done/$id" made_by done_by="" why=""
   printf -v made_by '%q ' "$@"
   made_by="${made_by% }$(input_identity "$@")"
+  [ ! -f "$stamp" ] || done_by=$(cat "$stamp")
   banner "stage $id: $title"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" != "$made_by" ]; then
-    why="its settings or inputs changed since it was done: $(changed_words "$(cat "$stamp")" "$made_by")"
-  elif [ -f "$stamp" ] && [ -n "$REDONE" ]; then
+  if [ -n "$done_by" ] && [ "$done_by" != "$made_by" ]; then
+    why="its settings or inputs changed since it was done: $(changed_words "$done_by" "$made_by")"
+  elif [ -n "$done_by" ] && [ -n "$REDONE" ]; then
     why="stage $REDONE, whose outputs it reads, is redone"
   fi
-  if [ -n "$why" ] && [ "$1" = train_workers ]; then
-    stale_training "$id" "$why"  # a real run stops there
-    REDONE=${REDONE:-$id}
-  elif [ -f "$stamp" ] && [ -z "$why" ]; then
+  if [ -n "$done_by" ] && [ -z "$why" ]; then
     echo "done already with these settings: $([ "${DRY_RUN:-0}" = 1 ] && echo "a real run skips this stage" || echo "skipping")"
     [ "${DRY_RUN:-0}" = 1 ] || return 0
   else
-    REDONE=${REDONE:-$id}
-    [ -z "$why" ] || echo "$([ "${DRY_RUN:-0}" = 1 ] && echo "a real run redoes this stage" || echo "redoing it"): $why"
+    REDONE=${REDONE:-$id}  # every later stage reads what this one makes
+    if [ -n "$why" ] && [ "$1" = train_workers ]; then
+      stale_training "$id" "$why"  # a real run stops there
+    elif [ -n "$why" ]; then
+      echo "$([ "${DRY_RUN:-0}" = 1 ] && echo "a real run redoes this stage" || echo "redoing it"): $why"
+    fi
   fi
   if [ "${DRY_RUN:-0}" = 1 ]; then
     case $1 in
