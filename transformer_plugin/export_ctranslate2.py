@@ -24,6 +24,7 @@ import sys
 from typing import List, Optional
 
 import numpy as np
+from ctranslate2.converters.converter import Converter
 
 
 class UnsupportedModelError(ValueError):
@@ -107,54 +108,47 @@ def fill_spec(spec, model) -> None:
     _linear(spec.decoder.projection, decoder.output_projection)
 
 
-def _converter_class():
-    from ctranslate2.converters.converter import Converter
+class VaswaniTransformerConverter(Converter):
+    """CTranslate2's Converter for ``vaswani_transformer`` checkpoints (fairseq + this plugin)."""
 
-    class VaswaniTransformerConverter(Converter):
-        """CTranslate2's Converter for ``vaswani_transformer`` checkpoints (fairseq + this plugin)."""
+    def __init__(self, model_path: str, data_dir: str, source_lang: Optional[str] = None,
+                 target_lang: Optional[str] = None):  # fmt: skip
+        self.model_path, self.data_dir = model_path, data_dir
+        self.source_lang, self.target_lang = source_lang, target_lang
 
-        def __init__(self, model_path: str, data_dir: str, source_lang: Optional[str] = None,
-                     target_lang: Optional[str] = None):  # fmt: skip
-            self.model_path, self.data_dir = model_path, data_dir
-            self.source_lang, self.target_lang = source_lang, target_lang
+    def _load(self):
+        import torch
+        from ctranslate2.specs import transformer_spec
+        from fairseq import checkpoint_utils
 
-        def _load(self):
-            import torch
-            from ctranslate2.specs import transformer_spec
-            from fairseq import checkpoint_utils
+        from .checkpoint_safety import load_checked
+        from .models.vaswani_transformer import VaswaniTransformerModel
 
-            from .checkpoint_safety import load_checked
-            from .models.vaswani_transformer import VaswaniTransformerModel
-
-            load_checked(self.model_path)  # a missing, corrupt or unsafe file is named before fairseq reads it
-            overrides = {"data": self.data_dir}
-            overrides.update({k: v for k, v in (("source_lang", self.source_lang), ("target_lang", self.target_lang)) if v})
-            (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([self.model_path], arg_overrides=overrides)
-            if not isinstance(model, VaswaniTransformerModel):
-                raise UnsupportedModelError(
-                    f"{self.model_path} is a {cfg.model._name} checkpoint, not vaswani_transformer;"
-                    " for fairseq's own models use ct2-fairseq-converter"
-                )
-            model.eval()
-            check_supported(cfg.model)  # d_k and d_v were filled in when the model was built
-            spec = transformer_spec.TransformerSpec.from_config(
-                (cfg.model.encoder_layers, cfg.model.decoder_layers), cfg.model.attention_heads,
-                pre_norm=bool(cfg.model.normalize_before),
-            )  # fmt: skip
-            with torch.no_grad():
-                fill_spec(spec, model)
-            spec.register_source_vocabulary(_vocabulary(task.source_dictionary))
-            spec.register_target_vocabulary(_vocabulary(task.target_dictionary))
-            spec.config.decoder_start_token = spec.config.eos_token  # fairseq starts the target with </s>
-            spec.config.add_source_eos = True  # and ends every source with </s>
-            return spec
-
-    return VaswaniTransformerConverter
+        load_checked(self.model_path, mmap=True)  # a missing, corrupt or unsafe file is named before fairseq reads it
+        overrides = {"data": self.data_dir}
+        overrides.update({k: v for k, v in (("source_lang", self.source_lang), ("target_lang", self.target_lang)) if v})
+        (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([self.model_path], arg_overrides=overrides)
+        if not isinstance(model, VaswaniTransformerModel):
+            raise UnsupportedModelError(
+                f"{self.model_path} is a {cfg.model._name} checkpoint, not vaswani_transformer;"
+                " for fairseq's own models use ct2-fairseq-converter"
+            )
+        model.eval()
+        check_supported(cfg.model)  # d_k and d_v were filled in when the model was built
+        spec = transformer_spec.TransformerSpec.from_config(
+            (cfg.model.encoder_layers, cfg.model.decoder_layers), cfg.model.attention_heads,
+            pre_norm=bool(cfg.model.normalize_before),
+        )  # fmt: skip
+        with torch.no_grad():
+            fill_spec(spec, model)
+        spec.register_source_vocabulary(_vocabulary(task.source_dictionary))
+        spec.register_target_vocabulary(_vocabulary(task.target_dictionary))
+        spec.config.decoder_start_token = spec.config.eos_token  # fairseq starts the target with </s>
+        spec.config.add_source_eos = True  # and ends every source with </s>
+        return spec
 
 
 def main(argv=None) -> int:
-    from ctranslate2.converters.converter import Converter
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model_path", required=True, help="the vaswani_transformer checkpoint (.pt)")
     parser.add_argument("--data_dir", required=True, help="the fairseq data directory with its dict.*.txt")
@@ -164,7 +158,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from .checkpoint_safety import CorruptCheckpointError, UnsafeCheckpointError
 
-    converter = _converter_class()(args.model_path, args.data_dir, args.source_lang, args.target_lang)
+    converter = VaswaniTransformerConverter(args.model_path, args.data_dir, args.source_lang, args.target_lang)
     try:
         output = converter.convert_from_args(args)
     except (UnsupportedModelError, CorruptCheckpointError, UnsafeCheckpointError, FileNotFoundError) as e:
