@@ -108,3 +108,6 @@ def test_damaged_checkpoint_names_the_file(tmp_path, damage):
 def test_missing_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError):
         checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "nope.pt"))
+    for mmap in (False, True):  # not reported as a truncated checkpoint
+        with pytest.raises(FileNotFoundError, match="nope.pt"):
+            load_checked(str(tmp_path / "nope.pt"), mmap=mmap)

@@ -82,8 +82,8 @@ def _raised_by_torch_load(e: BaseException) -> bool:
 
 def _named_error(path, e: BaseException):
     """The plugin's error, naming ``path``, for an exception raised inside torch.load (None: not ours)."""
-    if isinstance(e, (UnsafeCheckpointError, CorruptCheckpointError)) or not _raised_by_torch_load(e):
-        return None
+    if isinstance(e, (UnsafeCheckpointError, CorruptCheckpointError, FileNotFoundError)) or not _raised_by_torch_load(e):
+        return None  # a missing file stays FileNotFoundError, which already names it
     message = str(e)
     if isinstance(e, pickle.UnpicklingError) and _REFUSED.search(message):
         return UnsafeCheckpointError(
