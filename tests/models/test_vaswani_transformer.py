@@ -175,13 +175,15 @@ def test_architectures_follow_the_paper():
 
 
 def test_beam_mode_projects_encoder_once_per_sentence(dictionary):
-    """After the beam expansion of the encoder output (reorder_encoder_out, as SequenceGenerator
-    calls it) the encoder keys/values are cached once per sentence and shared by its beams;
-    results equal the full forward pass of every hypothesis."""
+    """With the beam size set (SequenceGenerator calls set_beam_size) and the encoder output expanded
+    into beam copies (reorder_encoder_out, as SequenceGenerator calls it), the encoder keys/values
+    are cached once per sentence and shared by its beams; results equal the full forward pass of
+    every hypothesis, also after a finished sentence leaves the batch."""
     torch.manual_seed(4)
     model = build_vaswani(dictionary).eval()
     src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
     beam = 3
+    model.set_beam_size(beam)
     expand = torch.arange(2).repeat_interleave(beam)
     prev = torch.randint(dictionary.nspecial, len(dictionary), (2 * beam, 4))
     with torch.no_grad():
@@ -194,6 +196,15 @@ def test_beam_mode_projects_encoder_once_per_sentence(dictionary):
             torch.testing.assert_close(extra["attn"][0][:, 0], full_extra["attn"][0][:, t])
         cross_cache = [v for v in state.values() if v["k"].size(0) == 2]
         assert len(cross_cache) == len(model.decoder.layers)  # one row per sentence, not per beam
+        order = torch.tensor([2, 0, 0, 5, 4, 3])  # hypotheses move within their sentence: no copy
+        model.decoder.reorder_incremental_state_scripting(state, order)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+        kept = [v["k"] for v in state.values() if v["k"].size(0) == 2]
+        assert len(kept) == len(cross_cache) and all(a is b for a, b in zip(kept, (v["k"] for v in cross_cache)))
+        prev = torch.cat([prev[order], torch.full((6, 1), 8)], dim=1)
+        step, _ = model.decoder(prev, encoder_out, incremental_state=state)
+        full, _ = model.decoder(prev, encoder_out)
+        torch.testing.assert_close(step[:, 0], full[:, -1])
         # sentence 0 finishes: the generator keeps the 3 beams of sentence 1, reordered
         keep = torch.tensor([5, 3, 3])
         model.decoder.reorder_incremental_state_scripting(state, keep)
@@ -205,8 +216,8 @@ def test_beam_mode_projects_encoder_once_per_sentence(dictionary):
 
 
 def test_sequence_generator_projects_the_encoder_once_per_sentence(dictionary):
-    """Through fairseq's own SequenceGenerator (beam 4): every projection of encoder keys/values
-    sees one row per sentence, not one per hypothesis."""
+    """Through fairseq's own SequenceGenerator (beam 4), which calls the model's set_beam_size:
+    every projection of encoder keys/values sees one row per sentence, not one per hypothesis."""
     from fairseq.sequence_generator import SequenceGenerator
 
     torch.manual_seed(7)
@@ -221,65 +232,24 @@ def test_sequence_generator_projects_the_encoder_once_per_sentence(dictionary):
     assert len(hypotheses) == 3 and rows == [3] * len(model.decoder.layers)
 
 
-def test_first_beam_step_runs_once_per_sentence_with_the_same_hypotheses(dictionary, monkeypatch):
-    """At the first step of beam search the hypotheses of a sentence are identical: the decoder
-    computes that step once per sentence. fairseq's SequenceGenerator must find exactly the same
-    hypotheses and scores as without the sharing."""
+def test_beam_sharing_finds_the_same_hypotheses_as_without_it(dictionary):
+    """Beam 4 through fairseq's SequenceGenerator: the same hypotheses and scores whether or not the
+    encoder-decoder attention shares one row of keys/values per sentence."""
     from fairseq.sequence_generator import SequenceGenerator
-    from transformer_plugin.models.vaswani_transformer import VaswaniDecoder
 
     torch.manual_seed(8)
     model = build_vaswani(dictionary).eval()
     src, src_lengths, _ = random_batch(dictionary, batch_size=3, src_len=8)
     sample = {"net_input": {"src_tokens": src, "src_lengths": src_lengths}}
-    rows = []
-    in_proj = model.decoder.layers[0].self_attn.in_proj
-    in_proj.register_forward_hook(lambda m, inputs, out: rows.append(inputs[0].size(0)))
-
-    def generate():
-        rows.clear()
-        with torch.no_grad():
-            return SequenceGenerator([model], dictionary, beam_size=4, max_len_b=6).forward(sample), list(rows)
-
-    shared, shared_rows = generate()
-    monkeypatch.setattr(VaswaniDecoder, "_first_step_copies", lambda self, *args: 1)
-    unshared, unshared_rows = generate()
+    with torch.no_grad():
+        shared = SequenceGenerator([model], dictionary, beam_size=4, max_len_b=6).forward(sample)
+        model.set_beam_size(1)  # what a model without the hook gets: one row per hypothesis
+        model.decoder.set_beam_size = lambda beam_size: None
+        unshared = SequenceGenerator([model], dictionary, beam_size=4, max_len_b=6).forward(sample)
     for hyps_a, hyps_b in zip(shared, unshared):
         for a, b in zip(hyps_a, hyps_b):
             assert torch.equal(a["tokens"], b["tokens"])
             torch.testing.assert_close(a["positional_scores"], b["positional_scores"])
-    assert shared_rows[0] == 3 and unshared_rows[0] == 12  # first step: one row per sentence
-    assert shared_rows[1:] == unshared_rows[1:] and shared_rows[1] == 12
-
-
-@pytest.mark.parametrize("need_head_weights", [False, True])
-def test_shared_first_step_gives_every_row_its_outputs(dictionary, need_head_weights):
-    """The shared first step returns logits, features and attention weights for every row, equal to
-    the full forward pass, and the next steps (after a reorder, or without one) follow each row."""
-    torch.manual_seed(9)
-    model = build_vaswani(dictionary).eval()
-    src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
-    beam = 3
-    with torch.no_grad():
-        expand = torch.arange(2).repeat_interleave(beam)
-        encoder_out = model.encoder.reorder_encoder_out(model.encoder(src, src_lengths), expand)
-        first = torch.full((2 * beam, 1), dictionary.eos())
-        nxt = torch.cat([first, torch.randint(dictionary.nspecial, len(dictionary), (2 * beam, 1))], dim=1)
-        full, full_extra = model.decoder(nxt, encoder_out, alignment_layer=-1, need_head_weights=need_head_weights)
-        for reorder in (False, True):
-            state = {}
-            step, extra = model.decoder(first, encoder_out, incremental_state=state, alignment_layer=-1,
-                                        need_head_weights=need_head_weights)  # fmt: skip
-            features, _ = model.decoder.extract_features(first, encoder_out, incremental_state={})
-            assert step.size(0) == features.size(0) == 2 * beam
-            torch.testing.assert_close(step[:, 0], full[:, 0])
-            torch.testing.assert_close(extra["attn"][0][:, ..., 0, :], full_extra["attn"][0][:, ..., 0, :])
-            order = torch.arange(2 * beam)
-            if reorder:  # as the generator does: hypotheses move within their sentence
-                order = torch.tensor([2, 0, 0, 5, 4, 3])
-                model.decoder.reorder_incremental_state_scripting(state, order)
-            step, _ = model.decoder(nxt[order], encoder_out, incremental_state=state)
-            torch.testing.assert_close(step[:, 0], full[order, 1])
 
 
 def test_beam_steps_do_not_copy_the_cached_keys_and_values(dictionary):
@@ -300,6 +270,7 @@ def test_beam_steps_do_not_copy_the_cached_keys_and_values(dictionary):
 
     torch.manual_seed(10)
     model = build_vaswani(dictionary).eval()
+    model.set_beam_size(3)
     src, src_lengths, _ = random_batch(dictionary, batch_size=2, src_len=8)
     prev = torch.randint(dictionary.nspecial, len(dictionary), (6, 4))
     with torch.no_grad():
@@ -317,11 +288,12 @@ def test_beam_steps_do_not_copy_the_cached_keys_and_values(dictionary):
     assert not cached & copies.sources
 
 
-def test_rows_that_are_not_beam_copies_are_not_merged(dictionary):
-    """Without the encoder output's record of beam copies, encoder-decoder attention must not treat
-    4 different sentences as the beams of one, whatever their number."""
+def test_a_beam_size_left_over_does_not_merge_different_sentences(dictionary):
+    """A beam size set by an earlier generator (fairseq's greedy search does not reset it) must not
+    make encoder-decoder attention treat 4 different sentences as the beams of one."""
     torch.manual_seed(5)
     model = build_vaswani(dictionary).eval()
+    model.set_beam_size(4)
     src, src_lengths, prev = random_batch(dictionary, batch_size=4, src_len=8)
     with torch.no_grad():
         encoder_out = model.encoder(src, src_lengths)
@@ -338,34 +310,3 @@ def test_rows_that_are_not_beam_copies_are_not_merged(dictionary):
     torch.testing.assert_close(step[:, 0], full[:, -1])
 
 
-def test_reorders_within_a_sentences_beams_leave_the_encoder_output_alone(dictionary):
-    """The generator reorders the encoder output at every step; rows that are copies of one
-    sentence need no copy. Any other reorder must equal plain row selection."""
-    torch.manual_seed(6)
-    model = build_vaswani(dictionary).eval()
-    src, src_lengths, _ = random_batch(dictionary, batch_size=3, src_len=8)
-    with torch.no_grad():
-        encoded = model.encoder(src, src_lengths)
-    reorder = model.encoder.reorder_encoder_out
-
-    def rows_of(out, order):  # what any reorder must give: the rows of the sentences `order` names
-        assert torch.equal(out["encoder_out"][0], encoded["encoder_out"][0][order])
-        assert torch.equal(out["encoder_padding_mask"][0], encoded["encoder_padding_mask"][0][order])
-
-    sentence = torch.arange(3).repeat_interleave(2)  # beam 2: rows 0,0,1,1,2,2
-    expanded = reorder(encoded, sentence)
-    rows_of(expanded, sentence)
-    assert int(expanded["beam_copies"][0]) == 2
-    within = reorder(expanded, torch.tensor([1, 1, 2, 3, 5, 4]))
-    assert within is expanded  # nothing moved between sentences: no copy
-    pruned = reorder(expanded, torch.tensor([5, 4, 0, 1]))  # sentence 1 finished
-    rows_of(pruned, torch.tensor([2, 2, 0, 0]))
-    assert int(pruned["beam_copies"][0]) == 2
-    assert reorder(pruned, torch.tensor([1, 0, 3, 2])) is pruned
-    mixed = reorder(pruned, torch.tensor([0, 2, 1, 3]))  # blocks now mix sentences: a real copy
-    rows_of(mixed, torch.tensor([2, 0, 2, 0]))
-    assert mixed["beam_copies"] == []
-    rows_of(reorder(mixed, torch.tensor([1, 0, 3, 2])), torch.tensor([0, 2, 0, 2]))
-    plain = reorder(encoded, torch.tensor([2, 0, 1]))  # not an expansion: no record
-    rows_of(plain, torch.tensor([2, 0, 1]))
-    assert plain["beam_copies"] == []

@@ -7,7 +7,6 @@ import torch
 
 from transformer_plugin.modules.multihead_attention import (
     MultiHeadAttention,
-    attention_bias,
     scaled_dot_product_attention,
 )
 
@@ -104,53 +103,3 @@ def test_causal_mask_hides_the_future():
     x2 = x.clone()
     x2[:, 4:] = torch.randn(1, 2, 16)  # change the future of position 3
     torch.testing.assert_close(mha(x2, causal=True)[0][:, :4], out[:, :4])
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal):
-    """Eq. (1) explicit and by torch's fused kernel (chosen by use_fused_kernel, see the module doc):
-    outputs and gradients must agree, with padding and with the causal mask, and with the padding
-    given as a boolean mask or as its attention_bias (the form the encoder and decoder pass)."""
-    import transformer_plugin.modules.multihead_attention as mha_module
-
-    torch.manual_seed(6)
-    mha = MultiHeadAttention(32, 4, 8, 8, self_attention=True)
-    x, g = torch.randn(3, 9, 32), torch.randn(3, 9, 32)
-    mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
-    mask[1, ..., 6:] = False
-    results = []
-    bias = attention_bias(mask)
-    assert bias.dtype == torch.float32 and set(bias.unique().tolist()) == {0.0, float("-inf")}
-    for fused in (False, True):
-        monkeypatch.setattr(mha_module, "use_fused_kernel", lambda *args, fused=fused: fused)
-        for given in (mask, bias):
-            mha.zero_grad()
-            xi = x.clone().requires_grad_()
-            out, _ = mha(xi, mask=given, causal=causal)
-            (out * g).sum().backward()
-            results.append((out, xi.grad, mha.in_proj.weight.grad.clone()))
-    for other in results[1:]:
-        for first, value in zip(results[0], other):
-            torch.testing.assert_close(value, first, rtol=1e-5, atol=1e-6)
-
-
-def test_cpu_attention_is_explicit_only_when_short_and_without_backward(monkeypatch):
-    """The dispatch itself: count calls of torch's fused kernel. Training (a backward pass follows)
-    always takes the fused kernel; inference takes it only above EXPLICIT_MAX_SCORES pairs."""
-    import transformer_plugin.modules.multihead_attention as mha_module
-
-    calls = []
-    fused = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(mha_module.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
-    side = int(mha_module.EXPLICIT_MAX_SCORES**0.5)
-    for T, grad, expected in ((side, False, 0), (side + 1, False, 1), (side, True, 1), (2, True, 1)):
-        calls.clear()
-        q = torch.randn(1, 2, T, 4, requires_grad=grad)
-        scaled_dot_product_attention(q, q, q)
-        assert len(calls) == expected, (T, grad)
-    q = torch.randn(1, 2, 3, 4, requires_grad=True)
-    calls.clear()
-    with torch.no_grad():  # no backward pass, whatever the inputs say
-        scaled_dot_product_attention(q, q, q)
-    _, weights = scaled_dot_product_attention(q, q, q, need_weights=True)  # only the explicit path has them
-    assert calls == [] and weights is not None

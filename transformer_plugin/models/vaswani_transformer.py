@@ -41,7 +41,8 @@ from fairseq.models import (
 )
 from torch import Tensor, nn
 
-from ..modules.dropout import MASK_CHOICES, Dropout
+from ..modules.dropout import Dropout
+from ..modules.fast_paths import MASK_CHOICES
 from ..modules.multihead_attention import attention_bias
 from ..modules.positional_encoding import SINUSOID_VARIANTS, PositionalEncoding
 from ..modules.transformer_layer import DecoderLayer, EncoderLayer, packed_dropout
@@ -198,30 +199,8 @@ class VaswaniEncoder(FairseqEncoder):
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
-        """Select the rows of ``new_order`` (beam search expands and prunes the batch).
-
-        Beam search first expands each sentence into k identical rows (``new_order`` 0,0,..,1,1,..),
-        then asks for a reorder at every step, which moves rows only within each sentence's block
-        of k. The expansion is recorded under "beam_copies" (k), and a reorder that keeps every row
-        in its block returns the encoder output as it is instead of copying it. The decoder reads
-        the record too: its encoder-decoder attention projects one row per sentence.
-        """
-        rows = encoder_out["encoder_out"][0].size(0)
-        k = int(encoder_out["beam_copies"][0]) if encoder_out.get("beam_copies") else 1
-        n = new_order.numel()
-        if k > 1 and n == rows and torch.equal(new_order // k, torch.arange(n, device=new_order.device) // k):
-            return encoder_out
-        out = {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items() if key != "beam_copies"}
-        if k == 1 and n > rows and n % rows == 0:  # an expansion into n / rows copies of each sentence?
-            k = n // rows
-            copies = torch.equal(new_order, torch.arange(n, device=new_order.device) // k)
-        else:  # after pruning, each block of k rows must still hold one sentence
-            copies = k > 1 and n > 0 and n % k == 0
-            if copies:
-                sentence = (new_order // k).view(-1, k)
-                copies = torch.equal(sentence, sentence[:, :1].expand_as(sentence))
-        out["beam_copies"] = [torch.tensor(k)] if copies else []
-        return out
+        """Select the rows of ``new_order`` (beam search expands and prunes the batch)."""
+        return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
 
     def max_positions(self) -> int:
         return self.max_source_positions
@@ -260,17 +239,13 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         encoder-decoder attention weights of layer ``alignment_layer`` (default: none are computed)
         are returned averaged over heads, (B, T, S), or per head (B, h, T, S) with
         ``need_head_weights``.
-
-        The first step of beam search gives the k hypotheses of a sentence the same tokens and the
-        same encoder output (recorded under "beam_copies"), so they have the same outputs: that
-        step is computed once per sentence and its outputs are repeated for the k rows.
         """
-        x, extra, copies = self._features(
+        x, extra = self.extract_features(
             prev_output_tokens, encoder_out, incremental_state, alignment_layer, need_head_weights
         )
         if not features_only:
             x = self.output_layer(x)
-        return self._repeat_rows(x, extra, copies)
+        return x, extra
 
     def extract_features(
         self,
@@ -281,38 +256,6 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         need_head_weights: bool = False,
         **unused,
     ):
-        return self._repeat_rows(
-            *self._features(prev_output_tokens, encoder_out, incremental_state, alignment_layer, need_head_weights)
-        )
-
-    @staticmethod
-    def _repeat_rows(x: Tensor, extra, copies: int):
-        """Outputs computed once per block of ``copies`` identical rows, repeated for every row."""
-        if copies > 1:
-            x = x.repeat_interleave(copies, dim=0)
-            extra["attn"] = [a.repeat_interleave(copies, dim=0) if a is not None else None for a in extra["attn"]]
-        return x, extra
-
-    def _first_step_copies(self, prev_output_tokens: Tensor, incremental_state, memory_copies: int) -> int:
-        """k when this is the first incremental step and the rows come in blocks of k identical
-        hypotheses (same tokens, encoder output recorded as k copies); else 1."""
-        if incremental_state is None or memory_copies == 1 or prev_output_tokens.size(0) % memory_copies:
-            return 1
-        if self.layers[0].self_attn._get_input_buffer(incremental_state).get("k") is not None:
-            return 1  # not the first step
-        blocks = prev_output_tokens.view(-1, memory_copies, prev_output_tokens.size(1))
-        return memory_copies if torch.equal(blocks, blocks[:, :1].expand_as(blocks)) else 1
-
-    def _features(
-        self,
-        prev_output_tokens: Tensor,
-        encoder_out: Optional[Dict[str, List[Tensor]]],
-        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]],
-        alignment_layer: Optional[int],
-        need_head_weights: bool,
-    ):
-        """extract_features for the rows that differ: returns (features, extra, k), where each row
-        stands for k identical rows (k = 1 except at the first step of beam search)."""
         assert encoder_out is not None, "the decoder needs the encoder output"
         memory = encoder_out["encoder_out"][0]  # (B, S, d_model)
         memory_padding = encoder_out["encoder_padding_mask"]
@@ -320,13 +263,6 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
             attention_bias(~memory_padding[0][:, None, None, :], memory.dtype) if len(memory_padding) > 0 else None
         )
         incremental = incremental_state is not None
-        copies = encoder_out.get("beam_copies")  # see VaswaniEncoder.reorder_encoder_out
-        memory_copies = int(copies[0]) if copies else 1
-        row_copies = self._first_step_copies(prev_output_tokens, incremental_state, memory_copies)
-        if row_copies > 1:
-            prev_output_tokens = prev_output_tokens[::row_copies]
-            memory_mask = memory_mask[::row_copies] if memory_mask is not None else None
-
         self_attn_mask = None
         if not incremental:
             target_padding = prev_output_tokens.eq(self.padding_idx)  # (B, T)
@@ -339,20 +275,13 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         attn = None
         for idx, layer in enumerate(self.layers):
             x, layer_attn = layer(
-                x,
-                memory,
-                memory_mask,
-                self_attn_mask,
-                incremental_state,
-                need_attn=idx == alignment_layer,
-                memory_copies=memory_copies,
-                row_copies=row_copies,
+                x, memory, memory_mask, self_attn_mask, incremental_state, need_attn=idx == alignment_layer
             )
             if layer_attn is not None:
                 attn = layer_attn if need_head_weights else layer_attn.mean(dim=1)
         if self.layer_norm is not None:
             x = self.layer_norm(x)
-        return x, {"attn": [attn], "inner_states": None}, row_copies
+        return x, {"attn": [attn], "inner_states": None}
 
     def output_layer(self, features: Tensor) -> Tensor:
         """Section 3.4: the pre-softmax linear transformation (B, T, d_model) -> (B, T, V)."""
@@ -401,6 +330,11 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
+
+    def set_beam_size(self, beam_size: int):
+        """fairseq's SequenceGenerator calls this with its beam size: the encoder-decoder attention
+        then projects the encoder output once per sentence (modules/multihead_attention.py)."""
+        self.decoder.set_beam_size(beam_size)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ class SublayerConnection(nn.Module):
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.normalize_before:
-            return self.dropout(sublayer(self.layer_norm(x)), residual=x)
-        return self.layer_norm(self.dropout(sublayer(x), residual=x))
+            return x + self.dropout(sublayer(self.layer_norm(x)))
+        return self.layer_norm(x + self.dropout(sublayer(x)))
 
 
 class EncoderLayer(nn.Module):
@@ -50,7 +50,7 @@ class EncoderLayer(nn.Module):
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor], need_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """x (B, S, d_model); padding_mask bool (B, 1, 1, S), True = real token.
+        """x (B, S, d_model); padding_mask (B, 1, 1, S): 0 at real tokens, -inf at padding (attention_bias).
 
         Returns the output and, with ``need_attn``, the self-attention weights (B, h, S, S).
         """
@@ -88,19 +88,15 @@ class DecoderLayer(nn.Module):
         self_attn_mask: Optional[Tensor],
         incremental_state=None,
         need_attn: bool = False,
-        memory_copies: int = 1,
-        row_copies: int = 1,
     ) -> Tuple[Tensor, Optional[Tensor]]:
-        """x (B, T, d_model); memory (B, S, d_model); masks bool, True = may attend; memory_copies
-        and row_copies as in MultiHeadAttention.forward.
+        """x (B, T, d_model); memory (B, S, d_model); memory_mask (B, 1, 1, S) an attention_bias
+        (0 / -inf); self_attn_mask (B, 1, 1, T) bool, True = may attend (target padding).
 
         Returns the output and, with ``need_attn``, the encoder-decoder attention weights (B, h, T, S).
         """
         x = self.self_attn_sublayer(
             x,
-            lambda y: self.self_attn(
-                y, mask=self_attn_mask, causal=True, incremental_state=incremental_state, row_copies=row_copies
-            )[0],
+            lambda y: self.self_attn(y, mask=self_attn_mask, causal=True, incremental_state=incremental_state)[0],
         )
         attn = None
 
@@ -112,7 +108,6 @@ class DecoderLayer(nn.Module):
                 mask=memory_mask,
                 incremental_state=incremental_state,
                 need_weights=need_attn,
-                memory_copies=memory_copies,
             )
             return out
 

@@ -1,11 +1,19 @@
-"""Dropout with packed 16-bit masks (modules/dropout.py) against its definition, and the flag that selects it."""
+"""The CPU fast paths (modules/fast_paths.py) against the plain computation each replaces.
+
+Packed dropout masks against dropout's definition (and the flag that selects them); the choice of
+attention kernel (explicit Eq. (1) or torch's fused kernel) against its rule, and both kernels
+against each other.
+"""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from conftest import build_vaswani
-from transformer_plugin.modules.dropout import Dropout, drop_threshold, dropout, packed_dropout_mask
+import transformer_plugin.modules.fast_paths as fast_paths
+from transformer_plugin.modules.dropout import Dropout
+from transformer_plugin.modules.fast_paths import drop_threshold, dropout, packed_dropout_mask
+from transformer_plugin.modules.multihead_attention import MultiHeadAttention, attention, attention_bias
 
 N = 1 << 20  # elements per statistical check; the standard error of a rate is below 0.0005
 
@@ -50,26 +58,6 @@ def test_gradient_is_the_mask_times_the_scale():
     assert 0.6 < kept.mean() < 0.8
 
 
-@pytest.mark.parametrize("packed", [True, False])
-def test_with_a_residual_it_is_the_residual_plus_dropout_in_value_and_gradient(packed):
-    """The residual connections call dropout(x, residual=r), which fuses the add (one pass on CPU)."""
-    x, r = torch.randn(37, 29, requires_grad=True), torch.randn(37, 29, requires_grad=True)
-    torch.manual_seed(6)
-    fused = dropout(x, 0.3, training=True, packed=packed, residual=r)
-    grad = torch.randn_like(fused)
-    fused.backward(grad)
-    fused_grads = x.grad.clone(), r.grad.clone()
-    x.grad = r.grad = None
-    torch.manual_seed(6)
-    separate = r + dropout(x, 0.3, training=True, packed=packed)
-    separate.backward(grad)
-    assert torch.equal(fused, separate)  # bitwise: the same rounding, scale * x then + r
-    assert torch.equal(fused_grads[0], x.grad) and torch.equal(fused_grads[1], r.grad)
-    kept = (separate - r).detach() != 0
-    assert torch.equal(x.grad == 0, ~kept | (grad == 0)) and torch.equal(r.grad, grad)
-    assert torch.equal(dropout(x, 0.3, training=False, residual=r), r + x)
-
-
 def test_same_seed_same_mask_and_eval_or_p0_is_the_identity():
     x = torch.randn(8, 100)
     torch.manual_seed(4)
@@ -99,3 +87,49 @@ def test_the_flag_reaches_every_dropout_of_the_model(dictionary, masks):
     assert {m.packed for m in modules} == {masks == "packed"}
     attention = [m for m in model.modules() if hasattr(m, "packed_dropout") and hasattr(m, "in_proj")]
     assert attention and {m.packed_dropout for m in attention} == {masks == "packed"}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal):
+    """Eq. (1) explicit and by torch's fused kernel (chosen by fast_paths.use_fused_attention):
+    outputs and gradients must agree, with padding and with the causal mask, and with the padding
+    given as a boolean mask or as its attention_bias (the form the encoder and decoder pass)."""
+    torch.manual_seed(6)
+    mha = MultiHeadAttention(32, 4, 8, 8, self_attention=True)
+    x, g = torch.randn(3, 9, 32), torch.randn(3, 9, 32)
+    mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
+    mask[1, ..., 6:] = False
+    results = []
+    bias = attention_bias(mask)
+    assert bias.dtype == torch.float32 and set(bias.unique().tolist()) == {0.0, float("-inf")}
+    for fused in (False, True):
+        monkeypatch.setattr(fast_paths, "use_fused_attention", lambda *args, fused=fused: fused)
+        for given in (mask, bias):
+            mha.zero_grad()
+            xi = x.clone().requires_grad_()
+            out, _ = mha(xi, mask=given, causal=causal)
+            (out * g).sum().backward()
+            results.append((out, xi.grad, mha.in_proj.weight.grad.clone()))
+    for other in results[1:]:
+        for first, value in zip(results[0], other):
+            torch.testing.assert_close(value, first, rtol=1e-5, atol=1e-6)
+
+
+def test_cpu_attention_is_explicit_only_when_short_and_without_backward(monkeypatch):
+    """The dispatch itself: count calls of torch's fused kernel. Training (a backward pass follows)
+    always takes the fused kernel; inference takes it only above EXPLICIT_MAX_SCORES pairs."""
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    side = int(fast_paths.EXPLICIT_MAX_SCORES**0.5)
+    for T, grad, expected in ((side, False, 0), (side + 1, False, 1), (side, True, 1), (2, True, 1)):
+        calls.clear()
+        q = torch.randn(1, 2, T, 4, requires_grad=grad)
+        attention(q, q, q)
+        assert len(calls) == expected, (T, grad)
+    q = torch.randn(1, 2, 3, 4, requires_grad=True)
+    calls.clear()
+    with torch.no_grad():  # no backward pass, whatever the inputs say
+        attention(q, q, q)
+    _, weights = attention(q, q, q, need_weights=True)  # only the explicit path has them
+    assert calls == [] and weights is not None
