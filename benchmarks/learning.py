@@ -37,6 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.speed import BIN, PLUGIN, model_flags, print_table, sh  # noqa: E402
+from transformer_plugin.paper import decoding_flags, training_flags  # noqa: E402
 
 IMPLS = {"builtin": "fairseq `transformer`", "vaswani": "`vaswani_transformer`"}
 
@@ -78,10 +79,7 @@ def train_command(impl, extra, bin_dir, save_dir, seed, a):
     multiplier = a.peak_lr * (a.d_model * a.warmup) ** 0.5  # Eq. (3) peaks at (d_model * warmup)^-0.5
     return [f"{BIN}/fairseq-train", bin_dir, "--user-dir", PLUGIN, *model_flags(impl, sizes),
             "--share-all-embeddings", "--dropout", "0.1",
-            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-09",
-            "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", str(a.warmup),
-            "--lr-multiplier", f"{multiplier:.6g}",
-            "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+            *training_flags(warmup_updates=a.warmup), "--lr-multiplier", f"{multiplier:.6g}",
             "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", str(seed),
             "--validate-interval-updates", str(a.interval), "--validate-interval", "1000000",
             "--save-interval", "1000000", "--no-epoch-checkpoints", "--save-dir", save_dir,
@@ -106,8 +104,7 @@ def translate_and_score(checkpoint, bin_dir, reference, log):
     from transformer_plugin.evaluate import read_hypotheses, score
 
     gen, _, _ = sh([f"{BIN}/fairseq-generate", bin_dir, "--user-dir", PLUGIN, "--path", checkpoint,
-                    "--gen-subset", "test", "--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50",
-                    "--post-process", "sentencepiece", "--batch-size", "128"], log)  # fmt: skip
+                    "--gen-subset", "test", *decoding_flags(), "--post-process", "sentencepiece", "--batch-size", "128"], log)  # fmt: skip
     with open(reference, encoding="utf-8") as f:
         references = [line.rstrip("\n") for line in f]
     scores = score(read_hypotheses(gen.splitlines(), "D", expected=len(references)), references)

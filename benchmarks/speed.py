@@ -35,6 +35,8 @@ sys.path.insert(0, REPO)
 BIN = os.path.dirname(sys.executable)
 PLUGIN = os.path.join(REPO, "transformer_plugin")
 
+from transformer_plugin.paper import decoding_flags, training_flags  # noqa: E402
+
 
 def sh(cmd, log=None):
     """Run ``cmd``; return (output, peak RSS in MiB of that process, seconds). ``log`` fills as it runs."""
@@ -94,9 +96,7 @@ def model_flags(impl, a):
 def train(impl, bin_dir, save_dir, a, log):
     cmd = [f"{BIN}/fairseq-train", bin_dir, "--user-dir", PLUGIN, *model_flags(impl, a),
            "--share-all-embeddings", "--dropout", "0.1", "--attention-dropout", "0.0",
-           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-09",
-           "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", "400",
-           "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+           *training_flags(warmup_updates=400),
            "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", "1",
            "--save-dir", save_dir, "--no-epoch-checkpoints", "--disable-validation",
            "--log-format", "json", "--log-interval", str(a.log_interval), "--num-workers", "0",
@@ -116,7 +116,7 @@ def train(impl, bin_dir, save_dir, a, log):
 
 def generate(checkpoint, bin_dir, a, log):
     cmd = [f"{BIN}/fairseq-generate", bin_dir, "--user-dir", PLUGIN, "--path", checkpoint, "--gen-subset", "test",
-           "--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50",
+           *decoding_flags(),
            "--batch-size", str(a.gen_batch_size), *shlex.split(a.generate_args)]  # fmt: skip
     output, rss, _ = sh(cmd, log)
     m = re.search(r"Translated ([\d,]+) sentences .* in ([\d.]+)s \(([\d.]+) sentences/s", output)

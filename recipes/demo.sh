@@ -22,7 +22,6 @@ VALID_PAIRS=${VALID_PAIRS:-300}
 TEST_PAIRS=${TEST_PAIRS:-1000}
 VOCAB_SIZE=${VOCAB_SIZE:-2000}          # joint BPE (the paper: ~37,000 for En-De)
 ARCH=${ARCH:-vaswani_tiny}              # N=2, d_model=64, d_ff=256, h=4 (the paper: vaswani_base/big)
-D_MODEL=${D_MODEL:-64}                  # d_model of $ARCH, for the report's Eq. (3) curve
 WORKERS=${WORKERS:-2}                   # data-parallel CPU processes (gloo); the paper: 8 GPUs
 MAX_TOKENS=${MAX_TOKENS:-2500}          # tokens per worker and batch (the paper: ~25,000 per update)
 MAX_UPDATE=${MAX_UPDATE:-2000}          # the paper: 100k (base) / 300k (big)
@@ -39,6 +38,8 @@ SEED=${SEED:-1}
 PY=${PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
+paper_flags TRAINING training --warmup-updates "$WARMUP"              # Section 5.3, Eq. (3), Section 5.4
+paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b 50   # Section 6.1
 
 stage 1 "synthetic corpus: $TRAIN_PAIRS/$VALID_PAIRS/$TEST_PAIRS pairs" \
   "$PY" -m preprocess.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
@@ -61,10 +62,7 @@ stage 3 "fairseq-preprocess with a joined dictionary" \
 stage 4 "fairseq-train --arch $ARCH, $WORKERS CPU workers, $MAX_UPDATE updates" \
   train_workers "$WORKERS" "$WORK/train.log" \
     fairseq-train "$BIN" --user-dir "$REPO/transformer_plugin" \
-      --arch "$ARCH" --share-all-embeddings \
-      --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-09 \
-      --lr-scheduler vaswani_inverse_sqrt --warmup-updates "$WARMUP" \
-      --criterion vaswani_label_smoothed_cross_entropy --label-smoothing 0.1 \
+      --arch "$ARCH" --share-all-embeddings "${TRAINING[@]}" \
       --max-tokens "$MAX_TOKENS" --max-update "$MAX_UPDATE" --seed "$SEED" \
       --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
       --keep-interval-updates "$AVERAGE_LAST" --keep-last-epochs "$AVERAGE_LAST" \
@@ -80,8 +78,7 @@ for model in last average; do
   stage "6-$model" "fairseq-generate, $model checkpoint: beam $BEAM, lenpen $LENPEN, max length input+50" \
     capture "$OUT/generate.$model.out" \
       fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$ckpt" --gen-subset test \
-        --beam "$BEAM" --lenpen "$LENPEN" --max-len-a 1 --max-len-b 50 \
-        --post-process sentencepiece --batch-size 128
+        "${DECODING[@]}" --post-process sentencepiece --batch-size 128
   stage "7-$model" "detokenized sacreBLEU and chrF, $model checkpoint" \
     "$PY" -m transformer_plugin.evaluate --generate-output "$OUT/generate.$model.out" \
       --reference "$DATA/test.tgt" --hypotheses-out "$OUT/hypotheses.$model.txt" \
@@ -91,7 +88,7 @@ done
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin.report --train-log "$WORK/train.log" --out-dir "$OUT" \
     --scores "last checkpoint=$OUT/scores.last.json" --scores "average of last $AVERAGE_LAST=$OUT/scores.average.json" \
-    --checkpoint "$CKPT/average.pt" --data "$BIN" --d-model "$D_MODEL" --warmup-updates "$WARMUP" \
+    --checkpoint "$CKPT/average.pt" --data "$BIN" \
     --title "Demo: $ARCH on the synthetic pair" \
     --note "$TRAIN_PAIRS training pairs, joint BPE $VOCAB_SIZE, $WORKERS workers x $MAX_TOKENS tokens, $MAX_UPDATE updates"
 

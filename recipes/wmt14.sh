@@ -99,13 +99,11 @@ fi
 if [ "${DATA_ONLY:-0}" = 1 ]; then echo "DATA_ONLY=1: the data is ready in $BIN"; exit 0; fi
 
 # ---- 4. training -----------------------------------------------------------------------------------
+paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
 # A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
 # kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
 TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin"
-  --arch "$ARCH" --share-all-embeddings
-  --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-09 --clip-norm 0.0
-  --lr-scheduler vaswani_inverse_sqrt --warmup-updates "$WARMUP"
-  --criterion vaswani_label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
+  --arch "$ARCH" --share-all-embeddings "${TRAINING[@]}"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-last-epochs "$AVERAGE_LAST"
@@ -131,10 +129,11 @@ else
   MODEL="$CKPT/checkpoint_last.pt"; MODEL_LABEL="last checkpoint, no averaging"
 fi
 
+paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b 50  # Section 6.1
 stage "6-$CONFIG" "fairseq-generate $SET: beam $BEAM, lenpen $LENPEN, max length input+50" \
   capture "$OUT/generate.$EVAL_SUBSET.out" \
     fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL" \
-      --gen-subset "$EVAL_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --max-len-a 1 --max-len-b 50 \
+      --gen-subset "$EVAL_SUBSET" "${DECODING[@]}" \
       --post-process sentencepiece --batch-size 128
 
 SCORE_ARGS=(--tokenized-bleu --lang "$TGT")

@@ -70,13 +70,12 @@ stage 2 "fairseq-preprocess: words -> linearised trees, $VOCAB_SIZE source words
     --trainpref "$DATA/train" --validpref "$DATA/valid" --testpref "$DATA/test" \
     --nwordssrc "$VOCAB_SIZE" --destdir "$BIN" --workers 2
 
+paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # the base model's
 # A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
 # kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
 TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
   --arch "$ARCH" --share-decoder-input-output-embed --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT"
-  --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-09
-  --lr-scheduler vaswani_inverse_sqrt --warmup-updates "$WARMUP"
-  --criterion vaswani_label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
+  "${TRAINING[@]}"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-last-epochs "$AVERAGE_LAST"
@@ -89,10 +88,11 @@ stage 4 "average the last $AVERAGE_LAST checkpoints" \
   "$PY" -m transformer_plugin.average_checkpoints --inputs "$CKPT" \
     --num-update-checkpoints "$AVERAGE_LAST" --output "$CKPT/average.pt"
 
+paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b "$MAX_LEN_B"  # Section 6.3
 stage 5 "fairseq-generate WSJ 23: beam $BEAM, lenpen $LENPEN, max length input+$MAX_LEN_B" \
   capture "$OUT/generate.test.out" \
     fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$CKPT/average.pt" \
-      --gen-subset test --beam "$BEAM" --lenpen "$LENPEN" --max-len-a 1 --max-len-b "$MAX_LEN_B" \
+      --gen-subset test "${DECODING[@]}" \
       --batch-size 32
 
 stage 6 "trees from the output, labelled bracketing F1 (EVALB, COLLINS.prm)" \

@@ -15,16 +15,14 @@ import sys
 import pytest
 
 from conftest import REPO
+from transformer_plugin.paper import decoding_flags, training_flags
 
 BIN = os.path.dirname(sys.executable)
 PLUGIN = os.path.join(REPO, "transformer_plugin")
 WORDS = [f"w{i}" for i in range(24)]
 
 TRAIN_FLAGS = [
-    "--arch", "vaswani_tiny", "--share-all-embeddings",
-    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-09",
-    "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", "20",
-    "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--arch", "vaswani_tiny", "--share-all-embeddings", *training_flags(warmup_updates=20),
     "--max-tokens", "600", "--seed", "1", "--num-workers", "0",
     "--no-progress-bar", "--log-interval", "1", "--log-format", "simple",
 ]  # fmt: skip
@@ -97,7 +95,7 @@ def test_generate_validate_interactive_load_the_checkpoint(data_bin, trained):
     ckpt = str(save_dir / "checkpoint_last.pt")
     out = run(
         "fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", ckpt,
-        "--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50", "--batch-size", "8",
+        *decoding_flags(), "--batch-size", "8",
     )  # fmt: skip
     hypotheses = [line for line in out.splitlines() if line.startswith("H-")]
     assert len(hypotheses) == 12

@@ -70,6 +70,17 @@ def plot_losses(records, path: str) -> None:
     plt.close(fig)
 
 
+def schedule_of(checkpoint: str) -> Dict[str, float]:
+    """d_model, warmup_steps and the multiplier of Eq. (3), as the run that wrote ``checkpoint`` used them."""
+    from .checkpoint_safety import load_checked
+
+    cfg = load_checked(checkpoint, mmap=True).get("cfg") or {}
+    schedule = cfg.get("lr_scheduler") or {}
+    if schedule.get("_name") != "vaswani_inverse_sqrt" or not schedule.get("d_model"):
+        raise ValueError(f"{checkpoint}: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model and --warmup-updates")
+    return {"d_model": schedule["d_model"], "warmup": schedule["warmup_updates"], "multiplier": schedule.get("lr_multiplier", 1.0)}
+
+
 def plot_lr(records, path: str, d_model: int, warmup: int, multiplier: float = 1.0) -> None:
     train = records["train_inner"]
     steps = [int(r["num_updates"]) for r in train]
@@ -149,8 +160,7 @@ def write_report(
     out_dir: str,
     records,
     scores: Dict[str, Dict],
-    d_model: int,
-    warmup: int,
+    schedule: Dict[str, float],
     checkpoint: Optional[str],
     data: Optional[str],
     title: str,
@@ -158,7 +168,7 @@ def write_report(
 ) -> str:
     os.makedirs(out_dir, exist_ok=True)
     plot_losses(records, os.path.join(out_dir, "loss.png"))
-    plot_lr(records, os.path.join(out_dir, "lr.png"), d_model, warmup)
+    plot_lr(records, os.path.join(out_dir, "lr.png"), schedule["d_model"], schedule["warmup"], schedule["multiplier"])
     figures = ["loss.png", "lr.png"]
     if checkpoint and data:
         figures += [os.path.basename(p) for p in attention_maps(checkpoint, data, out_dir)]
@@ -194,8 +204,8 @@ def main(argv=None) -> int:
     parser.add_argument("--scores", action="append", default=[], help="NAME=scores.json (transformer_plugin.evaluate)")
     parser.add_argument("--checkpoint", help="checkpoint for the attention maps")
     parser.add_argument("--data", help="fairseq data-bin directory (with a test split) for the attention maps")
-    parser.add_argument("--d-model", type=int, required=True, help="d_model of Eq. (3)")
-    parser.add_argument("--warmup-updates", type=int, default=4000)
+    parser.add_argument("--d-model", type=int, help="d_model of Eq. (3) (default: the checkpoint's)")
+    parser.add_argument("--warmup-updates", type=int, help="warmup_steps of Eq. (3) (default: the checkpoint's)")
     parser.add_argument("--title", default="Run report")
     parser.add_argument("--note", action="append", default=[], help="a line for the report's header")
     args = parser.parse_args(argv)
@@ -206,11 +216,18 @@ def main(argv=None) -> int:
             scores[name] = json.load(f)
     try:
         records = read_train_log(args.train_log)
+        if args.d_model and args.warmup_updates:
+            schedule = {"d_model": args.d_model, "warmup": args.warmup_updates, "multiplier": 1.0}
+        elif args.checkpoint:
+            schedule = schedule_of(args.checkpoint)
+            schedule.update({k: v for k, v in (("d_model", args.d_model), ("warmup", args.warmup_updates)) if v})
+        else:
+            raise ValueError("give --checkpoint, or --d-model and --warmup-updates, for the curve of Eq. (3)")
     except ValueError as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 1
     path = write_report(
-        args.out_dir, records, scores, args.d_model, args.warmup_updates, args.checkpoint, args.data,
+        args.out_dir, records, scores, schedule, args.checkpoint, args.data,
         args.title, args.note,
     )  # fmt: skip
     print(f"report written to {path}")
