@@ -1,5 +1,8 @@
 # Set-up and entry points. On a fresh machine:
-#   make test    create .venv, install everything (CPU torch by default), run the default test suite
+#   make test    create .venv, install everything (CPU torch by default), run the default test suite:
+#                the unit tier (tests/unit, in-process, about a minute) and the integration tier
+#                (tests/integration: fairseq's CLIs and the recipes at toy size)
+#   make test-unit   only the unit tier
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
 #   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
 #   make bench-learning   same set-up, then how fast both learn per update on real text (benchmarks/learning.py)
@@ -25,7 +28,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow demo bench bench-learning bench-serving clean
+.PHONY: install test test-unit test-slow demo bench bench-learning bench-serving clean
 
 install: $(STAMP)
 
@@ -45,7 +48,11 @@ $(STAMP): setup.py requirements.txt
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-# Long runs (learnability: the demo model must reach its BLEU bar); not part of `make test`.
+test-unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The slow tier (tests/slow and the tests marked slow elsewhere: learnability, the demo's BLEU bar, a
+# Table 3 row at toy size); not part of `make test`.
 test-slow: $(STAMP)
 	$(PY) -m pytest tests -m slow $(PYTEST_ARGS)
 

@@ -15,8 +15,8 @@ embeddings. A model CTranslate2 cannot hold is refused with the flag that made i
 other than d_model/h (CTranslate2 splits d_model evenly between the heads).
 
 The outputs are CTranslate2's: ``ctranslate2.Translator(output_dir).translate_batch(pieces,
-beam_size=4, length_penalty=0.6)`` on sentencepiece pieces (tests/test_cli.py checks the scores and
-translations against fairseq-generate's; ``make bench-serving`` measures the speed).
+beam_size=4, length_penalty=0.6)`` on sentencepiece pieces (tests/integration/test_cli.py checks
+the scores and translations against fairseq-generate's; ``make bench-serving`` measures the speed).
 """
 
 import argparse

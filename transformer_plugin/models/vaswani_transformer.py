@@ -28,7 +28,7 @@ import logging
 import math
 from argparse import Namespace
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass

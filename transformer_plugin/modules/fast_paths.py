@@ -8,7 +8,7 @@
   on a GPU; on a CPU explicit only for short attention without a backward pass (generation), where
   it is faster.
 
-Both compute the function the paper writes; the tests in tests/modules/test_fast_paths.py hold them
+Both compute the function the paper writes; tests/unit/optimisations/test_fast_paths.py holds them
 to it, and what each trick was measured to save is in docs/2026-11-24-cpu-speed.md.
 
 Packed dropout masks: each 64-bit random word from torch's generator gives four independent 16-bit

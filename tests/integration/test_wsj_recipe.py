@@ -3,21 +3,16 @@ on a small treebank in the LDC layout that the project writes itself."""
 
 import json
 import os
-import sys
 
 import pytest
 
-from conftest import REPO
-from test_wmt14_recipes import commands, flag, run
+from helpers import PYTHON, commands, flag, run_recipe
 from transformer_plugin.trees import parse_tree
-
-PYTHON = os.path.basename(sys.executable)
-
 
 @pytest.mark.parametrize("extra, vocab, paper", [("", "16000", "91.3 (WSJ only)"),
                                                  ("/data/a.trees /data/b.trees", "32000", "92.7 (semi-supervised)")])
 def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
-    proc = run("wsj_parsing.sh", tmp_path / "w", "--dry-run", TREEBANK="/ldc/treebank_3/parsed/mrg", GPUS="8",
+    proc = run_recipe("wsj_parsing.sh", tmp_path / "w", "--dry-run", TREEBANK="/ldc/treebank_3/parsed/mrg", GPUS="8",
                EXTRA_TREES=extra)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "w").exists()
@@ -36,13 +31,13 @@ def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
 
 
 def test_a_treebank_is_required(tmp_path):
-    proc = run("wsj_parsing.sh", tmp_path / "w")
+    proc = run_recipe("wsj_parsing.sh", tmp_path / "w")
     assert proc.returncode == 2 and "TREEBANK is not set" in proc.stderr
 
 
 def test_toy_run_end_to_end(tmp_path):
     work = tmp_path / "wsj toy"
-    proc = run("wsj_parsing.sh", work, TOY="1", TOY_MAX_UPDATE="30", TOY_SAVE_INTERVAL_UPDATES="10",
+    proc = run_recipe("wsj_parsing.sh", work, TOY="1", TOY_MAX_UPDATE="30", TOY_SAVE_INTERVAL_UPDATES="10",
                TOY_WARMUP="15", TOY_BEAM="4", CPU_WORKERS="1")  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for header in ("0:", "1:", "2:", "3:", "4:", "5:", "6:"):

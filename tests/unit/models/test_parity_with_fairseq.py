@@ -12,7 +12,7 @@ import torch
 from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import DummyTask, build_vaswani, random_batch, vaswani_args
+from helpers import DummyTask, build_vaswani, random_batch, vaswani_args
 from transformer_plugin.convert import state_dict_from_fairseq_transformer
 
 SIZES = dict(d_model=32, d_ff=64, attention_heads=4, encoder_layers=2, decoder_layers=2)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS")
 

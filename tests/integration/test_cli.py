@@ -6,69 +6,21 @@ generate / validate / interactive, each loading the checkpoints under torch's we
 
 import math
 import os
-import random
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
-from transformer_plugin.paper import decoding_flags, training_flags
-
-BIN = os.path.dirname(sys.executable)
-PLUGIN = os.path.join(REPO, "transformer_plugin")
-WORDS = [f"w{i}" for i in range(24)]
-
-TRAIN_FLAGS = [
-    "--arch", "vaswani_tiny", "--share-all-embeddings", *training_flags(warmup_updates=20),
-    "--max-tokens", "600", "--seed", "1", "--num-workers", "0",
-    "--no-progress-bar", "--log-interval", "1", "--log-format", "simple",
-]  # fmt: skip
-
-
-def run(tool, *args, cwd=None, expect_ok=True, stdin=None):
-    """Run a fairseq console script of this environment; return its combined output."""
-    proc = subprocess.run(
-        [os.path.join(BIN, tool), *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=600
-    )
-    output = proc.stdout + proc.stderr
-    if expect_ok and proc.returncode != 0:
-        pytest.fail(f"{tool} failed ({proc.returncode}):\n{output[-4000:]}")
-    return output if expect_ok else (proc.returncode, output)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def data_bin(tmp_path_factory):
-    """A reversal task (target = source reversed), binarized with a joined dictionary."""
-    root = tmp_path_factory.mktemp("cli")
-    rng = random.Random(0)
-    for split, n in [("train", 300), ("valid", 30), ("test", 12)]:
-        with open(root / f"{split}.src", "w") as src, open(root / f"{split}.tgt", "w") as tgt:
-            for _ in range(n):
-                words = [rng.choice(WORDS) for _ in range(rng.randint(3, 9))]
-                src.write(" ".join(words) + "\n")
-                tgt.write(" ".join(reversed(words)) + "\n")
-    run(
-        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
-        "--trainpref", str(root / "train"), "--validpref", str(root / "valid"), "--testpref", str(root / "test"),
-        "--joined-dictionary", "--destdir", str(root / "bin"), "--workers", "1",
-    )  # fmt: skip
-    return root
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, free_port, run_tool
+from transformer_plugin.paper import decoding_flags
 
 
 @pytest.fixture(scope="module")
 def trained(data_bin):
     """Six updates with --user-dir given relative to the repository root, as the README shows."""
     save_dir = data_bin / "ckpt"
-    log = run(
+    log = run_tool(
         "fairseq-train", str(data_bin / "bin"), "--user-dir", "transformer_plugin", *TRAIN_FLAGS,
         "--max-update", "6", "--save-dir", str(save_dir), cwd=REPO,
     )  # fmt: skip
@@ -93,19 +45,19 @@ def test_train_uses_model_schedule_and_criterion(trained):
 def test_generate_validate_interactive_load_the_checkpoint(data_bin, trained):
     save_dir, _ = trained
     ckpt = str(save_dir / "checkpoint_last.pt")
-    out = run(
+    out = run_tool(
         "fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", ckpt,
         *decoding_flags(), "--batch-size", "8",
     )  # fmt: skip
     hypotheses = [line for line in out.splitlines() if line.startswith("H-")]
     assert len(hypotheses) == 12
     assert "BLEU4" in out
-    out = run(
+    out = run_tool(
         "fairseq-validate", str(data_bin / "bin"), "--task", "translation", "--user-dir", PLUGIN, "--path", ckpt,
         "--valid-subset", "valid", "--max-tokens", "1000",
     )  # fmt: skip
     assert re.search(r"valid on 'valid' subset \| loss [0-9.]+ \| nll_loss [0-9.]+ \| ppl", out)
-    out = run(
+    out = run_tool(
         "fairseq-interactive", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", ckpt,
         "--source-lang", "src", "--target-lang", "tgt", "--beam", "2", stdin="w1 w2 w3\nw4 w5\n",
     )  # fmt: skip
@@ -119,7 +71,7 @@ def test_installed_copy_works_from_any_directory(data_bin, trained, tmp_path):
     assert os.path.isfile(os.path.join(plugin_dir, "__init__.py"))
     console = subprocess.run([os.path.join(BIN, "transformer-plugin-dir")], capture_output=True, text=True, check=True)
     assert console.stdout.strip() == plugin_dir
-    out = run(
+    out = run_tool(
         "fairseq-generate", str(data_bin / "bin"), "--user-dir", plugin_dir, "--path",
         str(save_dir / "checkpoint_last.pt"), "--beam", "2", "--batch-size", "8", cwd=tmp_path,
     )  # fmt: skip
@@ -128,7 +80,7 @@ def test_installed_copy_works_from_any_directory(data_bin, trained, tmp_path):
 
 def test_restore_file_continues_training(data_bin, trained, tmp_path):
     save_dir, _ = trained
-    log = run(
+    log = run_tool(
         "fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "8",
         "--save-dir", str(tmp_path), "--restore-file", str(save_dir / "checkpoint_last.pt"),
     )  # fmt: skip
@@ -147,7 +99,7 @@ def test_unsafe_checkpoint_is_refused_by_fairseq_generate(data_bin, tmp_path):
 
     evil = tmp_path / "evil.pt"
     torch.save({"model": {}, "cfg": None, "x": RunsCode()}, evil)
-    code, out = run(
+    code, out = run_tool(
         "fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(evil), expect_ok=False
     )
     assert code != 0
@@ -157,7 +109,7 @@ def test_unsafe_checkpoint_is_refused_by_fairseq_generate(data_bin, tmp_path):
 
 def test_eval_bleu_checkpoint_loads(data_bin, tmp_path):
     """--eval-bleu saves numpy counts in the checkpoint: they must load again."""
-    run(
+    run_tool(
         "fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "3",
         "--save-dir", str(tmp_path), "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 5}',
         "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
@@ -166,7 +118,7 @@ def test_eval_bleu_checkpoint_loads(data_bin, tmp_path):
 
     metrics = load_checked(tmp_path / "checkpoint_last.pt")["extra_state"]["metrics"]
     assert "valid" in metrics  # the numpy counts are in there
-    out = run("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(tmp_path / "checkpoint_last.pt"))
+    out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(tmp_path / "checkpoint_last.pt"))
     assert len([line for line in out.splitlines() if line.startswith("H-")]) == 12
 
 
@@ -204,15 +156,15 @@ def test_average_of_a_run_whose_saves_all_land_on_epoch_ends(data_bin, tmp_path)
     """With --save-interval-updates equal to an epoch, fairseq writes every state only as checkpoint{epoch}.pt
     (checkpoint_last.pt with --no-epoch-checkpoints), never as checkpoint_{epoch}_{update}.pt; "the last 3" are
     still the states at the last three saves, the final one included."""
-    log = run("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-epoch", "1",
+    log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-epoch", "1",
               "--no-save", "--disable-validation")  # fmt: skip
     per_epoch = int(re.findall(r"epoch 001 \|.*num_updates (\d+)", log)[-1])
     save_dir = tmp_path / "ckpt"
-    run("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(4 * per_epoch),
+    run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(4 * per_epoch),
         "--save-interval-updates", str(per_epoch), "--keep-interval-updates", "3", "--keep-last-epochs", "3",
         "--save-dir", str(save_dir))  # fmt: skip
     assert not [p for p in os.listdir(save_dir) if re.fullmatch(r"checkpoint_\d+_\d+\.pt", p)]
-    output = run(sys.executable, "-m", "transformer_plugin.average_checkpoints", "--inputs", str(save_dir),
+    output = run_tool(sys.executable, "-m", "transformer_plugin.average_checkpoints", "--inputs", str(save_dir),
                  "--num-update-checkpoints", "3", "--output", str(tmp_path / "average.pt"), cwd=REPO)  # fmt: skip
     averaged = re.findall(r"update (\d+): ", output)
     assert averaged == [str(k * per_epoch) for k in (4, 3, 2)], output
@@ -238,7 +190,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
 
     added, shared = CT2_VARIANTS[variant]
     flags = [f for f in TRAIN_FLAGS if shared or f != "--share-all-embeddings"] + added
-    run("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *flags, "--max-update", "80",
+    run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *flags, "--max-update", "80",
         "--save-dir", str(tmp_path / "ckpt"), "--no-epoch-checkpoints")  # fmt: skip
     ckpt = str(tmp_path / "ckpt" / "checkpoint_last.pt")
     from transformer_plugin.export_ctranslate2 import main as export
@@ -247,7 +199,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     common = ["--user-dir", PLUGIN, "--path", ckpt, "--batch-size", "16", "--gen-subset", "test"]
     # the same log-probability for every reference token (fairseq prints base 2, CTranslate2 base e)
-    scored = run("fairseq-generate", str(data_bin / "bin"), *common, "--score-reference")
+    scored = run_tool("fairseq-generate", str(data_bin / "bin"), *common, "--score-reference")
     sources, targets, positional = (fairseq_lines(scored, k) for k in ("S", "H", "P"))
     ids = sorted(sources)
     results = translator.score_batch([sources[i][0].split() for i in ids], [targets[i][1].split() for i in ids])
@@ -256,7 +208,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
         assert result.log_probs == pytest.approx(expected, abs=2e-4)
     # the same translations, greedy and with the paper's beam
     for beam in ("1", "4"):
-        out = run("fairseq-generate", str(data_bin / "bin"), *common, "--beam", beam, "--lenpen", "0.6",
+        out = run_tool("fairseq-generate", str(data_bin / "bin"), *common, "--beam", beam, "--lenpen", "0.6",
                   "--max-len-a", "0", "--max-len-b", "30")  # fmt: skip
         hypotheses = fairseq_lines(out, "H")
         translated = translator.translate_batch([sources[i][0].split() for i in ids], beam_size=int(beam),

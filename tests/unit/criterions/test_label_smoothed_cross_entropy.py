@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import DummyTask, build_vaswani, random_batch
+from helpers import DummyTask, build_vaswani, random_batch
 from transformer_plugin.criterions import label_smoothed_cross_entropy as criterion_module
 from transformer_plugin.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyFromLogits,

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO
 
 SMALL = dict(
     TRAIN_PAIRS="2000", VALID_PAIRS="40", TEST_PAIRS="60", VOCAB_SIZE="300", MAX_TOKENS="1500",

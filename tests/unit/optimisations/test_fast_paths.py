@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import build_vaswani
+from helpers import build_vaswani
 import transformer_plugin.modules.fast_paths as fast_paths
 from transformer_plugin.modules.dropout import Dropout
 from transformer_plugin.modules.fast_paths import drop_threshold, dropout, packed_dropout_mask

@@ -22,7 +22,7 @@ def test_every_rows_flags_parse_and_change_the_model(row, tmp_path):
     """fairseq-train's own parser takes each row's flags, and the model built from them has the row's sizes."""
     from fairseq import options
 
-    from conftest import REPO, DummyTask, make_dictionary
+    from helpers import REPO, DummyTask, make_dictionary
     from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
 
     argv = [str(tmp_path), "--user-dir", f"{REPO}/transformer_plugin", "--task", "translation", "--arch",

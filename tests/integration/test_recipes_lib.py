@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO
+from helpers import REPO
 
 FAKE_WORKER = r"""#!/usr/bin/env bash
 # rank 1 fails after a second; rank 0 would run for a minute (a worker left waiting on a dead peer)

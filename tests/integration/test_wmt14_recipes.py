@@ -2,44 +2,14 @@
 En-De base recipe at toy size end to end on CPU, from archives in the WMT14 layout built by the test."""
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 import tarfile
 
 import pytest
 
-from conftest import REPO
+from helpers import PYTHON, commands, flag, run_recipe
 from preprocess import wmt14
-
-PYTHON = os.path.basename(sys.executable)
-
-
-def run(script, work, *args, **variables):
-    env = {k: v for k, v in os.environ.items() if k not in ("GPUS", "LAUNCH", "NNODES", "DRY_RUN", "TOY", "FROM")}
-    env.update(WORK=str(work), PYTHON=sys.executable, **variables)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    return subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1200)  # fmt: skip
-
-
-def commands(output, program):
-    """The arguments of ``program`` on every dry-run line that runs it (directly, or through env/srun/torchrun)."""
-    found = []
-    for line in output.splitlines():
-        if line.startswith("+ "):
-            words = shlex.split(line[2:])
-            starts = [i for i, w in enumerate(words) if os.path.basename(w) == program]
-            if starts:
-                found.append(words[starts[0]:])
-    return found
-
-
-def flag(words, name):
-    return words[words.index(name) + 1]
-
 
 @pytest.mark.parametrize("script, arch, steps, keep, vocab, spm, paper", [
     ("wmt14_en_de_base.sh", "vaswani_base", "100000", "5", "37000", "bpe", "27.3"),
@@ -49,7 +19,7 @@ def flag(words, name):
 ])  # fmt: skip
 def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, vocab, spm, paper):
     work = tmp_path / "w"
-    proc = run(script, work, "--dry-run", GPUS="8")
+    proc = run_recipe(script, work, "--dry-run", GPUS="8")
     assert proc.returncode == 0, proc.stderr
     assert not work.exists()  # nothing ran, nothing was written
     out = proc.stdout
@@ -78,7 +48,7 @@ def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, 
 ])  # fmt: skip
 def test_batch_is_about_25000_tokens_for_any_number_of_devices(tmp_path, gpus, nnodes, max_tokens, update_freq):
     launch = "local" if nnodes == "1" else "slurm"
-    proc = run("wmt14_en_de_base.sh", tmp_path, "--dry-run", GPUS=gpus, NNODES=nnodes, LAUNCH=launch)
+    proc = run_recipe("wmt14_en_de_base.sh", tmp_path, "--dry-run", GPUS=gpus, NNODES=nnodes, LAUNCH=launch)
     assert proc.returncode == 0, proc.stderr
     trains = commands(proc.stdout, "fairseq-train")
     assert len(trains) == (2 if gpus == "0" else 1)  # no GPU: two gloo CPU workers
@@ -90,7 +60,7 @@ def test_batch_is_about_25000_tokens_for_any_number_of_devices(tmp_path, gpus, n
 
 def test_launchers_for_several_machines(tmp_path):
     env = dict(GPUS="8", NNODES="2", MASTER_ADDR="node0", MASTER_PORT="29600", PRECISION="bf16")
-    torchrun = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="torchrun", NODE_RANK="1", **env)
+    torchrun = run_recipe("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="torchrun", NODE_RANK="1", **env)
     assert torchrun.returncode == 0, torchrun.stderr
     [line] = [line for line in torchrun.stdout.splitlines() if line.startswith("+ torchrun")]
     words = shlex.split(line[2:])
@@ -98,13 +68,13 @@ def test_launchers_for_several_machines(tmp_path):
         == ["2", "8", "1", "node0", "29600"]  # fmt: skip
     assert flag(words, "--distributed-world-size") == "16" and "--bf16" in words
     assert "node 1: training done" in torchrun.stdout and "fairseq-generate" not in torchrun.stdout
-    slurm = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="slurm", **env)
+    slurm = run_recipe("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="slurm", **env)
     [line] = [line for line in slurm.stdout.splitlines() if line.startswith("+ srun")]
     words = shlex.split(line[2:])
     assert flag(words, "--ntasks-per-node") == "8" and flag(words, "--distributed-port") == "29600"
-    local = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="local", **env)
+    local = run_recipe("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="local", **env)
     assert local.returncode == 2 and "needs LAUNCH=torchrun or LAUNCH=slurm" in local.stderr
-    bad = run("wmt14_en_de_big.sh", tmp_path, "--dry-run", PRECISION="fp8", GPUS="1")
+    bad = run_recipe("wmt14_en_de_big.sh", tmp_path, "--dry-run", PRECISION="fp8", GPUS="1")
     assert bad.returncode == 2 and "PRECISION=fp8" in bad.stderr
 
 
@@ -117,7 +87,7 @@ def toy_run(tmp_path_factory):
     archives = root / "archives"
     wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=300, test=40)
     work = root / "work"
-    proc = run("wmt14_en_de_base.sh", work, FROM=str(archives), **TOY)
+    proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(archives), **TOY)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return work, proc.stdout + proc.stderr
 
@@ -163,14 +133,14 @@ def test_toy_run_end_to_end(toy_run):
 def test_toy_rerun_skips_every_stage(toy_run):
     work, _ = toy_run
     archives = work.parent / "archives"
-    proc = run("wmt14_en_de_base.sh", work, FROM=str(archives), **TOY)
+    proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(archives), **TOY)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("done already") == 9
     assert "fairseq-train" not in proc.stderr
 
 
 def test_toy_dry_run_without_archives_writes_its_own(tmp_path):
-    proc = run("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", GPUS="8")
+    proc = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", GPUS="8")
     assert proc.returncode == 0, proc.stderr
     assert "==== stage 0: toy archives in the WMT14 layout" in proc.stdout
     [prepare] = [c for c in commands(proc.stdout, PYTHON) if "prepare" in c]
@@ -185,7 +155,7 @@ def test_toy_dry_run_without_archives_writes_its_own(tmp_path):
 def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
     from transformer_plugin import table3
 
-    proc = run("wmt14_table3.sh", tmp_path / "w", "--dry-run", GPUS="8")
+    proc = run_recipe("wmt14_table3.sh", tmp_path / "w", "--dry-run", GPUS="8")
     assert proc.returncode == 0, proc.stderr
     trains = commands(proc.stdout, "fairseq-train")
     assert len(trains) == len(table3.ROWS) == 20
@@ -198,7 +168,7 @@ def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
     generates = commands(proc.stdout, "fairseq-generate")
     assert all(flag(g, "--gen-subset") == "valid" and flag(g, "--path").endswith("checkpoint_last.pt") for g in generates)
     assert len(generates) == 20 and "average_checkpoints" not in proc.stdout  # Table 3: no averaging
-    bad = run("wmt14_table3.sh", tmp_path / "w", "--dry-run", ROWS="base F-nonsense")
+    bad = run_recipe("wmt14_table3.sh", tmp_path / "w", "--dry-run", ROWS="base F-nonsense")
     assert bad.returncode != 0 and "unknown Table 3 row 'F-nonsense'" in bad.stderr
 
 
@@ -208,7 +178,7 @@ def test_table3_toy_row_and_table(toy_run):
 
     work, _ = toy_run
     toy = dict(TOY, TOY_MAX_UPDATE="10", CPU_WORKERS="1")  # one process: the plumbing is what is tested here
-    proc = run("wmt14_table3.sh", work, FROM=str(work.parent / "archives"), ROWS="E-learned", **toy)
+    proc = run_recipe("wmt14_table3.sh", work, FROM=str(work.parent / "archives"), ROWS="E-learned", **toy)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "==== stage 4-table3-E-learned:" in proc.stdout and "positional-encoding learned" in proc.stdout
     assert proc.stdout.count("done already") == 4  # data stages 1-3 are shared with the En-De recipe

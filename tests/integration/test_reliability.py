@@ -15,8 +15,7 @@ import time
 import pytest
 import torch
 
-from conftest import REPO
-from test_cli import BIN, PLUGIN, TRAIN_FLAGS, data_bin, run  # noqa: F401  (data_bin is a fixture)
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, run_tool
 from transformer_plugin.checkpoint_safety import load_checked
 
 # Runs fairseq-train after arranging for the process to SIGKILL itself at the Nth event of a kind:
@@ -78,7 +77,7 @@ def parameters(path):
 @pytest.fixture(scope="module")
 def uninterrupted(data_bin):
     save_dir = data_bin / "uninterrupted"
-    run("fairseq-train", *train_args(data_bin, save_dir))
+    run_tool("fairseq-train", *train_args(data_bin, save_dir))
     return parameters(save_dir / "checkpoint_last.pt")
 
 
@@ -102,7 +101,7 @@ def test_sigkill_then_rerun_ends_like_an_uninterrupted_run(data_bin, uninterrupt
     if kind != "after":
         assert any(p.endswith(".tmp") for p in os.listdir(save_dir))  # the interrupted write stayed a .tmp
 
-    log = run("fairseq-train", *args)  # the same command again
+    log = run_tool("fairseq-train", *args)  # the same command again
     assert f"@ {resumes_at} updates" in log
     resumed = parameters(save_dir / "checkpoint_last.pt")
     assert resumed.keys() == uninterrupted.keys()
@@ -157,7 +156,7 @@ def test_configuration_errors_stop_before_training(data_bin, tmp_path, flags, me
     data = str(tmp_path / "missing") if "DATA=missing" in flags else str(data_bin / "bin")
     flags = [f for f in flags if f != "DATA=missing"]
     base = [f for f in TRAIN_FLAGS if f not in ("--arch", "vaswani_tiny")]
-    code, output = run("fairseq-train", data, "--user-dir", PLUGIN, *base, *flags, "--max-update", "2",
+    code, output = run_tool("fairseq-train", data, "--user-dir", PLUGIN, *base, *flags, "--max-update", "2",
                        "--save-dir", str(tmp_path / "ckpt"), expect_ok=False)  # fmt: skip
     assert code != 0 and message in output
     assert "begin training" not in output.lower() and not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()

@@ -1,0 +1,130 @@
+"""Helpers shared by the tests: small fairseq objects and models, and running fairseq's tools and the recipes."""
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from argparse import Namespace
+
+import pytest
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+import transformer_plugin  # noqa: E402,F401  (registers the plugin's parts with fairseq)
+from fairseq.data import Dictionary  # noqa: E402
+from transformer_plugin.paper import training_flags  # noqa: E402
+
+BIN = os.path.dirname(sys.executable)
+PLUGIN = os.path.join(REPO, "transformer_plugin")
+PYTHON = os.path.basename(sys.executable)
+WORDS = [f"w{i}" for i in range(24)]
+
+
+# ---- models ------------------------------------------------------------------------------------
+
+def make_dictionary(num_words: int) -> Dictionary:
+    d = Dictionary()
+    for i in range(num_words):
+        d.add_symbol(f"w{i}")
+    d.finalize(padding_factor=1)
+    return d
+
+
+class DummyTask:
+    """What build_model needs from a translation task."""
+
+    def __init__(self, src_dict, tgt_dict=None):
+        self.source_dictionary = src_dict
+        self.target_dictionary = tgt_dict if tgt_dict is not None else src_dict
+
+
+def vaswani_args(arch: str = "vaswani_tiny", **overrides) -> Namespace:
+    """The Namespace fairseq-train would build for ``--arch arch`` plus the given flags."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    args = Namespace(arch=arch, **overrides)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    return args
+
+
+def build_vaswani(dictionary, arch="vaswani_tiny", **overrides):
+    from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
+
+    overrides.setdefault("share_all_embeddings", True)
+    return VaswaniTransformerModel.build_model(vaswani_args(arch, **overrides), DummyTask(dictionary))
+
+
+def random_batch(dictionary, batch_size=3, src_len=7, tgt_len=6, seed=0, left_pad_source=True):
+    """src_tokens (B, S) with different lengths and padding; prev_output_tokens (B, T) right-padded."""
+    g = torch.Generator().manual_seed(seed)
+    nspecial, V = dictionary.nspecial, len(dictionary)
+    pad, eos = dictionary.pad(), dictionary.eos()
+    src = torch.full((batch_size, src_len), pad)
+    tgt = torch.full((batch_size, tgt_len), pad)
+    src_lengths = torch.tensor([src_len - (i % 3) for i in range(batch_size)])
+    for i in range(batch_size):
+        n = int(src_lengths[i])
+        words = torch.randint(nspecial, V, (n - 1,), generator=g).tolist() + [eos]
+        if left_pad_source:
+            src[i, src_len - n :] = torch.tensor(words)
+        else:
+            src[i, :n] = torch.tensor(words)
+        m = tgt_len - (i % 2)
+        tgt[i, :m] = torch.tensor([eos] + torch.randint(nspecial, V, (m - 1,), generator=g).tolist())
+    return src, src_lengths, tgt
+
+
+# ---- fairseq's command-line tools ----------------------------------------------------------------
+
+TRAIN_FLAGS = [
+    "--arch", "vaswani_tiny", "--share-all-embeddings", *training_flags(warmup_updates=20),
+    "--max-tokens", "600", "--seed", "1", "--num-workers", "0",
+    "--no-progress-bar", "--log-interval", "1", "--log-format", "simple",
+]  # fmt: skip
+
+
+def run_tool(tool, *args, cwd=None, expect_ok=True, stdin=None):
+    """Run a fairseq console script of this environment; return its combined output."""
+    proc = subprocess.run(
+        [os.path.join(BIN, tool), *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=600
+    )
+    output = proc.stdout + proc.stderr
+    if expect_ok and proc.returncode != 0:
+        pytest.fail(f"{tool} failed ({proc.returncode}):\n{output[-4000:]}")
+    return output if expect_ok else (proc.returncode, output)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- the recipes --------------------------------------------------------------------------------
+
+def run_recipe(script, work, *args, **variables):
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUS", "LAUNCH", "NNODES", "DRY_RUN", "TOY", "FROM")}
+    env.update(WORK=str(work), PYTHON=sys.executable, **variables)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    return subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+
+
+def commands(output, program):
+    """The arguments of ``program`` on every dry-run line that runs it (directly, or through env/srun/torchrun)."""
+    found = []
+    for line in output.splitlines():
+        if line.startswith("+ "):
+            words = shlex.split(line[2:])
+            starts = [i for i, w in enumerate(words) if os.path.basename(w) == program]
+            if starts:
+                found.append(words[starts[0]:])
+    return found
+
+
+def flag(words, name):
+    return words[words.index(name) + 1]
