@@ -23,13 +23,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.speed import BIN, PLUGIN, print_table, sh  # noqa: E402
+from transformer_plugin.paper import decoding_flags  # noqa: E402
 
 
 def fairseq_generate(a, workdir, decode):
     """(pieces of each source by id, detokenized hypotheses in id order, sentences per second)."""
     output, _, _ = sh([f"{BIN}/fairseq-generate", a.data_bin, "--user-dir", PLUGIN, "--path", a.checkpoint,
-                       "--gen-subset", "test", "--beam", str(a.beam), "--lenpen", str(a.lenpen),
-                       "--max-len-a", "1", "--max-len-b", "50", "--batch-size", str(a.batch_size)],
+                       "--gen-subset", "test", *decoding_flags(a.beam, a.lenpen), "--batch-size", str(a.batch_size)],
                       os.path.join(workdir, "generate.out"))  # fmt: skip
     sources = {int(i): text.split() for i, text in re.findall(r"^S-(\d+)\t(.*)$", output, re.M)}
     hypotheses = {int(i): decode(text.split()) for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}

@@ -1,0 +1,117 @@
+"""Serving a trained model the ways users do, on a small model trained on sentencepiece text:
+fairseq-interactive with ``--bpe sentencepiece``, ``VaswaniTransformerModel.from_pretrained(...).translate()``,
+and ``python -m transformer_plugin.translate`` on its CTranslate2 export. All three take and give plain text."""
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from helpers import PLUGIN, TRAIN_FLAGS, run_tool
+from preprocess.sentencepiece_vocab import encode, train
+from transformer_plugin.paper import decoding_flags
+
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """Copy a sentence, on text encoded with a joint sentencepiece BPE model (300 updates); the
+    checkpoint's CTranslate2 export."""
+    root = tmp_path_factory.mktemp("serving")
+    rng = random.Random(1)
+    words = [a + b for a in SYLLABLES for b in SYLLABLES[:4]]
+    for split, n in [("train", 1500), ("valid", 30), ("test", 16)]:
+        with open(root / f"{split}.src", "w") as src, open(root / f"{split}.tgt", "w") as tgt:
+            for _ in range(n):
+                sentence = [rng.choice(words) for _ in range(rng.randint(2, 6))]
+                src.write(" ".join(sentence) + "\n")
+                tgt.write(" ".join(sentence) + "\n")
+    spm = train([str(root / "train.src"), str(root / "train.tgt")], str(root / "spm"), 60)
+    splits = [str(root / f"{s}.{side}") for s in ("train", "valid", "test") for side in ("src", "tgt")]
+    encode(spm, splits, [p.replace(f"{root}/", f"{root}/sp.") for p in splits])
+    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+             "--trainpref", str(root / "sp.train"), "--validpref", str(root / "sp.valid"),
+             "--testpref", str(root / "sp.test"), "--destdir", str(root / "bin"), "--workers", "1")  # fmt: skip
+    run_tool("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "300",
+             "--warmup-updates", "100", "--lr-multiplier", "0.3", "--dropout", "0",
+             "--save-dir", str(root / "ckpt"), "--no-epoch-checkpoints", "--disable-validation")  # fmt: skip
+    from transformer_plugin.export_ctranslate2 import main as export
+
+    assert export(["--model_path", str(root / "ckpt" / "checkpoint_last.pt"), "--data_dir", str(root / "bin"),
+                   "--output_dir", str(root / "ct2")]) == 0  # fmt: skip
+    lines = (root / "test.src").read_text().splitlines()
+    return root, spm, lines
+
+
+def interactive(root, spm, lines):
+    """Detokenized hypotheses of fairseq-interactive, in input order."""
+    out = run_tool("fairseq-interactive", str(root / "bin"), "--user-dir", PLUGIN,
+                   "--path", str(root / "ckpt" / "checkpoint_last.pt"), "--source-lang", "src", "--target-lang", "tgt",
+                   "--bpe", "sentencepiece", "--sentencepiece-model", spm, *decoding_flags(),
+                   "--buffer-size", "8", "--batch-size", "8", stdin="".join(line + "\n" for line in lines))  # fmt: skip
+    found = {int(i): text for i, text in (line[2:].split("\t", 2)[::2] for line in out.splitlines() if line.startswith("D-"))}
+    assert sorted(found) == list(range(len(lines))), out[-2000:]
+    return [found[i] for i in range(len(lines))]
+
+
+def test_fairseq_interactive_with_sentencepiece_translates_plain_text(served):
+    """Plain text in, plain text out, and the translations fairseq-generate makes of the same
+    sentences binarized; the model has learned to copy most of them."""
+    root, spm, lines = served
+    hypotheses = interactive(root, spm, lines)
+    out = run_tool("fairseq-generate", str(root / "bin"), "--user-dir", PLUGIN, "--gen-subset", "test",
+                   "--path", str(root / "ckpt" / "checkpoint_last.pt"), *decoding_flags(),
+                   "--post-process", "sentencepiece", "--batch-size", "8")  # fmt: skip
+    generated = {int(i): text for i, text in (line[2:].split("\t", 2)[::2] for line in out.splitlines() if line.startswith("D-"))}
+    assert hypotheses == [generated[i] for i in range(len(lines))]
+    assert sum(h == line for h, line in zip(hypotheses, lines)) >= len(lines) // 2, list(zip(lines, hypotheses))
+
+
+def test_from_pretrained_translate_equals_fairseq_interactive(served):
+    from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
+
+    root, spm, lines = served
+    hub = VaswaniTransformerModel.from_pretrained(
+        str(root / "ckpt"), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(root / "bin"),
+        source_lang="src", target_lang="tgt", bpe="sentencepiece", sentencepiece_model=spm,
+    )  # fmt: skip
+    assert type(hub.models[0]) is VaswaniTransformerModel
+    translated = hub.translate(lines, beam=4, lenpen=0.6, max_len_a=1, max_len_b=50)
+    assert translated == interactive(root, spm, lines)
+
+
+def test_translate_command_gives_fairseqs_translations_in_order(served, tmp_path):
+    """The CTranslate2 export through the translate command: one line out per line in, empty lines
+    kept, in order across chunks and batches, and the same translations as fairseq-interactive."""
+    root, spm, lines = served
+    given = lines[:5] + [""] + lines[5:]
+    (tmp_path / "in.txt").write_text("".join(line + "\n" for line in given))
+    command = [sys.executable, "-m", "transformer_plugin.translate", "--model", str(root / "ct2"), "--spm", spm,
+               "--chunk-size", "4", "--batch-size", "3"]  # fmt: skip
+    piped = subprocess.run(command, input="".join(line + "\n" for line in given), capture_output=True, text=True)
+    assert piped.returncode == 0, piped.stderr
+    out = tmp_path / "out.txt"
+    assert subprocess.run([*command, "--input", str(tmp_path / "in.txt"), "--output", str(out)]).returncode == 0
+    assert out.read_text() == piped.stdout and not (tmp_path / "out.txt.partial").exists()
+    translated = piped.stdout.splitlines()
+    assert len(translated) == len(given) and translated[5] == ""
+    assert translated[:5] + translated[6:] == interactive(root, spm, lines)
+
+
+def test_translate_command_names_what_is_wrong(served, tmp_path):
+    root, spm, _ = served
+
+    def translate(*args):
+        return subprocess.run([sys.executable, "-m", "transformer_plugin.translate", *args], input="a\n",
+                              capture_output=True, text=True)  # fmt: skip
+
+    missing = translate("--model", str(tmp_path / "nowhere"), "--spm", spm)
+    assert missing.returncode == 1 and f"--model {tmp_path / 'nowhere'}: no such file" in missing.stderr
+    not_ct2 = translate("--model", str(root / "ckpt"), "--spm", spm)
+    assert not_ct2.returncode == 1 and "not a CTranslate2 model" in not_ct2.stderr
+    unreadable = translate("--model", str(root / "ct2"), "--spm", spm, "--input", str(tmp_path / "absent.txt"),
+                           "--output", str(tmp_path / "out.txt"))  # fmt: skip
+    assert unreadable.returncode == 1 and "absent.txt" in unreadable.stderr
+    assert not (tmp_path / "out.txt").exists() and not (tmp_path / "out.txt.partial").exists()
