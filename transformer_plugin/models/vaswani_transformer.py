@@ -16,12 +16,12 @@ Layout: batch-first inside the model, (B, T, d_model); shape comments use B batc
 length, T target length, h heads.
 
 Not in the paper, chosen here (each can be changed by a flag where it matters):
-- initialisation (the paper gives none): Xavier-uniform projections, embeddings N(0, d_model^-0.5)
-  with a zero padding row, as tensor2tensor and fairseq do;
+- initialisation (the paper gives none): fairseq's `transformer`'s (multihead_attention.py and
+  feed_forward.py say why), embeddings N(0, d_model^-0.5) with a zero padding row;
 - ``--attention-dropout`` and ``--activation-dropout`` (default 0, as in the paper);
 - ``--normalize-before`` (pre-norm), ``--sinusoid-variant fairseq`` (see positional_encoding.py);
 - ``--dropout-masks packed`` (default): on CPU, P_drop is rounded to a multiple of 2^-16 so that
-  masks are four times cheaper to draw; ``--dropout-masks torch`` is torch's dropout (see dropout.py).
+  masks are four times cheaper to draw; ``--dropout-masks torch`` is torch's dropout (see fast_paths.py).
 """
 
 import logging
@@ -86,7 +86,7 @@ class VaswaniTransformerConfig(FairseqDataclass):
         default="packed",
         metadata={
             "help": "packed: on CPU, 16-bit dropout masks drawn 4 per 64-bit random word, P_drop rounded to"
-            " a multiple of 2^-16 (faster; see modules/dropout.py); torch: torch's F.dropout. GPUs always use torch's"
+            " a multiple of 2^-16 (faster; see modules/fast_paths.py); torch: torch's F.dropout. GPUs always use torch's"
         },
     )
     normalize_before: bool = field(
