@@ -20,14 +20,23 @@ epoch. A run resumed from an end-of-epoch checkpoint therefore starts with epoch
 on differently composed batches than a run that never stopped (sentences of equal length are
 grouped differently). The plugin always builds the reusable batches with epoch 1's draw, so every
 run, however often resumed, sees the same batches; the per-epoch shuffle is unchanged.
+
+``--bf16`` trains in bfloat16, not on a TPU. fairseq's option post-processing sets ``tpu`` whenever
+``bf16`` is set (``options.py``: ``if args.bf16: args.tpu = True``; fairseq issue #4696), and
+fairseq-train then looks for an XLA device and dies on a CPU or a GPU. Unless ``--tpu`` itself was
+given, the plugin unsets ``tpu`` before fairseq-train's ``call_main`` reads it; bf16 then means what
+fairseq's trainer does with it elsewhere: the model and the batches in bfloat16, fp32 master weights
+in fairseq's FP16Optimizer (no loss scaling).
 """
 
 import os
 import shutil
+import sys
 
 import numpy as np
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils
+from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 from fairseq.tasks import FairseqTask
 
@@ -89,6 +98,22 @@ def _wrap_get_batch_iterator() -> None:
     FairseqTask.get_batch_iterator = get_batch_iterator
 
 
+def _wrap_call_main() -> None:
+    original = distributed_utils.call_main
+    if getattr(original, "_transformer_plugin_wrapped", False):
+        return
+
+    def call_main(cfg, main, **kwargs):
+        if cfg.common.bf16 and cfg.common.tpu and "--tpu" not in sys.argv:
+            cfg.common.tpu = False  # set by fairseq's options.py for --bf16 alone
+        return original(cfg, main, **kwargs)
+
+    call_main.__doc__ = original.__doc__
+    call_main._transformer_plugin_wrapped = True
+    distributed_utils.call_main = call_main
+
+
 _wrap_batch_by_size()
 _wrap_get_batch_iterator()
+_wrap_call_main()
 checkpoint_utils.PathManager = AtomicCopyPathManager

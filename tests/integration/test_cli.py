@@ -107,6 +107,23 @@ def test_unsafe_checkpoint_is_refused_by_fairseq_generate(data_bin, tmp_path):
     assert not marker.exists()
 
 
+def test_bf16_trains_in_bfloat16_not_on_a_tpu(data_bin, tmp_path):
+    """fairseq turns --bf16 into TPU mode (options.py); with the plugin, --bf16 trains in bfloat16 on
+    the CPU (the same path as on a GPU): the losses of 4 updates are close to float32's from the same
+    seed but not equal (bfloat16 rounding), and fairseq-generate translates with the checkpoint."""
+    losses = {}
+    for precision, flags in (("fp32", []), ("bf16", ["--bf16"])):
+        log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
+                       "--cpu", *flags, "--save-dir", str(tmp_path / precision), "--no-epoch-checkpoints")  # fmt: skip
+        losses[precision] = [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
+    fp32, bf16 = losses["fp32"], losses["bf16"]
+    assert len(fp32) == len(bf16) == 4 and fp32 != bf16, (fp32, bf16)
+    assert all(abs(a - b) < 0.2 for a, b in zip(fp32, bf16)), (fp32, bf16)
+    out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path",
+                   str(tmp_path / "bf16" / "checkpoint_last.pt"))  # fmt: skip
+    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 12
+
+
 def test_eval_bleu_checkpoint_loads(data_bin, tmp_path):
     """--eval-bleu saves numpy counts in the checkpoint: they must load again."""
     run_tool(
