@@ -3,7 +3,7 @@
 # (no download): joint BPE vocabulary, binarization, data-parallel training with the paper's
 # criterion and schedule, averaging of the last checkpoints, beam search, sacreBLEU/chrF, a report.
 #
-#   bash recipes/demo.sh                 # about 11 minutes on 2 CPU cores
+#   bash recipes/demo.sh                 # about 9 minutes on 2 CPU cores
 #   WORK=/tmp/d MAX_UPDATE=200 bash recipes/demo.sh   # variables below can be overridden
 #   bash recipes/demo.sh --dry-run       # print every command, run nothing
 #
