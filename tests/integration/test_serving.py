@@ -45,8 +45,10 @@ def served(tmp_path_factory):
     return root, spm, lines
 
 
-def interactive(root, spm, lines):
-    """Detokenized hypotheses of fairseq-interactive, in input order."""
+@pytest.fixture(scope="module")
+def interactive(served):
+    """Detokenized hypotheses of fairseq-interactive for the test sentences, in input order."""
+    root, spm, lines = served
     out = run_tool("fairseq-interactive", str(root / "bin"), "--user-dir", PLUGIN,
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), "--source-lang", "src", "--target-lang", "tgt",
                    "--bpe", "sentencepiece", "--sentencepiece-model", spm, *decoding_flags(),
@@ -56,11 +58,11 @@ def interactive(root, spm, lines):
     return [found[i] for i in range(len(lines))]
 
 
-def test_fairseq_interactive_with_sentencepiece_translates_plain_text(served):
+def test_fairseq_interactive_with_sentencepiece_translates_plain_text(served, interactive):
     """Plain text in, plain text out, and the translations fairseq-generate makes of the same
     sentences binarized; the model has learned to copy most of them."""
     root, spm, lines = served
-    hypotheses = interactive(root, spm, lines)
+    hypotheses = interactive
     out = run_tool("fairseq-generate", str(root / "bin"), "--user-dir", PLUGIN, "--gen-subset", "test",
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), *decoding_flags(),
                    "--post-process", "sentencepiece", "--batch-size", "8")  # fmt: skip
@@ -69,7 +71,7 @@ def test_fairseq_interactive_with_sentencepiece_translates_plain_text(served):
     assert sum(h == line for h, line in zip(hypotheses, lines)) >= len(lines) // 2, list(zip(lines, hypotheses))
 
 
-def test_from_pretrained_translate_equals_fairseq_interactive(served):
+def test_from_pretrained_translate_equals_fairseq_interactive(served, interactive):
     from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
 
     root, spm, lines = served
@@ -79,10 +81,10 @@ def test_from_pretrained_translate_equals_fairseq_interactive(served):
     )  # fmt: skip
     assert type(hub.models[0]) is VaswaniTransformerModel
     translated = hub.translate(lines, beam=4, lenpen=0.6, max_len_a=1, max_len_b=50)
-    assert translated == interactive(root, spm, lines)
+    assert translated == interactive
 
 
-def test_translate_command_gives_fairseqs_translations_in_order(served, tmp_path):
+def test_translate_command_gives_fairseqs_translations_in_order(served, interactive, tmp_path):
     """The CTranslate2 export through the translate command: one line out per line in, empty lines
     kept, in order across chunks and batches, and the same translations as fairseq-interactive."""
     root, spm, lines = served
@@ -97,7 +99,7 @@ def test_translate_command_gives_fairseqs_translations_in_order(served, tmp_path
     assert out.read_text() == piped.stdout and not (tmp_path / "out.txt.partial").exists()
     translated = piped.stdout.splitlines()
     assert len(translated) == len(given) and translated[5] == ""
-    assert translated[:5] + translated[6:] == interactive(root, spm, lines)
+    assert translated[:5] + translated[6:] == interactive
 
 
 def test_translate_command_names_what_is_wrong(served, tmp_path):
