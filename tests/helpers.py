@@ -26,6 +26,7 @@ WORDS = [f"w{i}" for i in range(24)]
 
 # ---- models ------------------------------------------------------------------------------------
 
+
 def make_dictionary(num_words: int) -> Dictionary:
     d = Dictionary()
     for i in range(num_words):
@@ -106,7 +107,9 @@ def free_port():
 
 # ---- the recipes --------------------------------------------------------------------------------
 
+
 def run_recipe(script, work, *args, **variables):
+    """bash recipes/SCRIPT ARGS with WORK=work and the given variables, from the repository root."""
     env = {k: v for k, v in os.environ.items() if k not in ("GPUS", "LAUNCH", "NNODES", "DRY_RUN", "TOY", "FROM")}
     env.update(WORK=str(work), PYTHON=sys.executable, **variables)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]

@@ -5,6 +5,7 @@ import random
 import pytest
 from helpers import WORDS, run_tool
 
+
 @pytest.fixture(scope="module")
 def data_bin(tmp_path_factory):
     """A reversal task (target = source reversed), binarized with a joined dictionary."""
