@@ -61,9 +61,9 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", help="write the table here (markdown)")
     a = p.parse_args(argv)
-    import sacrebleu
     import sentencepiece as spm
 
+    from transformer_plugin.evaluate import score
     from transformer_plugin.export_ctranslate2 import main as export
 
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
@@ -86,9 +86,8 @@ def main(argv=None) -> int:
              f"{a.threads} threads; sacreBLEU detokenized", "",
              "| | sentences/s | speed-up | sacreBLEU | chrF |", "|---|---|---|---|---|"]  # fmt: skip
     for name, hypotheses, speed in rows:
-        bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
-        chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
-        lines.append(f"| {name} | {speed:.1f} | {speed / base:.2f}x | {bleu:.2f} | {chrf:.2f} |")
+        scores = score(hypotheses, references)
+        lines.append(f"| {name} | {speed:.1f} | {speed / base:.2f}x | {scores['sacrebleu']:.2f} | {scores['chrf']:.2f} |")
     text = "\n".join(lines)
     print_table(text, a.out)
     return 0

@@ -1,6 +1,7 @@
 """Helpers shared by the tests: small fairseq objects and models, and running fairseq's tools and the recipes."""
 
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -97,6 +98,12 @@ def run_tool(tool, *args, cwd=None, expect_ok=True, stdin=None):
     if expect_ok and proc.returncode != 0:
         pytest.fail(f"{tool} failed ({proc.returncode}):\n{output[-4000:]}")
     return output if expect_ok else (proc.returncode, output)
+
+
+def fairseq_lines(output, kind):
+    """{sentence id: the tab-separated fields} of the ``kind`` lines (S, H, D, P) that fairseq-generate
+    and fairseq-interactive print."""
+    return {int(m.group(1)): m.group(2).split("\t") for m in re.finditer(rf"^{kind}-(\d+)\t(.*)$", output, re.M)}
 
 
 def free_port():

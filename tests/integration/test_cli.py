@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, free_port, run_tool
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, fairseq_lines, free_port, run_tool
 from transformer_plugin.paper import decoding_flags
 
 
@@ -194,11 +194,6 @@ CT2_VARIANTS = {  # name: (flags added, embeddings shared)
     "pre-norm, learned positions": (["--normalize-before", "--positional-encoding", "learned"], True),
     "fairseq sinusoids, separate embeddings": (["--sinusoid-variant", "fairseq"], False),
 }
-
-
-def fairseq_lines(output, kind):
-    """{sentence id: the tab-separated fields} of fairseq-generate's ``kind`` lines (S, H, P)."""
-    return {int(m.group(1)): m.group(2).split("\t") for m in re.finditer(rf"^{kind}-(\d+)\t(.*)$", output, re.M)}
 
 
 @pytest.mark.parametrize("variant", list(CT2_VARIANTS))

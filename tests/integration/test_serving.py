@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from helpers import PLUGIN, TRAIN_FLAGS, run_tool
+from helpers import PLUGIN, TRAIN_FLAGS, fairseq_lines, run_tool
 from preprocess.sentencepiece_vocab import encode, train
 from transformer_plugin.paper import decoding_flags
 
@@ -53,7 +53,7 @@ def interactive(served):
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), "--source-lang", "src", "--target-lang", "tgt",
                    "--bpe", "sentencepiece", "--sentencepiece-model", spm, *decoding_flags(),
                    "--buffer-size", "8", "--batch-size", "8", stdin="".join(line + "\n" for line in lines))  # fmt: skip
-    found = {int(i): text for i, text in (line[2:].split("\t", 2)[::2] for line in out.splitlines() if line.startswith("D-"))}
+    found = {i: fields[1] for i, fields in fairseq_lines(out, "D").items()}
     assert sorted(found) == list(range(len(lines))), out[-2000:]
     return [found[i] for i in range(len(lines))]
 
@@ -66,7 +66,7 @@ def test_fairseq_interactive_with_sentencepiece_translates_plain_text(served, in
     out = run_tool("fairseq-generate", str(root / "bin"), "--user-dir", PLUGIN, "--gen-subset", "test",
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), *decoding_flags(),
                    "--post-process", "sentencepiece", "--batch-size", "8")  # fmt: skip
-    generated = {int(i): text for i, text in (line[2:].split("\t", 2)[::2] for line in out.splitlines() if line.startswith("D-"))}
+    generated = {i: fields[1] for i, fields in fairseq_lines(out, "D").items()}
     assert hypotheses == [generated[i] for i in range(len(lines))]
     assert sum(h == line for h, line in zip(hypotheses, lines)) >= len(lines) // 2, list(zip(lines, hypotheses))
 
