@@ -1,0 +1,27 @@
+"""The run report's curve of Eq. (3) takes d_model, warmup_steps and the multiplier from the checkpoint."""
+
+import pytest
+import torch
+
+from transformer_plugin.report import main, schedule_of
+
+
+def checkpoint(path, lr_scheduler):
+    torch.save({"model": {}, "cfg": {"lr_scheduler": lr_scheduler}}, path)
+    return str(path)
+
+
+def test_the_schedule_is_the_one_the_run_used(tmp_path):
+    ckpt = checkpoint(tmp_path / "a.pt", {"_name": "vaswani_inverse_sqrt", "d_model": 256, "warmup_updates": 200,
+                                         "lr_multiplier": 0.2263})  # fmt: skip
+    assert schedule_of(ckpt) == {"d_model": 256, "warmup": 200, "multiplier": 0.2263}
+
+
+def test_another_schedule_is_named_and_the_flags_asked_for(tmp_path, capsys):
+    ckpt = checkpoint(tmp_path / "b.pt", {"_name": "inverse_sqrt", "warmup_updates": 4000})
+    with pytest.raises(ValueError, match=r"b\.pt: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model"):
+        schedule_of(ckpt)
+    log = tmp_path / "train.log"
+    log.write_text('2026-01-01 | INFO | train_inner | {"epoch": 1, "update": 0.1, "loss": "5.0", "num_updates": "1"}\n')
+    assert main(["--train-log", str(log), "--out-dir", str(tmp_path / "out")]) == 1
+    assert "give --checkpoint, or --d-model and --warmup-updates" in capsys.readouterr().err
