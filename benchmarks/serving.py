@@ -10,6 +10,11 @@ against the raw references.
         --spm runs/demo/data/spm.model --reference runs/demo/data/test.tgt --out runs/demo/serving.md
 
 ``make bench-serving`` runs this on the demo's model (``make demo`` first).
+
+``--fixed-length N`` measures speed alone, on any checkpoint, trained or not: every hypothesis is
+made exactly N tokens long and then ended (fairseq's ``--min-len N --max-len-a 0 --max-len-b N``;
+CTranslate2's ``min_decoding_length=N, max_decoding_length=N + 1``), so both run N + 1 decoder steps
+per sentence whatever the model has learned. BLEU is then not reported.
 """
 
 import argparse
@@ -28,8 +33,11 @@ from transformer_plugin.paper import decoding_flags  # noqa: E402
 
 def fairseq_generate(a, workdir, decode):
     """(pieces of each source by id, detokenized hypotheses in id order, sentences per second)."""
+    length = decoding_flags(a.beam, a.lenpen)
+    if a.fixed_length:
+        length += ["--min-len", str(a.fixed_length), "--max-len-a", "0", "--max-len-b", str(a.fixed_length)]
     output, _, _ = sh([f"{BIN}/fairseq-generate", a.data_bin, "--user-dir", PLUGIN, "--path", a.checkpoint,
-                       "--gen-subset", "test", *decoding_flags(a.beam, a.lenpen), "--batch-size", str(a.batch_size)],
+                       "--gen-subset", "test", *length, "--batch-size", str(a.batch_size)],
                       os.path.join(workdir, "generate.out"))  # fmt: skip
     sources = {int(i): text.split() for i, text in re.findall(r"^S-(\d+)\t(.*)$", output, re.M)}
     hypotheses = {int(i): decode(text.split()) for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
@@ -42,9 +50,13 @@ def ctranslate2_translate(model_dir, pieces, compute_type, a, decode):
 
     translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
                                         intra_threads=a.threads, inter_threads=1)  # fmt: skip
+    if a.fixed_length:
+        length = dict(min_decoding_length=a.fixed_length, max_decoding_length=a.fixed_length + 1)
+    else:
+        length = dict(max_decoding_length=max(map(len, pieces)) + 51)
     start = time.perf_counter()
     results = translator.translate_batch(pieces, beam_size=a.beam, length_penalty=a.lenpen, max_batch_size=a.batch_size,
-                                         max_decoding_length=max(map(len, pieces)) + 51)  # fmt: skip
+                                         **length)  # fmt: skip
     seconds = time.perf_counter() - start
     return [decode(r.hypotheses[0]) for r in results], len(pieces) / seconds
 
@@ -59,6 +71,7 @@ def main(argv=None) -> int:
     p.add_argument("--lenpen", type=float, default=0.6)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--fixed-length", type=int, help="speed alone: make every hypothesis this many tokens long")
     p.add_argument("--out", help="write the table here (markdown)")
     a = p.parse_args(argv)
     import sentencepiece as spm
@@ -83,11 +96,16 @@ def main(argv=None) -> int:
             rows.append((f"CTranslate2 {quantization}", hypotheses, speed))
     base = rows[0][2]
     lines = [f"{len(references)} test sentences, beam {a.beam}, lenpen {a.lenpen}, batches of {a.batch_size}, "
-             f"{a.threads} threads; sacreBLEU detokenized", "",
+             f"{a.threads} threads; " + (f"every hypothesis {a.fixed_length} tokens" if a.fixed_length
+                                          else "sacreBLEU detokenized"), "",
              "| | sentences/s | speed-up | sacreBLEU | chrF |", "|---|---|---|---|---|"]  # fmt: skip
     for name, hypotheses, speed in rows:
-        scores = score(hypotheses, references)
-        lines.append(f"| {name} | {speed:.1f} | {speed / base:.2f}x | {scores['sacrebleu']:.2f} | {scores['chrf']:.2f} |")
+        if a.fixed_length:
+            quality = "| - | - |"
+        else:
+            scores = score(hypotheses, references)
+            quality = f"| {scores['sacrebleu']:.2f} | {scores['chrf']:.2f} |"
+        lines.append(f"| {name} | {speed:.1f} | {speed / base:.2f}x {quality}")
     text = "\n".join(lines)
     print_table(text, a.out)
     return 0
