@@ -40,8 +40,9 @@ def test_converted_checkpoint_builds_and_computes_the_same(dictionary, tmp_path)
     ours = VaswaniTransformerModel.build_model(model_cfg, DummyTask(dictionary)).eval()
     ours.load_state_dict(state["model"], strict=True)
     src, src_lengths, prev = random_batch(dictionary)
+    real = prev.ne(dictionary.pad())  # padding positions' outputs differ and are never used
     with torch.no_grad():
-        torch.testing.assert_close(ours(src, src_lengths, prev)[0], theirs(src, src_lengths, prev)[0])
+        torch.testing.assert_close(ours(src, src_lengths, prev)[0][real], theirs(src, src_lengths, prev)[0][real])
 
 
 @pytest.mark.parametrize(

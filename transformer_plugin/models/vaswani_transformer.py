@@ -206,6 +206,17 @@ class VaswaniEncoder(FairseqEncoder):
         return self.max_source_positions
 
 
+def padding_before_tokens(padding: Tensor) -> bool:
+    """Whether some row of ``padding`` (B, T), True at padding, has padding before a real token.
+
+    Decoder self-attention needs a padding mask only then. fairseq pads targets on the right, and
+    with the future masked (Section 3.2.3) a real position never sees the padding after it: only
+    the outputs at padding positions change, and the loss ignores those. Without a padding mask,
+    the causal mask is all there is, which fused attention kernels take as ``is_causal``.
+    """
+    return bool((padding[:, :-1] & ~padding[:, 1:]).any())
+
+
 class VaswaniDecoder(FairseqIncrementalDecoder):
     """Section 3.1: N layers of masked self-attention, encoder-decoder attention and FFN, then the
     pre-softmax linear projection (Section 3.4), tied to the target embedding when shared."""
@@ -266,8 +277,10 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         self_attn_mask = None
         if not incremental:
             target_padding = prev_output_tokens.eq(self.padding_idx)  # (B, T)
-            if target_padding.any():
-                self_attn_mask = (~target_padding)[:, None, None, :]
+            if padding_before_tokens(target_padding):  # padded on the left (--left-pad-target)
+                T = target_padding.size(1)  # each position sees itself too, so that padding before
+                diagonal = torch.eye(T, dtype=torch.bool, device=target_padding.device)  # every token
+                self_attn_mask = (~target_padding)[:, None, None, :] | diagonal  # sees something (no 0/0)
         if alignment_layer is not None and alignment_layer < 0:
             alignment_layer += len(self.layers)
 

@@ -72,10 +72,22 @@ def scaled_dot_product_attention(
     return out, weights if need_weights else None
 
 
-def attention(q, k, v, mask=None, dropout_p=0.0, need_weights=False, packed_dropout=True):
-    """Eq. (1): by torch's fused kernel where ``fast_paths.use_fused_attention`` says so, else explicitly."""
+def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=False, packed_dropout=True):
+    """Eq. (1), with every query's later positions masked too when ``causal`` (Section 3.2.3).
+
+    By torch's fused kernel where ``fast_paths.use_fused_attention`` says so, else explicitly. The
+    fused kernel is told ``is_causal`` instead of being given a mask whenever that is all there is
+    to mask (T = S, no other mask): no (T, S) mask is built, and on a GPU this is the form the
+    flash kernels accept.
+    """
+    T, S = q.size(-2), k.size(-2)
     if fast_paths.use_fused_attention(q, k, v, need_weights):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+        is_causal = causal and mask is None and T == S
+        if causal and not is_causal:
+            mask = mask_future(mask, T, S, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal), None
+    if causal:
+        mask = mask_future(mask, T, S, q.device)
     return scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights, packed_dropout)
 
 
@@ -180,13 +192,12 @@ class MultiHeadAttention(nn.Module):
             assert memory is not None, "encoder-decoder attention needs the encoder output"
             q = self._split_heads(self.q_proj(x), d_k)
             k, v = self._memory_keys_values(memory, incremental_state)
-        if causal and incremental_state is None and T > 1:
-            mask = mask_future(mask, T, k.size(2), x.device)
+        causal = causal and incremental_state is None and T > 1  # a step sees only the past anyway
 
         beams = B // k.size(0)  # > 1: the hypotheses of one sentence share its keys and values
         dropout_p = self.attention_dropout if self.training else 0.0
         q, mask = self._beams_as_queries(q, mask, beams)
-        out, weights = attention(q, k, v, mask, dropout_p, need_weights, self.packed_dropout)  # Eq. (1), every head
+        out, weights = attention(q, k, v, mask, causal, dropout_p, need_weights, self.packed_dropout)  # Eq. (1)
         out = self._concat_heads(out, beams)  # Concat(head_1, ..., head_h)
         if weights is not None and beams > 1:
             weights = weights.view(-1, h, beams, T, weights.size(-1)).transpose(1, 2).reshape(B, h, T, -1)

@@ -172,3 +172,55 @@ def test_architectures_follow_the_paper():
         d_head = 128 if arch == "vaswani_parsing" else 64  # d_model / h
         assert args.d_k == args.d_v == d_head, arch
     assert vaswani_args("vaswani_big", dropout=0.2).dropout == 0.2  # flags override the arch
+
+
+def _left_padded(tokens, pad):
+    """The rows of a right-padded (B, T) batch moved to the right end."""
+    out = torch.full_like(tokens, pad)
+    for i, row in enumerate(tokens):
+        n = int(row.ne(pad).sum())
+        out[i, tokens.size(1) - n :] = row[:n]
+    return out
+
+
+@pytest.mark.parametrize("target_padding", ["right", "left"])
+def test_a_sentence_does_not_depend_on_the_padding_of_its_batch(dictionary, target_padding):
+    """Each sentence's decoder outputs in a padded batch equal its outputs alone. With fairseq's
+    right-padded targets no self-attention padding mask is built (the causal mask hides the padding
+    from every real token); targets padded on the left still get one."""
+    torch.manual_seed(0)
+    model = build_vaswani(dictionary).eval()
+    pad = dictionary.pad()
+    src, src_lengths, prev = random_batch(dictionary, batch_size=4, src_len=8, tgt_len=7)
+    if target_padding == "left":
+        prev = _left_padded(prev, pad)
+    with torch.no_grad():
+        batched, _ = model(src, src_lengths, prev)
+        for i in range(src.size(0)):
+            s, t = src[i][src[i].ne(pad)][None], prev[i].ne(pad)
+            alone, _ = model(s, src_lengths[i : i + 1], prev[i][t][None])
+            torch.testing.assert_close(batched[i][t], alone[0], atol=1e-5, rtol=1e-4)
+
+
+def test_right_padded_targets_train_as_with_a_padding_mask(dictionary, monkeypatch):
+    """Without the self-attention padding mask (right-padded targets), loss and gradients equal those
+    with it: only outputs at padding change, and the loss ignores padding."""
+    from transformer_plugin.models import vaswani_transformer
+
+    pad = dictionary.pad()
+    src, src_lengths, prev = random_batch(dictionary, batch_size=4, src_len=8, tgt_len=7)
+    target = torch.cat([prev[:, 1:], torch.full_like(prev[:, :1], pad)], dim=1)
+    results = []
+    for force_mask in (False, True):
+        if force_mask:
+            monkeypatch.setattr(vaswani_transformer, "padding_before_tokens", lambda padding: bool(padding.any()))
+        torch.manual_seed(0)
+        model = build_vaswani(dictionary, dropout=0.0).train()
+        logits, _ = model(src, src_lengths, prev)
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, ignore_index=pad, reduction="sum")
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (loss, grads), (masked_loss, masked_grads) = results
+    torch.testing.assert_close(loss, masked_loss)
+    for name in grads:
+        torch.testing.assert_close(grads[name], masked_grads[name], atol=1e-6, rtol=1e-4, msg=name)

@@ -133,3 +133,18 @@ def test_cpu_attention_is_explicit_only_when_short_and_without_backward(monkeypa
         attention(q, q, q)
     _, weights = attention(q, q, q, need_weights=True)  # only the explicit path has them
     assert calls == [] and weights is not None
+
+
+def test_fused_attention_gets_masks_in_the_forms_fused_kernels_take():
+    """What reaches torch's fused kernel in training (benchmarks/attention_kernels.py records it):
+    the decoder's future mask as ``is_causal``, key padding as (B, 1, 1, S), no mask at all for a
+    batch without padding; never a (T, S) or (B, h, T, S) mask."""
+    from benchmarks.attention_kernels import survey
+
+    calls = survey("vaswani_tiny", B=4, S=10, T=9)
+    forms = {(phase, kind): mask for phase, kind, mask, _ in calls}
+    assert len(forms) == len(calls)  # one form for every layer of each attention
+    padded, unpadded = "training, padded batch", "training, no padding"
+    assert forms[(padded, "decoder self-attention")] == forms[(unpadded, "decoder self-attention")] == "is_causal"
+    assert forms[(padded, "encoder self-attention")] == forms[(padded, "encoder-decoder attention")] == "(4, 1, 1, 10) float32"
+    assert forms[(unpadded, "encoder self-attention")] == forms[(unpadded, "encoder-decoder attention")] == "none"
