@@ -107,21 +107,42 @@ def test_unsafe_checkpoint_is_refused_by_fairseq_generate(data_bin, tmp_path):
     assert not marker.exists()
 
 
-def test_bf16_trains_in_bfloat16_not_on_a_tpu(data_bin, tmp_path):
-    """fairseq turns --bf16 into TPU mode (options.py); with the plugin, --bf16 trains in bfloat16 on
-    the CPU (the same path as on a GPU): the losses of 4 updates are close to float32's from the same
-    seed but not equal (bfloat16 rounding), and fairseq-generate translates with the checkpoint."""
-    losses = {}
-    for precision, flags in (("fp32", []), ("bf16", ["--bf16"])):
-        log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
-                       "--cpu", *flags, "--save-dir", str(tmp_path / precision), "--no-epoch-checkpoints")  # fmt: skip
-        losses[precision] = [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
-    fp32, bf16 = losses["fp32"], losses["bf16"]
-    assert len(fp32) == len(bf16) == 4 and fp32 != bf16, (fp32, bf16)
-    assert all(abs(a - b) < 0.2 for a, b in zip(fp32, bf16)), (fp32, bf16)
-    out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path",
-                   str(tmp_path / "bf16" / "checkpoint_last.pt"))  # fmt: skip
-    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 12
+@pytest.fixture(scope="module")
+def fp32_run(data_bin):
+    """4 float32 updates: the losses and the checkpoint the half-precision runs are compared with."""
+    save_dir = data_bin / "fp32"
+    log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
+                   "--cpu", "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
+    return [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)], save_dir / "checkpoint_last.pt"
+
+
+@pytest.mark.parametrize(
+    "precision",
+    [
+        # fairseq turns --bf16 into TPU mode (options.py); with the plugin it trains in bfloat16 here
+        ["--bf16"],
+        # fairseq flattens fp16 master weights on a CUDA device; on a CPU they must stay unflattened
+        ["--fp16", "--fp16-no-flatten-grads"],
+    ],
+    ids=["bf16", "fp16"],
+)
+def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, precision):
+    """On the CPU, the path a GPU takes: the losses of 4 updates are close to float32's from the same
+    seed but not equal (rounding), and fairseq-generate with the same flag translates in that
+    precision (its scores differ from float32's for the same checkpoint)."""
+    fp32_losses, fp32_checkpoint = fp32_run
+    log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
+                   "--cpu", *precision, "--save-dir", str(tmp_path), "--no-epoch-checkpoints")  # fmt: skip
+    losses = [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
+    assert len(losses) == len(fp32_losses) == 4 and losses != fp32_losses, (losses, fp32_losses)
+    assert all(abs(a - b) < 0.2 for a, b in zip(losses, fp32_losses)), (losses, fp32_losses)
+    scores = {}
+    for name, flags in (("fp32", []), ("half", precision[:1])):
+        out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path",
+                       str(fp32_checkpoint), "--cpu", *flags)  # fmt: skip
+        scores[name] = fairseq_lines(out, "H")
+        assert len(scores[name]) == 12
+    assert scores["half"] != scores["fp32"]
 
 
 def test_eval_bleu_checkpoint_loads(data_bin, tmp_path):
