@@ -219,14 +219,15 @@ paper_flags() {
 # gpu_count: the GPUs nvidia-smi lists on this machine (0 without one)
 gpu_count() { (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true; }
 
-# precision_args PRECISION: sets PRECISION_ARGS to fairseq-train's flags for fp32 (the paper), fp16 or bf16;
-# anything else stops the recipe before any work is done.
+# precision_args PRECISION: sets PRECISION_ARGS to fairseq-train's flags for fp32 (the paper), fp16, bf16
+# or amp (README, "Precision"); anything else stops the recipe before any work is done.
 precision_args() {
   case $1 in
     fp32) PRECISION_ARGS=() ;;
     fp16) PRECISION_ARGS=(--fp16) ;;
     bf16) PRECISION_ARGS=(--bf16) ;;
-    *) echo "PRECISION=$1: use fp32, fp16 or bf16" >&2; exit 2 ;;
+    amp) PRECISION_ARGS=(--amp) ;;
+    *) echo "PRECISION=$1: use fp32, fp16, bf16 or amp" >&2; exit 2 ;;
   esac
 }
 

@@ -33,7 +33,7 @@ GPUS=${GPUS:-$(gpu_count)}                 # GPUs per machine (0: CPU workers)
 NNODES=${NNODES:-1}                        # machines (LAUNCH=torchrun / slurm)
 LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm
 CPU_WORKERS=${CPU_WORKERS:-2}              # data-parallel processes when there is no GPU
-PRECISION=${PRECISION:-fp32}               # fp32 (the paper) | fp16 | bf16
+PRECISION=${PRECISION:-fp32}               # fp32 (the paper) | fp16 | bf16 | amp
 WARMUP=${WARMUP:-4000}                     # Eq. (3) warmup_steps
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1}    # eps_ls
 BEAM=${BEAM:-4}; LENPEN=${LENPEN:-0.6}     # Section 6.1

@@ -102,3 +102,9 @@ def test_a_changed_input_outside_work_redoes_its_stage(tmp_path):
     proc, log = recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
     assert proc.returncode == 0 and "redoing it: its settings or inputs changed since it was done" in proc.stdout
     assert log == ["data", "vocab 300", "score", "data", "vocab 300", "score"]
+
+
+def test_precision_names_give_fairseq_train_flags():
+    script = f'source "{REPO}/recipes/lib.sh"; for p in fp32 fp16 bf16 amp; do precision_args $p; echo "$p:${{PRECISION_ARGS[*]:-}}"; done'
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert proc.stdout.split() == ["fp32:", "fp16:--fp16", "bf16:--bf16", "amp:--amp"], proc.stderr
