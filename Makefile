@@ -3,6 +3,7 @@
 #                the unit tier (tests/unit, in-process, about a minute) and the integration tier
 #                (tests/integration: fairseq's CLIs and the recipes at toy size)
 #   make test-unit   only the unit tier
+#   make test-gpu    only the GPU tier (tests/gpu: half precision, fused attention; skipped without CUDA)
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
 #   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
 #   make bench-learning   same set-up, then how fast both learn per update on real text (benchmarks/learning.py)
@@ -28,7 +29,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-slow demo bench bench-learning bench-serving clean
+.PHONY: install test test-unit test-slow test-gpu demo bench bench-learning bench-serving clean
 
 install: $(STAMP)
 
@@ -55,6 +56,10 @@ test-unit: $(STAMP)
 # Table 3 row at toy size); not part of `make test`.
 test-slow: $(STAMP)
 	$(PY) -m pytest tests -m slow $(PYTEST_ARGS)
+
+# The GPU tier (tests/gpu; skipped by `make test` where torch sees no CUDA device).
+test-gpu: $(STAMP)
+	$(PY) -m pytest tests/gpu $(PYTEST_ARGS)
 
 # Speed against fairseq's built-in transformer (issue "Speed"); prints a table, ~15 min on 2 cores.
 bench: $(STAMP)

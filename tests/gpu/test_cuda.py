@@ -1,0 +1,90 @@
+"""On a CUDA device: half-precision training and generation through fairseq's CLIs, fused attention
+against Eq. (1) computed in float32, and the kernels torch picks for each attention."""
+
+import re
+
+import pytest
+import torch
+
+from helpers import PLUGIN, TRAIN_FLAGS, fairseq_lines, run_tool
+from transformer_plugin.modules.multihead_attention import attention, attention_bias, scaled_dot_product_attention
+
+PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"], "amp": ["--amp"]}
+
+
+def losses(log):
+    return [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
+
+
+@pytest.fixture(scope="module")
+def runs(data_bin):
+    """20 updates in each precision from the same seed: {precision: (losses, checkpoint)}."""
+    out = {}
+    for name, flags in PRECISIONS.items():
+        save_dir = data_bin / f"gpu_{name}"
+        log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "20",
+                       *flags, "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
+        assert "cuda" in log.lower() or "gpu" in log.lower(), log[-2000:]
+        out[name] = losses(log), save_dir / "checkpoint_last.pt"
+    return out
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "amp"])
+def test_half_precision_trains_close_to_float32(runs, precision):
+    reference, _ = runs["fp32"]
+    values, _ = runs[precision]
+    assert len(values) == len(reference) == 20
+    assert all(abs(a - b) < 0.3 for a, b in zip(values, reference)), (values, reference)
+    assert values[-1] < values[0]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_generates_in_half_precision(data_bin, runs, precision):
+    """fairseq-generate with --fp16 or --bf16 gives the float32 translations of most sentences."""
+    _, checkpoint = runs[precision]
+    hypotheses = {}
+    for name, flags in (("fp32", []), (precision, PRECISIONS[precision])):
+        out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(checkpoint),
+                       "--beam", "4", *flags)  # fmt: skip
+        hypotheses[name] = {i: fields[1] for i, fields in fairseq_lines(out, "H").items()}
+    assert len(hypotheses["fp32"]) == len(hypotheses[precision]) == 12
+    same = sum(hypotheses["fp32"][i] == hypotheses[precision][i] for i in hypotheses["fp32"])
+    assert same >= 10, hypotheses
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", ["causal", "key padding", "beams as queries", "none"])
+def test_fused_attention_equals_eq1(dtype, case):
+    """torch's fused kernels on the GPU against Eq. (1) in float32, within the precision's rounding."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    B, h, T, S, d = 4, 8, 33, 47, 64
+    if case == "causal":
+        S = T
+    if case == "beams as queries":
+        T = 4  # 4 hypotheses of a sentence, one step each, against its keys
+    q = torch.randn(B, h, T, d, device="cuda", generator=g)
+    k, v = (torch.randn(B, h, S, d, device="cuda", generator=g) for _ in range(2))
+    mask = None
+    if case in ("key padding", "beams as queries"):
+        keep = torch.ones(B, 1, 1, S, dtype=torch.bool, device="cuda")
+        keep[1, ..., : S // 3] = False  # left padding, as fairseq pads sources
+        mask = attention_bias(keep)
+    causal = case == "causal"
+    fused, _ = attention(q.to(dtype), k.to(dtype), v.to(dtype), None if mask is None else mask.to(dtype), causal)
+    if causal:
+        mask = torch.ones(T, S, dtype=torch.bool, device="cuda").tril_()
+    expected, _ = scaled_dot_product_attention(q, k, v, mask)
+    assert fused.dtype == dtype
+    torch.testing.assert_close(fused.float(), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_every_attention_runs_a_fused_kernel():
+    """In bfloat16 at the base model's sizes, training and beam search run each attention in a fused
+    kernel (never the math fallback), and decoder self-attention in training in a flash kernel."""
+    from benchmarks.attention_kernels import survey
+
+    calls = survey("vaswani_base", device="cuda", dtype=torch.bfloat16)
+    kernels = {(phase, kind): kernel for phase, kind, _, kernel in calls}
+    assert all(kernel not in ("math", "explicit (matmul, softmax, matmul)") for kernel in kernels.values()), kernels
+    for phase in ("training, padded batch", "training, no padding"):
+        assert kernels[(phase, "decoder self-attention")] in ("flash", "cuDNN"), kernels
