@@ -16,7 +16,14 @@ peak of this machine.
 
     python -m benchmarks.speed --work runs/bench --repeats 3 --out runs/bench/speed.md
 
-Runs on CPU here and unchanged on a GPU (add e.g. --train-args "--bf16").
+Runs on CPU here and unchanged on a GPU (add e.g. --train-args "--bf16"). On a GPU, peak memory is
+torch's ``max_memory_allocated`` of each command (run through benchmarks/cuda_peak.py) and the
+matmul peak is measured on the GPU in the training precision (bfloat16 for --bf16, float16 for
+--fp16 or --amp). ``--size base`` and ``--size big`` give the paper's two models (N, d_model, d_ff,
+h of Table 3), for example on one GPU:
+
+    python -m benchmarks.speed --size big --train-args "--bf16" --generate-args "--bf16" \
+        --max-tokens 16384 --updates 300 --log-interval 50 --gen-batch-size 256 --out big.md
 """
 
 import argparse
@@ -93,8 +100,33 @@ def model_flags(impl, a):
             "--encoder-attention-heads", str(a.heads), "--decoder-attention-heads", str(a.heads)]  # fmt: skip
 
 
+SIZES = {  # --size: N, d_model, d_ff, h
+    "base": (6, 512, 2048, 8),  # Table 3, base
+    "big": (6, 1024, 4096, 16),  # Table 3, big
+}
+
+
+def on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def tool(name):
+    """A fairseq console script; on a GPU through cuda_peak.py, which reports the GPU memory."""
+    if on_gpu():
+        return [sys.executable, os.path.join(REPO, "benchmarks", "cuda_peak.py"), name]
+    return [f"{BIN}/{name}"]
+
+
+def peak_memory(output, rss):
+    """MiB: the GPU's peak (printed by cuda_peak.py) on a GPU, else the process's peak resident memory."""
+    m = re.search(r"^cuda peak memory: (\d+) MiB$", output, flags=re.M)
+    return float(m.group(1)) if m else rss
+
+
 def train(impl, bin_dir, save_dir, a, log):
-    cmd = [f"{BIN}/fairseq-train", bin_dir, "--user-dir", PLUGIN, *model_flags(impl, a),
+    cmd = [*tool("fairseq-train"), bin_dir, "--user-dir", PLUGIN, *model_flags(impl, a),
            "--share-all-embeddings", "--dropout", "0.1", "--attention-dropout", "0.0",
            *training_flags(warmup_updates=400),
            "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", "1",
@@ -102,6 +134,7 @@ def train(impl, bin_dir, save_dir, a, log):
            "--log-format", "json", "--log-interval", str(a.log_interval), "--num-workers", "0",
            *shlex.split(a.train_args)]  # fmt: skip
     output, rss, seconds = sh(cmd, log)
+    rss = peak_memory(output, rss)
     records = [json.loads(m) for m in re.findall(r"\| train_inner \| (\{.*\})", output)]
     if len(records) < 2:
         raise RuntimeError(f"too few train_inner records in {log}; raise --updates")
@@ -115,24 +148,41 @@ def train(impl, bin_dir, save_dir, a, log):
 
 
 def generate(checkpoint, bin_dir, a, log):
-    cmd = [f"{BIN}/fairseq-generate", bin_dir, "--user-dir", PLUGIN, "--path", checkpoint, "--gen-subset", "test",
+    cmd = [*tool("fairseq-generate"), bin_dir, "--user-dir", PLUGIN, "--path", checkpoint, "--gen-subset", "test",
            *decoding_flags(),
            "--batch-size", str(a.gen_batch_size), *shlex.split(a.generate_args)]  # fmt: skip
     output, rss, _ = sh(cmd, log)
+    rss = peak_memory(output, rss)
     m = re.search(r"Translated ([\d,]+) sentences .* in ([\d.]+)s \(([\d.]+) sentences/s", output)
     hyps = {int(i): toks for i, toks in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, flags=re.M)}
     return {"sent_per_s": float(m.group(3)), "seconds": float(m.group(2)), "rss": rss, "hyps": hyps}
 
 
-def matmul_peak_flops(n=2048, seconds=3.0):
+def matmul_dtype(train_args: str) -> str:
+    """The precision of the training's matrix products: what MFU is measured against."""
+    words = shlex.split(train_args)
+    if "--bf16" in words or "--memory-efficient-bf16" in words:
+        return "bfloat16"
+    if any(w in words for w in ("--fp16", "--memory-efficient-fp16", "--amp")):
+        return "float16"
+    return "float32"
+
+
+def matmul_peak_flops(n=2048, seconds=3.0, device="cpu", dtype="float32"):
+    """FLOP/s of an n x n x n matrix product on ``device`` in ``dtype``, over about ``seconds``."""
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    a, b = (torch.randn(n, n, device=device).to(getattr(torch, dtype)) for _ in range(2))
     torch.matmul(a, b)
+    sync()
     iters, start = 0, time.time()
     while time.time() - start < seconds:
         torch.matmul(a, b)
         iters += 1
+        if device == "cuda" and iters % 10 == 0:
+            sync()
+    sync()
     return 2 * n**3 * iters / (time.time() - start)
 
 
@@ -162,6 +212,7 @@ def main(argv=None):
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--d-ff", type=int, default=1024)
     p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--size", choices=sorted(SIZES), help="the paper's base or big model (sets the four above)")
     p.add_argument("--train-pairs", type=int, default=30000)
     p.add_argument("--vocab-size", type=int, default=2000)
     p.add_argument("--gen-batch-size", type=int, default=64)
@@ -169,6 +220,8 @@ def main(argv=None):
     p.add_argument("--generate-args", default="", help="extra fairseq-generate flags for both")
     p.add_argument("--out", help="write the table here (markdown)")
     a = p.parse_args(argv)
+    if a.size:
+        a.layers, a.d_model, a.d_ff, a.heads = SIZES[a.size]
     os.makedirs(a.work, exist_ok=True)
     bin_dir = prepare_data(a.work, a.train_pairs, a.vocab_size)
     with open(os.path.join(bin_dir, "dict.src.txt")) as f:
@@ -199,7 +252,9 @@ def main(argv=None):
     same = sum(gen["builtin"][0]["hyps"][i] == gen["vaswani"][0]["hyps"].get(i) for i in gen["builtin"][0]["hyps"])
     total = len(gen["builtin"][0]["hyps"])
 
-    peak = matmul_peak_flops()
+    device, dtype = ("cuda", matmul_dtype(a.train_args)) if on_gpu() else ("cpu", "float32")
+    n = 8192 if device == "cuda" else 2048
+    peak = matmul_peak_flops(n, device=device, dtype=dtype)
     fpt = flops_per_target_token(a, vocab, src_tokens / tgt_tokens)
     rows = []
 
@@ -239,7 +294,9 @@ def main(argv=None):
         f"N={a.layers}, d_model={a.d_model}, d_ff={a.d_ff}, h={a.heads}, shared vocabulary {vocab}, "
         f"--max-tokens {a.max_tokens}, {a.updates} updates, {a.repeats} training and {a.generate_repeats} "
         f"generation rounds in alternating order; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads; matmul peak {peak / 1e9:.1f} GFLOP/s (fp32 {2048}^3)",
+        + (f"{torch.cuda.get_device_name()}" if device == "cuda" else f"{torch.get_num_threads()} threads")
+        + f"; matmul peak {peak / 1e9:.1f} GFLOP/s ({dtype} {n}^3); peak memory: "
+        + ("torch.cuda.max_memory_allocated" if device == "cuda" else "resident set of the process"),
         "",
         "| implementation | train tok/s | MFU | final train loss | train peak MiB | generate sent/s (beam 4) | generate peak MiB |",
         "|---|---|---|---|---|---|---|",

@@ -42,7 +42,7 @@ def fake_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(speed, "train", train)
     monkeypatch.setattr(speed, "generate", generate)
     monkeypatch.setattr(speed, "sh", lambda cmd, log=None: ("", 0.0, 0.0))
-    monkeypatch.setattr(speed, "matmul_peak_flops", lambda: 1e11)
+    monkeypatch.setattr(speed, "matmul_peak_flops", lambda *args, **kwargs: 1e11)
     return tmp_path, calls
 
 
@@ -63,3 +63,17 @@ def test_report_gives_means_medians_and_the_ratio_within_each_round(fake_runs):
     assert "training 1.15 1.10 1.20 (median 1.15x, lowest 1.10x)" in report
     assert "generation 1.30 1.25 1.50 1.30 (median 1.30x, lowest 1.25x)" in report
     assert "| fairseq `transformer` | 2200 ± 200 |" in report
+
+
+def test_size_sets_the_papers_models(fake_runs):
+    work, _ = fake_runs
+    out = os.path.join(work, "speed.md")
+    assert speed.main(["--work", str(work), "--size", "big", "--repeats", "1", "--generate-repeats", "1", "--out", out]) == 0
+    assert open(out).read().startswith("N=6, d_model=1024, d_ff=4096, h=16,")
+
+
+def test_on_a_gpu_memory_is_cudas_peak_and_mfu_is_against_the_training_precision():
+    assert speed.peak_memory("...\ncuda peak memory: 1234 MiB\n", rss=99.0) == 1234.0
+    assert speed.peak_memory("a CPU run", rss=99.0) == 99.0
+    assert [speed.matmul_dtype(args) for args in ("", "--bf16", "--fp16 --fp16-init-scale 8", "--amp")] == [
+        "float32", "bfloat16", "float16", "float16"]  # fmt: skip
