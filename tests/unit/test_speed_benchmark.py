@@ -77,3 +77,16 @@ def test_on_a_gpu_memory_is_cudas_peak_and_mfu_is_against_the_training_precision
     assert speed.peak_memory("a CPU run", rss=99.0) == 99.0
     assert [speed.matmul_dtype(args) for args in ("", "--bf16", "--fp16 --fp16-init-scale 8", "--amp")] == [
         "float32", "bfloat16", "float16", "float16"]  # fmt: skip
+
+
+def test_gpu_script_names_its_parts(tmp_path):
+    """benchmarks/gpu.sh: OUT is required, and an unknown part stops it with the list of parts."""
+    import subprocess
+
+    from helpers import REPO
+
+    script = os.path.join(REPO, "benchmarks", "gpu.sh")
+    usage = subprocess.run(["bash", script], capture_output=True, text=True, timeout=30)
+    assert usage.returncode != 0 and "usage: bash benchmarks/gpu.sh OUT" in usage.stderr
+    unknown = subprocess.run(["bash", script, str(tmp_path), "speed-huge"], capture_output=True, text=True, timeout=30)
+    assert unknown.returncode == 2 and "unknown part speed-huge: tests, kernels, speed-base or speed-big" in unknown.stderr

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# What to run and measure on one CUDA GPU, each part writing its table and log under OUT.
+#
+#   bash benchmarks/gpu.sh OUT                 # every part, in this order (about 25 minutes on an H100)
+#   bash benchmarks/gpu.sh OUT speed-big       # one part
+#
+# Parts:
+#   tests        the GPU tier (tests/gpu): fp16/bf16/amp training and generation, fused attention
+#   kernels      which attention kernel torch picks for each attention, base and big sizes, bfloat16
+#   speed-base   benchmarks.speed in bfloat16 at the base model's size, against fairseq's transformer
+#   speed-big    the same at the big model's size
+# fairseq and the plugin's requirements must be installed (make install TORCH= keeps the GPU's torch).
+set -euo pipefail
+
+OUT=${1:?usage: bash benchmarks/gpu.sh OUT [tests|kernels|speed-base|speed-big]...}
+shift
+PARTS=("$@")
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels speed-base speed-big)
+PYTHON=${PYTHON:-python}
+WORK=${WORK:-runs/bench}          # the speed benchmark's data (made on first use, then reused)
+MAX_TOKENS=${MAX_TOKENS:-16384}   # per update, one GPU
+UPDATES=${UPDATES:-300}
+REPEATS=${REPEATS:-3}             # training rounds, each trains both models
+GENERATE_REPEATS=${GENERATE_REPEATS:-4}
+
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT"
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
+
+for part in "${PARTS[@]}"; do
+  echo "== $part ($(date -u +%H:%M:%S))"
+  case $part in
+    tests)
+      "$PYTHON" -m pytest tests/gpu -p no:cacheprovider -q -rs 2>&1 | tee "$OUT/tests.log" ;;
+    kernels)
+      for size in base big; do
+        "$PYTHON" -m benchmarks.attention_kernels --device cuda --dtype bfloat16 --arch "vaswani_$size" \
+          --out "$OUT/kernels_$size.md" > "$OUT/kernels_$size.log" 2>&1
+        cat "$OUT/kernels_$size.md"
+      done ;;
+    speed-base | speed-big)
+      size=${part#speed-}
+      "$PYTHON" -m benchmarks.speed --work "$WORK" --size "$size" --train-args "--bf16" --generate-args "--bf16" \
+        --max-tokens "$MAX_TOKENS" --updates "$UPDATES" --log-interval 50 --repeats "$REPEATS" \
+        --generate-repeats "$GENERATE_REPEATS" --gen-batch-size 256 --out "$OUT/speed_$size.md" \
+        > "$OUT/speed_$size.log" 2>&1
+      cat "$OUT/speed_$size.md" ;;
+    *) echo "unknown part $part: tests, kernels, speed-base or speed-big" >&2; exit 2 ;;
+  esac
+done
