@@ -23,8 +23,8 @@ UPDATES=${UPDATES:-300}
 REPEATS=${REPEATS:-3}             # training rounds, each trains both models
 GENERATE_REPEATS=${GENERATE_REPEATS:-4}
 
+OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."
-mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
 for part in "${PARTS[@]}"; do

@@ -24,7 +24,7 @@ def runs(data_bin):
         save_dir = data_bin / f"gpu_{name}"
         log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "20",
                        *flags, "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
-        assert "cuda" in log.lower() or "gpu" in log.lower(), log[-2000:]
+        assert "capabilities =" in log, log[-2000:]  # fairseq lists the CUDA devices it trains on
         out[name] = losses(log), save_dir / "checkpoint_last.pt"
     return out
 

@@ -278,9 +278,10 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         if not incremental:
             target_padding = prev_output_tokens.eq(self.padding_idx)  # (B, T)
             if padding_before_tokens(target_padding):  # padded on the left (--left-pad-target)
-                T = target_padding.size(1)  # each position sees itself too, so that padding before
-                diagonal = torch.eye(T, dtype=torch.bool, device=target_padding.device)  # every token
-                self_attn_mask = (~target_padding)[:, None, None, :] | diagonal  # sees something (no 0/0)
+                # the padding is masked, but each position sees itself: padding before every real
+                # token would otherwise have nothing to attend to (a softmax over -inf only: NaN)
+                diagonal = torch.eye(target_padding.size(1), dtype=torch.bool, device=target_padding.device)
+                self_attn_mask = (~target_padding)[:, None, None, :] | diagonal  # (B, 1, T, T)
         if alignment_layer is not None and alignment_layer < 0:
             alignment_layer += len(self.layers)
 

@@ -90,8 +90,8 @@ class DecoderLayer(nn.Module):
         need_attn: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """x (B, T, d_model); memory (B, S, d_model); memory_mask (B, 1, 1, S) an attention_bias
-        (0 / -inf); self_attn_mask (B, 1, 1, T) bool, True = may attend (target padding; None when
-        the padding is all on the right, where the causal mask alone gives real tokens the same outputs).
+        (0 / -inf); self_attn_mask None, or for targets padded on the left (B, 1, T, T) bool, True =
+        may attend (right padding needs none: the causal mask already hides it from real tokens).
 
         Returns the output and, with ``need_attn``, the encoder-decoder attention weights (B, h, T, S).
         """
