@@ -49,7 +49,8 @@ def ctranslate2_translate(model_dir, pieces, compute_type, a, decode):
     import ctranslate2
 
     translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
-                                        intra_threads=a.threads, inter_threads=1)  # fmt: skip
+                                        intra_threads=max(1, a.threads // a.inter_threads),
+                                        inter_threads=a.inter_threads)  # fmt: skip
     if a.fixed_length:
         length = dict(min_decoding_length=a.fixed_length, max_decoding_length=a.fixed_length + 1)
     else:
@@ -71,6 +72,8 @@ def main(argv=None) -> int:
     p.add_argument("--lenpen", type=float, default=0.6)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--inter-threads", type=int, default=1,
+                   help="CTranslate2: batches translated at once, sharing --threads between them")
     p.add_argument("--fixed-length", type=int, help="speed alone: make every hypothesis this many tokens long")
     p.add_argument("--out", help="write the table here (markdown)")
     a = p.parse_args(argv)
@@ -96,7 +99,7 @@ def main(argv=None) -> int:
             rows.append((f"CTranslate2 {quantization}", hypotheses, speed))
     base = rows[0][2]
     lines = [f"{len(references)} test sentences, beam {a.beam}, lenpen {a.lenpen}, batches of {a.batch_size}, "
-             f"{a.threads} threads; " + (f"every hypothesis {a.fixed_length} tokens" if a.fixed_length
+             f"{a.threads} threads (CTranslate2: {a.inter_threads} batches at once); " + (f"every hypothesis {a.fixed_length} tokens" if a.fixed_length
                                           else "sacreBLEU detokenized"), "",
              "| | sentences/s | speed-up | sacreBLEU | chrF |", "|---|---|---|---|---|"]  # fmt: skip
     for name, hypotheses, speed in rows:

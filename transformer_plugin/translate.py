@@ -45,7 +45,7 @@ class Translator:
 
     def __init__(self, model_dir: str, spm_model: str, device: str = "cpu", compute_type: str = "default",
                  threads: int = 0, beam: int = BEAM, lenpen: float = LENPEN, max_len_b: int = MAX_LEN_B,
-                 batch_size: int = 64):  # fmt: skip
+                 batch_size: int = 64, inter_threads: int = 1):  # fmt: skip
         import ctranslate2
         import sentencepiece
 
@@ -57,7 +57,7 @@ class Translator:
                              "python -m transformer_plugin.export_ctranslate2")  # fmt: skip
         self.spm = sentencepiece.SentencePieceProcessor(model_file=spm_model)
         self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
-                                                 intra_threads=threads)  # fmt: skip
+                                                 intra_threads=threads, inter_threads=inter_threads)  # fmt: skip
         self.beam, self.lenpen, self.max_len_b, self.batch_size = beam, lenpen, max_len_b, batch_size
 
     def translate(self, lines: List[str]) -> List[str]:
@@ -95,10 +95,12 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--compute-type", default="default", help="CTranslate2's: default (as exported), int8, float32, ...")
     p.add_argument("--threads", type=int, default=0, help="threads per translation (0: CTranslate2's default)")
+    p.add_argument("--inter-threads", type=int, default=1,
+                   help="batches translated at once, each with --threads threads (CTranslate2's inter_threads)")
     a = p.parse_args(argv)
     try:
         translator = Translator(a.model, a.spm, a.device, a.compute_type, a.threads, a.beam, a.lenpen, a.max_len_b,
-                                a.batch_size)  # fmt: skip
+                                a.batch_size, a.inter_threads)  # fmt: skip
         if not a.output:
             translate_stream(translator, read_lines(a.input), sys.stdout, a.chunk_size)
             return 0

@@ -87,7 +87,8 @@ def test_from_pretrained_translate_equals_fairseq_interactive(served, interactiv
 
 def test_translate_command_gives_fairseqs_translations_in_order(served, interactive, tmp_path):
     """The CTranslate2 export through the translate command: one line out per line in, empty lines
-    kept, in order across chunks and batches, and the same translations as fairseq-interactive."""
+    kept, in order across chunks and batches (also translated two batches at once), and the same
+    translations as fairseq-interactive."""
     root, spm, lines = served
     given = lines[:5] + [""] + lines[5:]
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in given))
@@ -96,7 +97,8 @@ def test_translate_command_gives_fairseqs_translations_in_order(served, interact
     piped = subprocess.run(command, input="".join(line + "\n" for line in given), capture_output=True, text=True)
     assert piped.returncode == 0, piped.stderr
     out = tmp_path / "out.txt"
-    assert subprocess.run([*command, "--input", str(tmp_path / "in.txt"), "--output", str(out)]).returncode == 0
+    in_parallel = ["--inter-threads", "2", "--threads", "1"]  # two batches at once: the same lines, in order
+    assert subprocess.run([*command, *in_parallel, "--input", str(tmp_path / "in.txt"), "--output", str(out)]).returncode == 0
     assert out.read_text() == piped.stdout and not (tmp_path / "out.txt.partial").exists()
     translated = piped.stdout.splitlines()
     assert len(translated) == len(given) and translated[5] == ""
