@@ -81,13 +81,12 @@ def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=Fals
     flash kernels accept.
     """
     T, S = q.size(-2), k.size(-2)
-    if fast_paths.use_fused_attention(q, k, v, need_weights):
-        is_causal = causal and mask is None and T == S
-        if causal and not is_causal:
-            mask = mask_future(mask, T, S, q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal), None
-    if causal:
+    fused = fast_paths.use_fused_attention(q, k, v, need_weights)
+    is_causal = fused and causal and mask is None and T == S
+    if causal and not is_causal:
         mask = mask_future(mask, T, S, q.device)
+    if fused:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal), None
     return scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights, packed_dropout)
 
 
