@@ -100,6 +100,11 @@ def run_tool(tool, *args, cwd=None, expect_ok=True, stdin=None):
     return output if expect_ok else (proc.returncode, output)
 
 
+def logged_losses(log):
+    """The training losses fairseq-train logs with ``--log-format simple``, one per logged interval."""
+    return [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
+
+
 def fairseq_lines(output, kind):
     """{sentence id: the tab-separated fields} of the ``kind`` lines (S, H, D, P) that fairseq-generate
     and fairseq-interactive print."""

@@ -1,19 +1,13 @@
 """On a CUDA device: half-precision training and generation through fairseq's CLIs, fused attention
 against Eq. (1) computed in float32, and the kernels torch picks for each attention."""
 
-import re
-
 import pytest
 import torch
 
-from helpers import PLUGIN, TRAIN_FLAGS, fairseq_lines, run_tool
+from helpers import PLUGIN, TRAIN_FLAGS, fairseq_lines, logged_losses, run_tool
 from transformer_plugin.modules.multihead_attention import attention, attention_bias, scaled_dot_product_attention
 
 PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"], "amp": ["--amp"]}
-
-
-def losses(log):
-    return [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +19,7 @@ def runs(data_bin):
         log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "20",
                        *flags, "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
         assert "capabilities =" in log, log[-2000:]  # fairseq lists the CUDA devices it trains on
-        out[name] = losses(log), save_dir / "checkpoint_last.pt"
+        out[name] = logged_losses(log), save_dir / "checkpoint_last.pt"
     return out
 
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, fairseq_lines, free_port, run_tool
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, fairseq_lines, free_port, logged_losses, run_tool
 from transformer_plugin.paper import decoding_flags
 
 
@@ -113,7 +113,7 @@ def fp32_run(data_bin):
     save_dir = data_bin / "fp32"
     log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
                    "--cpu", "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
-    return [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)], save_dir / "checkpoint_last.pt"
+    return logged_losses(log), save_dir / "checkpoint_last.pt"
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, preci
     fp32_losses, fp32_checkpoint = fp32_run
     log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
                    "--cpu", *precision, "--save-dir", str(tmp_path), "--no-epoch-checkpoints")  # fmt: skip
-    losses = [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
+    losses = logged_losses(log)
     assert len(losses) == len(fp32_losses) == 4 and losses != fp32_losses, (losses, fp32_losses)
     assert all(abs(a - b) < 0.2 for a, b in zip(losses, fp32_losses)), (losses, fp32_losses)
     scores = {}
