@@ -27,6 +27,13 @@ fairseq-train then looks for an XLA device and dies on a CPU or a GPU. Unless ``
 given, the plugin unsets ``tpu`` before fairseq-train's ``call_main`` reads it; bf16 then means what
 fairseq's trainer does with it elsewhere: the model and the batches in bfloat16, fp32 master weights
 in fairseq's FP16Optimizer (no loss scaling).
+
+``--bf16`` generates in bfloat16. fairseq-generate and fairseq-interactive cast the model to float16
+for ``--fp16`` but leave it in float32 for ``--bf16``. Every fairseq model's
+``prepare_for_inference_``, which they (and ``from_pretrained``) call on each loaded model, now
+casts it to bfloat16 when the configuration says ``bf16``. ``from_pretrained`` passes the
+checkpoint's own configuration, so a model trained with ``--bf16`` loads in bfloat16 unless
+``bf16=False`` is given.
 """
 
 import os
@@ -34,10 +41,12 @@ import shutil
 import sys
 
 import numpy as np
+import torch
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
+from fairseq.models import BaseFairseqModel
 from fairseq.tasks import FairseqTask
 
 
@@ -113,7 +122,23 @@ def _wrap_call_main() -> None:
     distributed_utils.call_main = call_main
 
 
+def _wrap_prepare_for_inference() -> None:
+    original = BaseFairseqModel.prepare_for_inference_
+    if getattr(original, "_transformer_plugin_wrapped", False):
+        return
+
+    def prepare_for_inference_(self, cfg):
+        original(self, cfg)
+        if getattr(cfg.common, "bf16", False):
+            self.to(torch.bfloat16)
+
+    prepare_for_inference_.__doc__ = original.__doc__
+    prepare_for_inference_._transformer_plugin_wrapped = True
+    BaseFairseqModel.prepare_for_inference_ = prepare_for_inference_
+
+
 _wrap_batch_by_size()
 _wrap_get_batch_iterator()
 _wrap_call_main()
+_wrap_prepare_for_inference()
 checkpoint_utils.PathManager = AtomicCopyPathManager

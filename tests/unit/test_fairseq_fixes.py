@@ -1,5 +1,5 @@
-"""The fixes to fairseq the plugin applies: every sentence batched (fairseq issue #5036), and
-checkpoint copies that never leave a half-written file under the final name."""
+"""The fixes to fairseq the plugin applies: every sentence batched (fairseq issue #5036), checkpoint
+copies that never leave a half-written file under the final name, and --bf16 inference in bfloat16."""
 
 import shutil
 
@@ -46,3 +46,24 @@ def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "copyfile", real_copyfile)
     assert checkpoint_utils.PathManager.copy(str(src), str(dst), overwrite=True)
     assert dst.read_bytes() == src.read_bytes()
+
+
+def test_bf16_inference_casts_every_fairseq_model(dictionary):
+    """prepare_for_inference_ (what fairseq-generate, fairseq-interactive and from_pretrained call)
+    casts to bfloat16 under --bf16: the plugin's model and fairseq's own transformer alike, so that a
+    comparison of the two in bfloat16 is one."""
+    import torch
+    from fairseq.models.transformer import TransformerModel, base_architecture
+    from omegaconf import OmegaConf
+
+    from helpers import DummyTask, build_vaswani, vaswani_args
+
+    args = vaswani_args("vaswani_tiny")  # the fairseq namespace, then fairseq's own names
+    args.arch, args.encoder_layers, args.decoder_layers = "transformer", 1, 1
+    args.encoder_embed_dim = args.decoder_embed_dim = 32
+    base_architecture(args)
+    for model in (build_vaswani(dictionary), TransformerModel.build_model(args, DummyTask(dictionary))):
+        model.prepare_for_inference_(OmegaConf.create({"common": {"bf16": False}, "generation": {"beam": 4}}))
+        assert {p.dtype for p in model.parameters()} == {torch.float32}
+        model.prepare_for_inference_(OmegaConf.create({"common": {"bf16": True}, "generation": {"beam": 4}}))
+        assert {p.dtype for p in model.parameters()} == {torch.bfloat16}, type(model).__name__

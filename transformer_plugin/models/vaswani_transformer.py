@@ -345,18 +345,6 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
 
-    def prepare_for_inference_(self, cfg):
-        """fairseq-generate, fairseq-interactive and ``from_pretrained`` call this on the loaded model.
-
-        With ``--bf16`` the model then runs in bfloat16, as it trained. (fairseq casts to float16
-        for ``--fp16`` itself, but leaves ``--bf16`` models in float32.) ``from_pretrained`` passes
-        the checkpoint's own configuration: a model trained with ``--bf16`` loads in bfloat16
-        unless ``bf16=False`` is given.
-        """
-        super().prepare_for_inference_(cfg)
-        if getattr(cfg.common, "bf16", False):
-            self.to(torch.bfloat16)
-
     def set_beam_size(self, beam_size: int):
         """fairseq's SequenceGenerator calls this with its beam size: the encoder-decoder attention
         then projects the encoder output once per sentence (modules/multihead_attention.py)."""
