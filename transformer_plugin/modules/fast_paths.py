@@ -3,10 +3,10 @@
 - ``dropout(x, p, training, packed)``: Section 5.4's dropout. On a CPU with ``packed`` (the flag
   ``--dropout-masks packed``, the default) its masks cost a quarter of torch's random draws; on a
   GPU, and with ``--dropout-masks torch``, it is torch's ``F.dropout``.
-- ``use_fused_attention(q, k, v, need_weights)``: whether Eq. (1) is computed by torch's fused
-  ``F.scaled_dot_product_attention`` or explicitly (multihead_attention.py holds both). Always fused
-  on a GPU; on a CPU explicit only for short attention without a backward pass (generation), where
-  it is faster.
+- ``use_fused_attention(q, k, need_weights, training)``: whether Eq. (1) is computed by torch's
+  fused ``F.scaled_dot_product_attention`` or explicitly (multihead_attention.py holds both). Always
+  fused on a GPU; on a CPU explicit only for short attention in evaluation (generation), where it
+  is faster.
 
 Both compute the function the paper writes; tests/unit/optimisations/test_fast_paths.py holds them
 to it, and what each trick was measured to save is in docs/2026-11-24-cpu-speed.md.
@@ -80,17 +80,19 @@ def dropout(x: Tensor, p: float, training: bool, packed: bool = True) -> Tensor:
 # -- choice of attention kernel -------------------------------------------------------------------
 
 
-def use_fused_attention(q: Tensor, k: Tensor, v: Tensor, need_weights: bool) -> bool:
+def use_fused_attention(q: Tensor, k: Tensor, need_weights: bool, training: bool) -> bool:
     """Whether Eq. (1) on q (B, h, T, d_k), k (B, h, S, d_k) is computed by torch's fused kernel.
 
     Not when the attention weights are wanted (only the explicit path returns them). On a GPU,
-    always. On a CPU, whenever a backward pass follows (the fused kernel's backward is the faster
-    one) or a head has more than ``EXPLICIT_MAX_SCORES`` query-key pairs; short attention without a
-    backward pass (the encoder and each step of generation) is faster with two matrix products.
+    always. On a CPU, in training (a backward pass follows, and the fused kernel's backward is the
+    faster one) or when a head has more than ``EXPLICIT_MAX_SCORES`` query-key pairs; short
+    attention in evaluation (validation, the encoder and each step of generation) is faster with two
+    matrix products. The choice follows the module's mode, not autograd's: with
+    --checkpoint-activations a layer's forward pass runs without autograd and is recomputed with it,
+    and both must take the same path, which draws the same attention dropout masks.
     """
     if need_weights:
         return False
     if q.device.type != "cpu":
         return True
-    backward = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    return backward or q.size(-2) * k.size(-2) > EXPLICIT_MAX_SCORES
+    return training or q.size(-2) * k.size(-2) > EXPLICIT_MAX_SCORES

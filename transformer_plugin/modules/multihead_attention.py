@@ -40,6 +40,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
 from . import fast_paths
+from .dropout import Dropout
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -72,7 +73,7 @@ def scaled_dot_product_attention(
     return out, weights if need_weights else None
 
 
-def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=False, packed_dropout=True):
+def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=False, packed_dropout=True, training=False):
     """Eq. (1), with every query's later positions masked too when ``causal`` (Section 3.2.3).
 
     By torch's fused kernel where ``fast_paths.use_fused_attention`` says so, else explicitly. The
@@ -81,7 +82,7 @@ def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=Fals
     flash kernels accept.
     """
     T, S = q.size(-2), k.size(-2)
-    fused = fast_paths.use_fused_attention(q, k, v, need_weights)
+    fused = fast_paths.use_fused_attention(q, k, need_weights, training)
     is_causal = fused and causal and mask is None and T == S
     if causal and not is_causal:
         mask = mask_future(mask, T, S, q.device)
@@ -127,7 +128,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
-        self.attention_dropout, self.packed_dropout = attention_dropout, packed_dropout
+        self.dropout = Dropout(attention_dropout, packed_dropout)  # on the weights of Eq. (1); not in the paper
         self.self_attention = self_attention
         self.beam_size = 1
         if self_attention:
@@ -194,9 +195,11 @@ class MultiHeadAttention(nn.Module):
         causal = causal and incremental_state is None and T > 1  # a step sees only the past anyway
 
         beams = B // k.size(0)  # > 1: the hypotheses of one sentence share its keys and values
-        dropout_p = self.attention_dropout if self.training else 0.0
+        dropout_p = self.dropout.p if self.dropout.active else 0.0
         q, mask = self._beams_as_queries(q, mask, beams)
-        out, weights = attention(q, k, v, mask, causal, dropout_p, need_weights, self.packed_dropout)  # Eq. (1)
+        out, weights = attention(  # Eq. (1)
+            q, k, v, mask, causal, dropout_p, need_weights, self.dropout.packed, training=self.training
+        )
         out = self._concat_heads(out, beams)  # Concat(head_1, ..., head_h)
         if weights is not None and beams > 1:
             weights = weights.view(-1, h, beams, T, weights.size(-1)).transpose(1, 2).reshape(B, h, T, -1)

@@ -82,11 +82,10 @@ def test_torch_masks_are_torch_dropout():
 def test_the_flag_reaches_every_dropout_of_the_model(dictionary, masks):
     model = build_vaswani(dictionary, dropout_masks=masks, attention_dropout=0.1, activation_dropout=0.1)
     modules = [m for m in model.modules() if isinstance(m, Dropout)]
-    # embeddings (2), sub-layers (2 per encoder layer, 3 per decoder layer), FFN activations (1 per layer)
-    assert len(modules) == 2 + 2 * 2 + 2 * 3 + 4
+    # embeddings (2), sub-layers (2 per encoder layer, 3 per decoder layer), FFN activations (1 per
+    # layer), attention weights (1 per attention: 1 per encoder layer, 2 per decoder layer)
+    assert len(modules) == 2 + 2 * 2 + 2 * 3 + 4 + 2 * 1 + 2 * 2
     assert {m.packed for m in modules} == {masks == "packed"}
-    attention = [m for m in model.modules() if hasattr(m, "packed_dropout") and hasattr(m, "in_proj")]
-    assert attention and {m.packed_dropout for m in attention} == {masks == "packed"}
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -115,23 +114,24 @@ def test_explicit_and_fused_paths_compute_the_same_function(monkeypatch, causal)
             torch.testing.assert_close(value, first, rtol=1e-5, atol=1e-6)
 
 
-def test_cpu_attention_is_explicit_only_when_short_and_without_backward(monkeypatch):
+def test_cpu_attention_is_explicit_only_when_short_and_in_evaluation(monkeypatch):
     """The dispatch itself: count calls of torch's fused kernel. Training (a backward pass follows)
-    always takes the fused kernel; inference takes it only above EXPLICIT_MAX_SCORES pairs."""
+    always takes the fused kernel, with autograd on or off (--checkpoint-activations runs a layer
+    without it first); evaluation takes it only above EXPLICIT_MAX_SCORES pairs."""
     calls = []
     fused = torch.nn.functional.scaled_dot_product_attention
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
     side = int(fast_paths.EXPLICIT_MAX_SCORES**0.5)
-    for T, grad, expected in ((side, False, 0), (side + 1, False, 1), (side, True, 1), (2, True, 1)):
-        calls.clear()
-        q = torch.randn(1, 2, T, 4, requires_grad=grad)
-        attention(q, q, q)
-        assert len(calls) == expected, (T, grad)
+    for T, training, expected in ((side, False, 0), (side + 1, False, 1), (side, True, 1), (2, True, 1)):
+        for grad in (False, True):
+            calls.clear()
+            q = torch.randn(1, 2, T, 4, requires_grad=grad)
+            with torch.set_grad_enabled(grad):
+                attention(q, q, q, training=training)
+            assert len(calls) == expected, (T, training, grad)
     q = torch.randn(1, 2, 3, 4, requires_grad=True)
     calls.clear()
-    with torch.no_grad():  # no backward pass, whatever the inputs say
-        attention(q, q, q)
-    _, weights = attention(q, q, q, need_weights=True)  # only the explicit path has them
+    _, weights = attention(q, q, q, need_weights=True, training=True)  # only the explicit path has them
     assert calls == [] and weights is not None
 
 
