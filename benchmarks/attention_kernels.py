@@ -111,7 +111,7 @@ def batch(dictionary, B, S, T, padded, device, seed=0):
 def survey(arch="vaswani_base", device="cpu", dtype=torch.float32, vocab=1000, B=8, S=32, T=32, beam=4):
     """{(phase, attention, mask, kernel): calls} for one training step (padded and not) and one beam search."""
     from fairseq.data import Dictionary
-    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from fairseq.models import MODEL_DATACLASS_REGISTRY
     from fairseq.sequence_generator import SequenceGenerator
 
     import transformer_plugin  # noqa: F401  (registers the plugin's parts with fairseq)
@@ -125,10 +125,10 @@ def survey(arch="vaswani_base", device="cpu", dtype=torch.float32, vocab=1000, B
     class Task:
         source_dictionary = target_dictionary = dictionary
 
-    args = argparse.Namespace(arch=arch, share_all_embeddings=True)
-    ARCH_CONFIG_REGISTRY[arch](args)
+    cfg = MODEL_DATACLASS_REGISTRY[arch]()  # the architecture's settings, as --arch gives them
+    cfg.share_all_embeddings = True
     torch.manual_seed(0)
-    model = VaswaniTransformerModel.build_model(args, Task()).to(device=device, dtype=dtype)
+    model = VaswaniTransformerModel.build_model(cfg, Task()).to(device=device, dtype=dtype)
     recorder = Recorder(model)
     with recorder:
         model.train()

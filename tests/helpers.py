@@ -45,12 +45,13 @@ class DummyTask:
 
 
 def vaswani_args(arch: str = "vaswani_tiny", **overrides) -> Namespace:
-    """The Namespace fairseq-train would build for ``--arch arch`` plus the given flags."""
-    from fairseq.models import ARCH_CONFIG_REGISTRY
+    """A namespace with the settings fairseq-train uses for ``--arch arch`` plus the given flags: the
+    architecture's dataclass defaults, then ``overrides``."""
+    from fairseq.models import MODEL_DATACLASS_REGISTRY
 
-    args = Namespace(arch=arch, **overrides)
-    ARCH_CONFIG_REGISTRY[arch](args)
-    return args
+    config = MODEL_DATACLASS_REGISTRY[arch]()
+    defaults = {name: getattr(config, name) for name in config.__dataclass_fields__ if not name.startswith("_")}
+    return Namespace(arch=arch, **{**defaults, **overrides})
 
 
 def build_vaswani(dictionary, arch="vaswani_tiny", **overrides):
@@ -98,6 +99,56 @@ def run_tool(tool, *args, cwd=None, expect_ok=True, stdin=None):
     if expect_ok and proc.returncode != 0:
         pytest.fail(f"{tool} failed ({proc.returncode}):\n{output[-4000:]}")
     return output if expect_ok else (proc.returncode, output)
+
+
+def run_in_process(tool, *args, stdin="", expect_ok=True):
+    """Run the fairseq console script ``tool`` in this process: the function its installed script
+    calls, with ``sys.argv`` as the shell would set it, so the same code runs as for ``tool ARGS``,
+    without several seconds of start-up. Returns what it printed and logged, or (exit code,
+    output) with ``expect_ok=False``."""
+    import contextlib
+    import importlib.metadata
+    import io
+    import logging
+    import traceback
+
+    from fairseq import checkpoint_utils
+    from fairseq.logging import progress_bar
+
+    (entry,) = importlib.metadata.entry_points(group="console_scripts", name=tool)
+    main = entry.load()
+    # what fairseq keeps for the life of its process, which a second run must not inherit here: the
+    # best validation score so far, and one tensorboard writer per log name (whatever the directory)
+    if hasattr(checkpoint_utils.save_checkpoint, "best"):
+        del checkpoint_utils.save_checkpoint.best
+    writers = getattr(progress_bar, "_tensorboard_writers", {})
+    for writer in writers.values():
+        writer.close()
+    writers.clear()
+    output, root = io.StringIO(), logging.getLogger()
+    handler = logging.StreamHandler(output)
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+    saved = sys.argv, sys.stdin, root.level
+    sys.argv, sys.stdin = [tool, *args], io.StringIO(stdin)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    code = 0
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            main()
+    except SystemExit as e:  # argparse errors, and tools that exit
+        code = e.code if isinstance(e.code, int) else 1
+    except Exception:
+        code = 1
+        output.write(traceback.format_exc())
+    finally:
+        root.removeHandler(handler)
+        sys.argv, sys.stdin, _ = saved
+        root.setLevel(saved[2])
+    text = output.getvalue()
+    if expect_ok and code != 0:
+        pytest.fail(f"{tool} failed ({code}):\n{text[-4000:]}")
+    return text if expect_ok else (code, text)
 
 
 def logged_losses(log):

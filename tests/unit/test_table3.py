@@ -19,25 +19,27 @@ def test_rows_follow_the_paper():
 
 @pytest.mark.parametrize("row", [r for r in table3.ROWS if not r.big], ids=lambda r: r.id)
 def test_every_rows_flags_parse_and_change_the_model(row, tmp_path):
-    """fairseq-train's own parser takes each row's flags, and the model built from them has the row's sizes."""
-    from fairseq import options
+    """fairseq-train's own parser takes each row's flags, and the model built from the configuration
+    fairseq makes of them has the row's sizes."""
+    from fairseq import models, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     from helpers import REPO, DummyTask, make_dictionary
-    from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
 
     argv = [str(tmp_path), "--user-dir", f"{REPO}/transformer_plugin", "--task", "translation", "--arch",
             "vaswani_base", "--criterion", "vaswani_label_smoothed_cross_entropy", "--share-all-embeddings",
             *[word for item in row.flags.items() for word in item]]  # fmt: skip
-    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    settings = {**cfg.model, "label_smoothing": cfg.criterion.label_smoothing}
     expected = dict(encoder_layers=6, d_model=512, d_ff=2048, attention_heads=8, dropout=0.1, label_smoothing=0.1,
                     positional_encoding="sinusoidal")  # fmt: skip
     for name, value in row.flags.items():
         key = name[2:].replace("-", "_")
         expected[key] = type(expected.get(key, 0))(value) if key in expected else int(value)
-    assert {k: getattr(args, k) for k in expected} == expected
+    assert {k: settings[k] for k in expected} == expected
     if "--d-model" in row.flags or "--encoder-layers" in row.flags:
         return  # sizes checked above; building the large ones is slow
-    model = VaswaniTransformerModel.build_model(args, DummyTask(make_dictionary(100)))
+    model = models.build_model(cfg.model, DummyTask(make_dictionary(100)))
     h = int(row.flags.get("--attention-heads", 8))
     d_k, d_v = (int(row.flags.get(f, 512 // h)) for f in ("--d-k", "--d-v"))
     attention = model.encoder.layers[0].self_attn

@@ -20,6 +20,8 @@ from typing import Optional
 
 from fairseq.dataclass import FairseqDataclass
 from fairseq.optim.lr_scheduler import FairseqLRScheduler, register_lr_scheduler
+from omegaconf import II
+from omegaconf.errors import InterpolationResolutionError
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ def paper_lrate(step_num: int, d_model: int, warmup_steps: int = 4000, multiplie
 class VaswaniInverseSqrtConfig(FairseqDataclass):
     warmup_updates: int = field(default=4000, metadata={"help": "warmup_steps of Eq. (3)"})
     d_model: Optional[int] = field(
-        default=None,
+        default=II("model.d_model"),
         metadata={"help": "d_model of Eq. (3); with --arch vaswani_* this is the model's own --d-model"},
     )
     lr_multiplier: float = field(default=1.0, metadata={"help": "factor applied to Eq. (3) (1 in the paper)"})
@@ -45,16 +47,20 @@ class VaswaniInverseSqrtConfig(FairseqDataclass):
 class VaswaniInverseSqrtSchedule(FairseqLRScheduler):
     def __init__(self, cfg: VaswaniInverseSqrtConfig, optimizer):
         super().__init__(cfg, optimizer)
-        if cfg.d_model is None:
+        try:
+            d_model = cfg.d_model  # by default the model's (model.d_model)
+        except InterpolationResolutionError:  # a model without d_model, in a hydra config
+            d_model = None
+        if d_model is None:
             raise ValueError(
                 "--lr-scheduler vaswani_inverse_sqrt needs d_model for Eq. (3): use a vaswani_* --arch"
-                " or give --d-model"
+                " or give --d-model (lr_scheduler.d_model in a hydra config)"
             )
         if cfg.warmup_updates < 1:
             raise ValueError(f"--warmup-updates must be at least 1, got {cfg.warmup_updates}")
         if cfg.lr_multiplier <= 0:
             raise ValueError(f"--lr-multiplier must be positive, got {cfg.lr_multiplier}")
-        self.d_model, self.warmup_steps, self.multiplier = cfg.d_model, cfg.warmup_updates, cfg.lr_multiplier
+        self.d_model, self.warmup_steps, self.multiplier = d_model, cfg.warmup_updates, cfg.lr_multiplier
         logger.info(
             f"Eq. (3) with d_model={self.d_model}, warmup_steps={self.warmup_steps}, multiplier={self.multiplier}:"
             f" peak lr {self.lrate(self.warmup_steps):.3e} at update {self.warmup_steps} (--lr is not used)"

@@ -24,6 +24,8 @@ Not in the paper, chosen here (each can be changed by a flag where it matters):
   masks are four times cheaper to draw; ``--dropout-masks torch`` is torch's dropout (see fast_paths.py).
 """
 
+import ast
+import dataclasses
 import logging
 import math
 from argparse import Namespace
@@ -37,8 +39,8 @@ from fairseq.models import (
     FairseqEncoderDecoderModel,
     FairseqIncrementalDecoder,
     register_model,
-    register_model_architecture,
 )
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor, nn
 
 from ..modules.dropout import Dropout
@@ -46,6 +48,7 @@ from ..modules.fast_paths import MASK_CHOICES
 from ..modules.multihead_attention import attention_bias
 from ..modules.positional_encoding import SINUSOID_VARIANTS, PositionalEncoding
 from ..modules.transformer_layer import DecoderLayer, EncoderLayer, packed_dropout
+from .fairseq_transformer_flags import add_refused_flags
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +97,16 @@ class VaswaniTransformerConfig(FairseqDataclass):
     )
     max_source_positions: int = field(default=1024, metadata={"help": "longest source sentence, in tokens"})
     max_target_positions: int = field(default=1024, metadata={"help": "longest target sentence, in tokens"})
+    checkpoint_activations: bool = field(
+        default=False,
+        metadata={"help": "keep only each layer's input and recompute the layer in the backward pass"
+                  " (less memory, more compute)"},
+    )  # fmt: skip
+    offload_activations: bool = field(
+        default=False,
+        metadata={"help": "with activation checkpointing, keep the layers' inputs in CPU memory"
+                  " (implies --checkpoint-activations)"},
+    )  # fmt: skip
 
 
 def check_config(cfg) -> None:
@@ -116,6 +129,16 @@ def check_config(cfg) -> None:
     for name in ("dropout", "attention_dropout", "activation_dropout"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(cfg, name)}")
+
+
+def checkpointed(layer: nn.Module, cfg) -> nn.Module:
+    """``layer``, with fairseq's activation checkpointing under --checkpoint-activations or
+    --offload-activations: its forward pass keeps no activations, and the backward pass recomputes
+    them from the layer's input with the same random state (the same dropout masks)."""
+    offload = getattr(cfg, "offload_activations", False)
+    if getattr(cfg, "checkpoint_activations", False) or offload:
+        return checkpoint_wrapper(layer, offload_to_cpu=offload)
+    return layer
 
 
 def Embedding(num_embeddings: int, d_model: int, padding_idx: int) -> nn.Embedding:
@@ -159,7 +182,7 @@ class VaswaniEncoder(FairseqEncoder):
         self.padding_idx = embed_tokens.padding_idx
         self.max_source_positions = cfg.max_source_positions
         self.embed = EmbeddingLayer(cfg, embed_tokens, cfg.max_source_positions)
-        self.layers = nn.ModuleList([EncoderLayer(cfg) for _ in range(cfg.encoder_layers)])
+        self.layers = nn.ModuleList([checkpointed(EncoderLayer(cfg), cfg) for _ in range(cfg.encoder_layers)])
         self.layer_norm = nn.LayerNorm(cfg.d_model) if cfg.normalize_before else None
 
     def forward(
@@ -226,9 +249,10 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         self.padding_idx = embed_tokens.padding_idx
         self.max_target_positions = cfg.max_target_positions
         self.embed = EmbeddingLayer(cfg, embed_tokens, cfg.max_target_positions)
-        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.decoder_layers)])
+        self.layers = nn.ModuleList([checkpointed(DecoderLayer(cfg), cfg) for _ in range(cfg.decoder_layers)])
         self.layer_norm = nn.LayerNorm(cfg.d_model) if cfg.normalize_before else None
         self.output_projection = nn.Linear(cfg.d_model, len(dictionary), bias=False)
+        self.need_attn = False  # fairseq's --print-alignment (VaswaniTransformerModel.make_generation_fast_)
         if share_input_output_embed:
             self.output_projection.weight = embed_tokens.weight
         else:
@@ -247,9 +271,13 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         """prev_output_tokens (B, T) -> logits (B, T, V) and {"attn": [weights]}.
 
         With ``incremental_state`` only the last position is computed (beam search). The
-        encoder-decoder attention weights of layer ``alignment_layer`` (default: none are computed)
-        are returned averaged over heads, (B, T, S), or per head (B, h, T, S) with
-        ``need_head_weights``.
+        encoder-decoder attention weights of layer ``alignment_layer`` are returned averaged over
+        heads, (B, T, S), or per head (B, h, T, S) with ``need_head_weights``. Without
+        ``alignment_layer`` they are those of the last layer when fairseq asked for alignments
+        (``need_attn``, set by --print-alignment), as fairseq's transformer returns them; otherwise
+        none are computed, which keeps every attention in the fused kernel, and "attn" is None
+        (which fairseq's generators and scorers skip, also in an ensemble with models that return
+        attention).
         """
         x, extra = self.extract_features(
             prev_output_tokens, encoder_out, incremental_state, alignment_layer, need_head_weights
@@ -282,7 +310,9 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
                 # token would otherwise have nothing to attend to (a softmax over -inf only: NaN)
                 diagonal = torch.eye(target_padding.size(1), dtype=torch.bool, device=target_padding.device)
                 self_attn_mask = (~target_padding)[:, None, None, :] | diagonal  # (B, 1, T, T)
-        if alignment_layer is not None and alignment_layer < 0:
+        if alignment_layer is None and self.need_attn:
+            alignment_layer = len(self.layers) - 1
+        elif alignment_layer is not None and alignment_layer < 0:
             alignment_layer += len(self.layers)
 
         x = self.embed(prev_output_tokens, incremental=incremental)
@@ -295,7 +325,7 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
                 attn = layer_attn if need_head_weights else layer_attn.mean(dim=1)
         if self.layer_norm is not None:
             x = self.layer_norm(x)
-        return x, {"attn": [attn], "inner_states": None}
+        return x, {"attn": [attn] if attn is not None else None, "inner_states": None}
 
     def output_layer(self, features: Tensor) -> Tensor:
         """Section 3.4: the pre-softmax linear transformation (B, T, d_model) -> (B, T, V)."""
@@ -305,14 +335,45 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         return self.max_target_positions
 
 
+def dropouts_held_by(model: nn.Module, class_names: Optional[List[str]] = None) -> List[Dropout]:
+    """The Dropout modules of ``model`` held (at any depth) by a module of one of ``class_names``,
+    or all of them; a name that holds none raises ValueError listing the names that do."""
+    owners = {}  # Dropout -> class names of the modules that hold it
+    for name, module in model.named_modules():
+        if isinstance(module, Dropout):
+            path = name.split(".")
+            owners[module] = {type(model.get_submodule(".".join(path[:i]))).__name__ for i in range(len(path))}
+    if class_names is None:
+        return list(owners)
+    if isinstance(class_names, str):  # as fairseq passes the flag on: "['DecoderLayer']", or "DecoderLayer,..."
+        text = class_names.strip()
+        class_names = ast.literal_eval(text) if text.startswith("[") else text.replace(",", " ").split()
+        class_names = [class_names] if isinstance(class_names, str) else class_names
+    known = set().union(*owners.values()) - {"ModuleList"}
+    unknown = [name for name in class_names if name not in known]
+    if unknown:
+        raise ValueError(
+            f"--retain-dropout-modules {unknown}: no dropout of {type(model).__name__} is held by such a module;"
+            f" the modules that hold dropout are {sorted(known)}"
+        )
+    return [dropout for dropout, held_by in owners.items() if held_by & set(class_names)]
+
+
 @register_model("vaswani_transformer", dataclass=VaswaniTransformerConfig)
 class VaswaniTransformerModel(FairseqEncoderDecoderModel):
     """Section 3: the encoder-decoder Transformer. See the module docstring for every flag."""
 
     @classmethod
+    def add_args(cls, parser):
+        """The dataclass's flags (fairseq's own way), and fairseq's transformer flags refused with their
+        reason (fairseq_transformer_flags.py)."""
+        super().add_args(parser)
+        add_refused_flags(parser)
+
+    @classmethod
     def build_model(cls, cfg, task):
-        if isinstance(cfg, Namespace):
-            vaswani_base(cfg)  # fill what an older or foreign namespace lacks
+        if isinstance(cfg, Namespace):  # fill what an older or foreign namespace lacks from the dataclass
+            cfg = getattr(cls, "__dataclass").from_namespace(cfg)
         check_config(cfg)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         if src_dict.pad() != tgt_dict.pad():
@@ -345,6 +406,25 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, **kwargs)
 
+    def make_generation_fast_(self, need_attn=False, retain_dropout=False, retain_dropout_modules=None, **kwargs):
+        """fairseq's hook for inference, which ``prepare_for_inference_`` (fairseq-generate,
+        fairseq-interactive, ``from_pretrained``) calls with the generation flags, once.
+
+        ``need_attn`` (--print-alignment): the decoder returns the last layer's encoder-decoder
+        attention averaged over heads at every step, which fairseq turns into alignments.
+        ``retain_dropout`` (--retain-dropout): dropout stays on after ``eval()`` (Monte-Carlo
+        dropout), in every module, or with ``retain_dropout_modules`` (--retain-dropout-modules)
+        only in the modules held by one of the named classes (``DecoderLayer``, ``VaswaniEncoder``,
+        ``MultiHeadAttention``, ...); a name that holds no dropout here is refused.
+        """
+        if self._is_generation_fast:
+            return  # fairseq applies its own part once too
+        self.decoder.need_attn = bool(need_attn)
+        if retain_dropout:
+            for dropout in dropouts_held_by(self, retain_dropout_modules):
+                dropout.retain_during_inference = True
+        super().make_generation_fast_(**kwargs)
+
     def set_beam_size(self, beam_size: int):
         """fairseq's SequenceGenerator calls this with its beam size: the encoder-decoder attention
         then projects the encoder output once per sentence (modules/multihead_attention.py)."""
@@ -352,63 +432,43 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
 
 
 # ---------------------------------------------------------------------------------------------
-# Architectures. Each sets the defaults of one configuration of the paper; flags still override.
+# Architectures: the configuration above with other defaults. Each is registered under its own name
+# with its own dataclass, so that ``--arch vaswani_big`` and a hydra config ``model: {_name:
+# vaswani_big}`` start from the same defaults, which flags and keys still override. (A shared
+# dataclass with architecture functions would not do: in a hydra config fairseq fills every key from
+# the model's dataclass before an architecture function could set its own.)
 # ---------------------------------------------------------------------------------------------
 
-# Every paper default in one place: Table 3, row "base".
-PAPER_BASE = dict(
-    encoder_layers=6,  # N
-    decoder_layers=6,  # N
-    d_model=512,
-    d_ff=2048,
-    attention_heads=8,  # h
-    d_k=None,  # d_model / h = 64
-    d_v=None,  # d_model / h = 64
-    dropout=0.1,  # P_drop
-    attention_dropout=0.0,
-    activation_dropout=0.0,
-    positional_encoding="sinusoidal",
-    sinusoid_variant="paper",
-    dropout_masks="packed",
-    share_all_embeddings=False,  # fairseq flag semantics: recipes pass --share-all-embeddings
-    share_decoder_input_output_embed=False,
-    normalize_before=False,
-    max_source_positions=1024,
-    max_target_positions=1024,
-)
-
-
-def _set_defaults(args, **defaults):
-    for name, value in {**PAPER_BASE, **defaults}.items():
-        if getattr(args, name, None) is None:
-            setattr(args, name, value)
-
-
-@register_model_architecture("vaswani_transformer", "vaswani_base")
-def vaswani_base(args):
-    # Table 3, row "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1 (65M params)
-    _set_defaults(args)
-
-
-@register_model_architecture("vaswani_transformer", "vaswani_big")
-def vaswani_big(args):
+ARCHITECTURES = {
+    # Table 3, row "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1 (65M params): the dataclass
+    "vaswani_base": {},
     # Table 3, row "big": N=6, d_model=1024, d_ff=4096, h=16, d_k=d_v=64, P_drop=0.3 (213M params)
-    _set_defaults(args, d_model=1024, d_ff=4096, attention_heads=16, dropout=0.3)
-
-
-@register_model_architecture("vaswani_transformer", "vaswani_big_en_fr")
-def vaswani_big_en_fr(args):
+    "vaswani_big": dict(d_model=1024, d_ff=4096, attention_heads=16, dropout=0.3),
     # Section 6.1: the big model for English-French uses P_drop = 0.1 instead of 0.3
-    _set_defaults(args, d_model=1024, d_ff=4096, attention_heads=16, dropout=0.1)
-
-
-@register_model_architecture("vaswani_transformer", "vaswani_parsing")
-def vaswani_parsing(args):
+    "vaswani_big_en_fr": dict(d_model=1024, d_ff=4096, attention_heads=16, dropout=0.1),
     # Section 6.3: 4 layers, d_model = 1024, other settings from the base model (h = 8, d_ff = 2048)
-    _set_defaults(args, encoder_layers=4, decoder_layers=4, d_model=1024)
-
-
-@register_model_architecture("vaswani_transformer", "vaswani_tiny")
-def vaswani_tiny(args):
+    "vaswani_parsing": dict(encoder_layers=4, decoder_layers=4, d_model=1024),
     # Not in the paper: a small model for CPU demos and tests
-    _set_defaults(args, encoder_layers=2, decoder_layers=2, d_model=64, d_ff=256, attention_heads=4)
+    "vaswani_tiny": dict(encoder_layers=2, decoder_layers=2, d_model=64, d_ff=256, attention_heads=4),
+}
+
+
+def register_architecture(name: str, overrides: Dict[str, object]) -> None:
+    """Register ``name`` as VaswaniTransformerConfig with the defaults in ``overrides``."""
+    base = {f.name: f for f in dataclasses.fields(VaswaniTransformerConfig)}
+    unknown = sorted(set(overrides) - set(base))
+    if unknown:
+        raise ValueError(f"architecture {name}: no such fields {unknown}")
+    config = dataclasses.make_dataclass(
+        "".join(part.capitalize() for part in name.split("_")) + "Config",
+        [(k, base[k].type, field(default=v, metadata=base[k].metadata)) for k, v in overrides.items()],
+        bases=(VaswaniTransformerConfig,),
+    )
+    config.__module__ = __name__
+    # the same model; a subclass only because fairseq keeps one dataclass per registered class
+    model = type(VaswaniTransformerModel.__name__, (VaswaniTransformerModel,), {"__module__": __name__})
+    register_model(name, dataclass=config)(model)
+
+
+for _name, _overrides in ARCHITECTURES.items():
+    register_architecture(_name, _overrides)

@@ -42,3 +42,20 @@ def test_multiplier_scales_the_curve():
 def test_bad_configuration_names_the_flag(kwargs, flag):
     with pytest.raises(ValueError, match=flag):
         schedule(**kwargs)
+
+
+def test_d_model_follows_the_models_in_a_hydra_config():
+    """In a hydra config the schedule's d_model is the model's (model.d_model) unless given; a model
+    without one stops with the key to set."""
+    from omegaconf import OmegaConf
+
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    optimizer = FairseqAdam(FairseqAdamConfig(lr=[1.0], adam_betas="(0.9, 0.98)", adam_eps=1e-9, tpu=False), params)
+    lr_scheduler = OmegaConf.structured(VaswaniInverseSqrtConfig(warmup_updates=100))
+    cfg = OmegaConf.create({"model": {"d_model": 256}, "lr_scheduler": lr_scheduler})
+    assert VaswaniInverseSqrtSchedule(cfg.lr_scheduler, optimizer).d_model == 256
+    cfg.lr_scheduler.d_model = 1024
+    assert VaswaniInverseSqrtSchedule(cfg.lr_scheduler, optimizer).d_model == 1024
+    cfg = OmegaConf.create({"model": {"encoder_embed_dim": 512}, "lr_scheduler": lr_scheduler})
+    with pytest.raises(ValueError, match="lr_scheduler.d_model"):
+        VaswaniInverseSqrtSchedule(cfg.lr_scheduler, optimizer)

@@ -124,7 +124,11 @@ def test_attention_weights_for_alignment_and_figures(dictionary):
     padding = src.eq(dictionary.pad())[:, None, None, :].expand_as(heads)
     assert padding.any() and torch.all(heads[padding] == 0)
     torch.testing.assert_close(averaged["attn"][0], heads.mean(1))
-    assert none["attn"] == [None]
+    assert none["attn"] is None  # none computed unless asked for
+    model.make_generation_fast_(need_attn=True)  # what fairseq-generate --print-alignment asks
+    with torch.no_grad():
+        _, asked = model.decoder(prev, encoder_out)
+    torch.testing.assert_close(asked["attn"][0], averaged["attn"][0])  # the last layer's, averaged over heads
     with torch.no_grad():
         encoder_self = model.encoder(src, src_lengths, attention_layer=-1)["self_attn"]
     assert len(encoder_self) == 1 and encoder_self[0].shape == (3, 4, 7, 7)  # (B, h, S, S)
