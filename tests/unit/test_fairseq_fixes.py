@@ -1,11 +1,16 @@
 """The fixes to fairseq the plugin applies: every sentence batched (fairseq issue #5036), checkpoint
-copies that never leave a half-written file under the final name, and --bf16 inference in bfloat16."""
+copies that never leave a half-written file under the final name, --bf16 inference in bfloat16,
+--replace-unk (#3533), --no-repeat-ngram-size on a CPU (#5206), and alignments from a generator
+built without fairseq-generate's --print-alignment."""
 
 import shutil
 
+import math
+
 import numpy as np
 import pytest
-from fairseq import checkpoint_utils
+import torch
+from fairseq import checkpoint_utils, utils
 from fairseq.data import data_utils
 
 
@@ -67,3 +72,66 @@ def test_bf16_inference_casts_every_fairseq_model(dictionary):
         assert {p.dtype for p in model.parameters()} == {torch.float32}
         model.prepare_for_inference_(OmegaConf.create({"common": {"bf16": True}, "generation": {"beam": 4}}))
         assert {p.dtype for p in model.parameters()} == {torch.bfloat16}, type(model).__name__
+
+
+@pytest.mark.parametrize(
+    "n,generated,banned",
+    [
+        (2, [5, 6, 5], {6}),  # "5 6" seen: after 5, not 6 again
+        (2, [5, 6, 7], set()),
+        (2, [5, 6, 5, 7, 5], {6, 7}),
+        (3, [5, 6, 7, 5, 6], {7}),
+        (3, [5, 6], set()),  # shorter than n: nothing to block yet
+    ],
+)
+def test_no_repeat_ngram_blocks_on_a_cpu(n, generated, banned):
+    """fairseq's blocker without its CUDA extension, as SequenceGenerator calls it: the whole token
+    buffer (the beginning-of-sentence </s>, the tokens so far, then padding) at step len(generated)."""
+    from fairseq.ngram_repeat_block import NGramRepeatBlock
+
+    pad, eos, vocab = 1, 2, 10
+    tokens = torch.full((2, 12), pad)
+    tokens[:, 0] = eos
+    tokens[0, 1 : len(generated) + 1] = torch.tensor(generated)
+    tokens[1, 1 : len(generated) + 1] = torch.arange(3, 3 + len(generated))  # nothing repeats
+    lprobs = torch.zeros(2, vocab)
+    out = NGramRepeatBlock(n, use_extension=False)(tokens, lprobs, bsz=1, beam_size=2, step=len(generated))
+    assert {i for i in range(vocab) if out[0, i] == -math.inf} == banned
+    assert torch.isfinite(out[1]).all()
+
+
+def test_replace_unk_copies_the_aligned_source_word(tmp_path):
+    """--replace-unk without a dictionary (fairseq's placeholder "@@ ") copies the source word each
+    <unk> is aligned to, with hard alignments ((source, target) word pairs) and soft ones (a row of
+    source probabilities per target word); with a dictionary, its translation."""
+    no_dictionary = utils.load_align_dict("@@ ")
+    assert no_dictionary == {}
+    hard = [(0, 0), (2, 1), (1, 2)]
+    assert utils.replace_unk("v1 <unk> <unk>", "w1 r7 r8", hard, no_dictionary, "<unk>") == "v1 r8 r7"
+    soft = [["0.9", "0.05", "0.05", "0"], ["0.1", "0.1", "0.8", "0"], ["0.1", "0.7", "0.2", "0"]]
+    assert utils.replace_unk("v1 <unk> <unk>", "w1 r7 r8", soft, no_dictionary, "<unk>") == "v1 r8 r7"
+    (tmp_path / "align.dict").write_text("r7 s7\n")
+    dictionary = utils.load_align_dict(str(tmp_path / "align.dict"))
+    assert utils.replace_unk("v1 <unk> <unk>", "w1 r7 r8", hard, dictionary, "<unk>") == "v1 r8 s7"
+    assert utils.replace_unk("v1 v2", "w1 w2", [], no_dictionary, "<unk>") == "v1 v2"  # nothing to replace
+    with pytest.raises(ValueError, match="--replace-unk needs the alignment.*--print-alignment"):
+        utils.replace_unk("v1 <unk>", "w1 r7", [], no_dictionary, "<unk>")
+
+
+@pytest.mark.parametrize("alignment", ["hard", "soft"])
+def test_an_aligning_generator_asks_the_model_for_attention(dictionary, alignment):
+    """The hub interface's generate(print_alignment=...) builds fairseq's aligning generator on a model
+    prepared without --print-alignment: every hypothesis gets its alignment all the same."""
+    from fairseq.sequence_generator import SequenceGeneratorWithAlignment
+
+    from helpers import build_vaswani, random_batch
+
+    model = build_vaswani(dictionary).eval()
+    model.make_generation_fast_()  # as prepare_for_inference_ does without --print-alignment
+    src, src_lengths, _ = random_batch(dictionary)
+    generator = SequenceGeneratorWithAlignment([model], dictionary, beam_size=2, max_len_b=5, print_alignment=alignment)
+    sample = {"id": torch.arange(len(src)), "net_input": {"src_tokens": src, "src_lengths": src_lengths}}
+    for hypos in generator.generate([model], sample):
+        for hypo in hypos:
+            words = int((hypo["tokens"] != dictionary.eos()).sum())
+            assert len(hypo["alignment"]) == words + (alignment == "soft")  # soft: a row for </s> too
