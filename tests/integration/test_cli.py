@@ -1,7 +1,9 @@
 """fairseq's own command-line tools with ``--user-dir transformer_plugin``, in a temp dir.
 
-preprocess -> train (single process, restore, two CPU processes with gloo, --eval-bleu) ->
-generate / validate / interactive, each loading the checkpoints under torch's weights_only check.
+preprocess -> train (single process, restore, two CPU processes with gloo, half precision) ->
+generate, loading the checkpoints under torch's weights_only check; averaging; the CTranslate2 export.
+fairseq's other features with the plugin (validate, interactive, --eval-bleu, ...):
+test_fairseq_features.py.
 """
 
 import math
@@ -13,7 +15,6 @@ import sys
 import pytest
 
 from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, fairseq_lines, free_port, logged_losses, run_tool
-from transformer_plugin.paper import decoding_flags
 
 
 @pytest.fixture(scope="module")
@@ -40,28 +41,6 @@ def test_train_uses_model_schedule_and_criterion(trained):
     for n, lr in lrs.items():  # logged after update n: the rate set for update n + 1
         assert lr == pytest.approx(64**-0.5 * min((n + 1) ** -0.5, (n + 1) * 20**-1.5), rel=1e-4)
     assert (save_dir / "checkpoint_last.pt").exists()
-
-
-def test_generate_validate_interactive_load_the_checkpoint(data_bin, trained):
-    save_dir, _ = trained
-    ckpt = str(save_dir / "checkpoint_last.pt")
-    out = run_tool(
-        "fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", ckpt,
-        *decoding_flags(), "--batch-size", "8",
-    )  # fmt: skip
-    hypotheses = [line for line in out.splitlines() if line.startswith("H-")]
-    assert len(hypotheses) == 12
-    assert "BLEU4" in out
-    out = run_tool(
-        "fairseq-validate", str(data_bin / "bin"), "--task", "translation", "--user-dir", PLUGIN, "--path", ckpt,
-        "--valid-subset", "valid", "--max-tokens", "1000",
-    )  # fmt: skip
-    assert re.search(r"valid on 'valid' subset \| loss [0-9.]+ \| nll_loss [0-9.]+ \| ppl", out)
-    out = run_tool(
-        "fairseq-interactive", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", ckpt,
-        "--source-lang", "src", "--target-lang", "tgt", "--beam", "2", stdin="w1 w2 w3\nw4 w5\n",
-    )  # fmt: skip
-    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 2
 
 
 def test_installed_copy_works_from_any_directory(data_bin, trained, tmp_path):
@@ -143,21 +122,6 @@ def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, preci
         scores[name] = fairseq_lines(out, "H")
         assert len(scores[name]) == 12
     assert scores["half"] != scores["fp32"]
-
-
-def test_eval_bleu_checkpoint_loads(data_bin, tmp_path):
-    """--eval-bleu saves numpy counts in the checkpoint: they must load again."""
-    run_tool(
-        "fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "3",
-        "--save-dir", str(tmp_path), "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 5}',
-        "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
-    )  # fmt: skip
-    from transformer_plugin.checkpoint_safety import load_checked
-
-    metrics = load_checked(tmp_path / "checkpoint_last.pt")["extra_state"]["metrics"]
-    assert "valid" in metrics  # the numpy counts are in there
-    out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(tmp_path / "checkpoint_last.pt"))
-    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 12
 
 
 def _train_two_workers(data_bin, save_dir, max_update):

@@ -80,11 +80,12 @@ def test_a_changed_vocabulary_stops_before_any_work(small_demo):
     work, _ = small_demo
     before = {p: p.stat().st_mtime_ns for p in (work / "data" / "spm.model", work / "checkpoints" / "average.pt")}
     dry = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"), DRY="1")
-    assert "a real run redoes this stage: its settings or inputs changed since it was done: was 300, now 301" in dry.stdout
-    assert "(a real run stops here: stage 4 (training) was done, but stage 2, whose outputs it reads, is redone" in dry.stdout
+    assert "a real run redoes this stage: its settings changed since it was done: VOCAB_SIZE was 300, now 301" in dry.stdout
+    why = "stage 4 (training) was done, but stage 2, whose outputs it reads, is redone (VOCAB_SIZE was 300, now 301)"
+    assert f"(a real run stops here: {why}" in dry.stdout
     proc = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"))
     assert proc.returncode == 3
-    assert "stage 4 (training) was done, but stage 2, whose outputs it reads, is redone" in proc.stderr
+    assert why in proc.stderr and f"delete {work / 'checkpoints'} and {work / '.done' / '4'};" in proc.stderr
     assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
     assert {p: p.stat().st_mtime_ns for p in before} == before
 

@@ -38,7 +38,7 @@ VOCAB=${VOCAB:-300}; STEPS=${STEPS:-10}; CORPUS=${CORPUS:-/dev/null}
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK"
 stage 1 "data" bash -c 'echo data >> "$0/log"' "$WORK" "$CORPUS"
 stage 2 "vocabulary of $VOCAB" bash -c 'echo "vocab $1" >> "$0/log"' "$WORK" "$VOCAB"
-[ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"' "$WORK" "$STEPS"
+[ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"' "$WORK" "$STEPS" --save-dir "$WORK/ckpt"
 stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK"
 """
 
@@ -63,26 +63,27 @@ def test_a_rerun_with_the_same_settings_does_nothing(tmp_path):
 def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
     recipe(tmp_path, TRAIN="0")
     proc, log = recipe(tmp_path, "--dry-run", TRAIN="0", VOCAB="400")
-    assert "a real run redoes this stage: its settings or inputs changed since it was done: was 300, now 400" in proc.stdout
-    assert "a real run redoes this stage: stage 2, whose outputs it reads, is redone" in proc.stdout
+    assert "a real run redoes this stage: its settings changed since it was done: VOCAB was 300, now 400" in proc.stdout
+    assert "a real run redoes this stage: stage 2, whose outputs it reads, is redone (VOCAB was 300, now 400)" in proc.stdout
     assert proc.stdout.count("a real run skips this stage") == 1  # stage 1
     proc, log = recipe(tmp_path, TRAIN="0", VOCAB="400")
     assert proc.returncode == 0, proc.stderr
     assert log == ["data", "vocab 300", "score", "vocab 400", "score"]
-    assert "redoing it: its settings or inputs changed since it was done: was 300, now 400" in proc.stdout
+    assert "redoing it: its settings changed since it was done: VOCAB was 300, now 400" in proc.stdout
 
 
 def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(tmp_path):
     recipe(tmp_path)
-    for change, why in [(dict(VOCAB="400"), "stage 2, whose outputs it reads, is redone"),
-                        (dict(STEPS="20"), "its settings or inputs changed since it was done: was 10, now 20")]:  # fmt: skip
+    for change, why in [(dict(VOCAB="400"), "stage 2, whose outputs it reads, is redone (VOCAB was 300, now 400)"),
+                        (dict(STEPS="20"), "its settings changed since it was done: STEPS was 10, now 20")]:  # fmt: skip
         proc, _ = recipe(tmp_path, "--dry-run", **change)
         assert proc.returncode == 0 and f"(a real run stops here: stage 3 (training) was done, but {why}" in proc.stdout
         proc, log = recipe(tmp_path, **change)
         assert proc.returncode == 3 and f"stage 3 (training) was done, but {why}" in proc.stderr
         assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
         assert log == ["data", "vocab 300", "train 10", "score"]  # nothing redone
-    # to continue training deliberately: delete its stamp, as the message says
+    # to train from scratch: delete the checkpoints and the stamp; to continue deliberately: only the stamp
+    assert f"delete {tmp_path / 'work' / 'ckpt'} and {tmp_path / 'work' / '.done' / '3'};" in proc.stderr
     assert "delete " + str(tmp_path / "work" / ".done" / "3") + " only" in proc.stderr
     (tmp_path / "work" / ".done" / "3").unlink()
     proc, log = recipe(tmp_path, STEPS="20")
@@ -101,6 +102,7 @@ def test_a_changed_input_outside_work_redoes_its_stage(tmp_path):
     (corpus / "train.txt").write_text("one\ntwo\n")
     proc, log = recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
     assert proc.returncode == 0 and "redoing it: its settings or inputs changed since it was done" in proc.stdout
+    assert "CORPUS was" not in proc.stdout  # the variable did not change: the files it names did
     assert log == ["data", "vocab 300", "score", "data", "vocab 300", "score"]
 
 

@@ -79,10 +79,12 @@ def test_from_pretrained_translate_equals_fairseq_interactive(served, interactiv
         str(root / "ckpt"), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(root / "bin"),
         source_lang="src", target_lang="tgt", bpe="sentencepiece", sentencepiece_model=spm,
     )  # fmt: skip
-    assert type(hub.models[0]) is VaswaniTransformerModel
+    assert isinstance(hub.models[0], VaswaniTransformerModel)
     translated = hub.translate(lines, beam=4, lenpen=0.6, max_len_a=1, max_len_b=50)
     assert translated == interactive
     assert sum(t == line for t, line in zip(translated, lines)) >= len(lines) // 2  # the copies it learned
+    best = hub.generate([hub.encode(lines[0])], beam=4, print_alignment="hard")[0][0]  # asked for at generation
+    assert len(best["alignment"]) == len(best["tokens"]) - 1  # a source position per target token but </s>
 
 
 def test_translate_command_gives_fairseqs_translations_in_order(served, interactive, tmp_path):
