@@ -36,7 +36,9 @@ preflight() {
 # identity of its external inputs (input_identity). A re-run skips a stage whose stamp holds the same. A stage whose settings changed is redone, and
 # so is every stage after it in the recipe (they read its outputs), except training: a training stage
 # that would be redone stops the recipe before any work, naming what changed, because fairseq-train
-# would continue the old checkpoints under the new settings (see stale_training). Delete a stamp (or
+# would continue the old checkpoints under the new settings (see stale_training). What changed is named
+# by the recipe's variables where one explains it (VOCAB_SIZE was 500, now 1000: see settings), else by
+# the words of the command line that changed. Delete a stamp (or
 # $WORK) to redo a stage by hand. A failure stops the recipe, naming the stage. With DRY_RUN=1 nothing
 # runs: every stage prints its command line instead, and whether a real run would skip it, redo it (and
 # why) or stop there.
@@ -46,6 +48,7 @@ preflight() {
 CURRENT_STAGE=""
 FAILED_AT=""
 REDONE=""  # the first stage redone in this run: every later one is redone too
+REDONE_WHY=""  # why it is redone, for the stages after it
 set -E
 trap 'FAILED_AT="${BASH_SOURCE[0]:-$0}"; FAILED_AT="${FAILED_AT#"${REPO:-}"/} line $LINENO: $BASH_COMMAND"' ERR
 trap 'status=$?
@@ -54,23 +57,25 @@ elif [ $status -ne 0 ]; then echo "FAILED: ${FAILED_AT:-$0} (exit $status)" >&2;
 stage() {
   local id=$1 title=$2
   shift 2
-  local stamp="$WORK/.done/$id" made_by done_by="" why=""
+  local stamp="$WORK/.done/$id" made_by done_by="" why="" recipe=() file
+  for file in "${BASH_SOURCE[@]}"; do [ "$file" = "${BASH_SOURCE[0]}" ] || recipe+=("$file"); done  # not lib.sh
   printf -v made_by '%q ' "$@"
   made_by="${made_by% }$(input_identity "$@")"
   [ ! -f "$stamp" ] || done_by=$(cat "$stamp")
   banner "stage $id: $title"
   if [ -n "$done_by" ] && [ "$done_by" != "$made_by" ]; then
-    why="its settings or inputs changed since it was done: $(changed_words "$done_by" "$made_by")"
+    why="$(changed_settings "$stamp.settings" "$done_by" "$made_by" "${recipe[@]}")"
+    why=${why:-"its settings or inputs changed since it was done: $(changed_words "$done_by" "$made_by")"}
   elif [ -n "$done_by" ] && [ -n "$REDONE" ]; then
-    why="stage $REDONE, whose outputs it reads, is redone"
+    why="stage $REDONE, whose outputs it reads, is redone${REDONE_WHY:+ ($REDONE_WHY)}"
   fi
   if [ -n "$done_by" ] && [ -z "$why" ]; then
     echo "done already with these settings: $([ "${DRY_RUN:-0}" = 1 ] && echo "a real run skips this stage" || echo "skipping")"
     [ "${DRY_RUN:-0}" = 1 ] || return 0
   else
-    REDONE=${REDONE:-$id}  # every later stage reads what this one makes
+    [ -n "$REDONE" ] || { REDONE=$id; REDONE_WHY=${why#its settings changed since it was done: }; }
     if [ -n "$why" ] && [ "$1" = train_workers ]; then
-      stale_training "$id" "$why"  # a real run stops there
+      stale_training "$id" "$why" "$@"  # a real run stops there
     elif [ -n "$why" ]; then
       echo "$([ "${DRY_RUN:-0}" = 1 ] && echo "a real run redoes this stage" || echo "redoing it"): $why"
     fi
@@ -86,9 +91,38 @@ stage() {
   CURRENT_STAGE="$id: $title"
   "$@"
   mkdir -p "$WORK/.done"
+  settings "${recipe[@]}" > "$stamp.settings"
   printf '%s\n' "$made_by" > "$stamp.tmp"
   mv "$stamp.tmp" "$stamp"
   CURRENT_STAGE=""
+}
+
+# settings FILE...: "NAME=value" for every variable that the recipe FILEs let the environment set
+# (NAME=${NAME:-default}, or NAME=${TOY_NAME:-default} at toy size), with its value now, quoted.
+settings() {
+  local name
+  grep -ohE '\b[A-Z][A-Z0-9_]*=\$\{[A-Z][A-Z0-9_]*:-' "$@" 2> /dev/null | sed 's/=.*//' | sort -u |
+    while read -r name; do printf '%s=%q\n' "$name" "${!name-}"; done
+}
+
+# changed_settings SETTINGS BEFORE AFTER FILE...: the recipe variables (see settings) whose values differ
+# from those saved in SETTINGS when a stage was done, and which explain how its command line changed
+# from BEFORE to AFTER: "its settings changed since it was done: VOCAB_SIZE was 500, now 1000". Nothing
+# when none does (an input outside WORK changed, or the recipe itself).
+changed_settings() {
+  local saved=$1 before=$2 after=$3 name old new found=""
+  shift 3
+  [ -f "$saved" ] || return 0
+  local removed added
+  removed=" $(comm -23 <(tr ' ' '\n' <<< "$before" | sort -u) <(tr ' ' '\n' <<< "$after" | sort -u) | paste -sd ' ') "
+  added=" $(comm -13 <(tr ' ' '\n' <<< "$before" | sort -u) <(tr ' ' '\n' <<< "$after" | sort -u) | paste -sd ' ') "
+  while IFS='=' read -r name new; do
+    old=$(sed -n "s/^$name=//p" "$saved")
+    [ "$old" != "$new" ] || continue
+    { [ -n "$old" ] && [[ $removed == *" $old "* ]]; } || { [ -n "$new" ] && [[ $added == *" $new "* ]]; } || continue
+    found="$found${found:+, }$name was ${old:-(empty)}, now ${new:-(empty)}"
+  done < <(settings "$@")
+  [ -z "$found" ] || echo "its settings changed since it was done: $found"
 }
 
 # input_identity ARGS...: for every argument that names an existing path outside $WORK and the repository
@@ -114,13 +148,15 @@ changed_words() {
   echo "was ${before:-(nothing)}, now ${after:-(nothing)}"
 }
 
-# stale_training ID WHY: a training stage that would have to be redone. Its checkpoints were made
+# stale_training ID WHY COMMAND...: a training stage that would have to be redone. Its checkpoints were made
 # under other settings or from other data, and fairseq-train continues from checkpoint_last.pt: stop
 # before any work and say how to go on (also in a dry run, which then says so and goes on).
 stale_training() {
-  local id=$1 why=$2
+  local id=$1 why=$2 checkpoints=checkpoints  # fairseq's default --save-dir
+  shift 2
+  while [ $# -gt 0 ]; do [ "$1" != --save-dir ] || checkpoints=${2:-checkpoints}; shift; done
   local message="stage $id (training) was done, but $why. fairseq-train would continue its checkpoints under the new
-settings. To train from scratch, delete the checkpoints and $WORK/.done/$id; to continue those checkpoints
+settings. To train from scratch, delete $checkpoints and $WORK/.done/$id; to continue those checkpoints
 deliberately (a larger MAX_UPDATE, say), delete $WORK/.done/$id only. Or set another WORK."
   if [ "${DRY_RUN:-0}" = 1 ]; then
     echo "(a real run stops here: $message)"
