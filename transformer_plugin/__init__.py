@@ -4,9 +4,9 @@
 - model ``vaswani_transformer`` and its architectures (models/vaswani_transformer.py);
 - criterion ``vaswani_label_smoothed_cross_entropy`` (criterions/label_smoothed_cross_entropy.py);
 - lr scheduler ``vaswani_inverse_sqrt``, Eq. (3) (lr_scheduler/inverse_sqrt.py);
-and lets fairseq load its own checkpoints under torch >= 2.6 through an exact allowlist
-(checkpoint_safety.py), keeps the last batch that fairseq's batching drops and copies checkpoints
-atomically (fairseq_fixes.py).
+and applies the plugin's patches to fairseq (``patches/``, one module per defect, listed once in the
+log): among them, fairseq loads its own checkpoints under torch >= 2.6 through an exact allowlist,
+keeps the last batch its batching drops, and copies checkpoints atomically.
 
 It runs when this package is imported with fairseq already imported (``--user-dir``), or else right
 after fairseq is first imported. So the package's tools that do not need fairseq
@@ -23,8 +23,9 @@ __version__ = "0.1.0"
 
 def register() -> None:
     """Register the plugin's parts with fairseq and apply its fixes to fairseq (once; later calls do nothing)."""
-    from . import checkpoint_safety  # noqa: F401  (first: before fairseq loads any checkpoint)
-    from . import fairseq_fixes  # noqa: F401  (keeps fairseq's dropped last batch; atomic checkpoint copies)
+    from . import patches
+
+    patches.apply_all()  # first: before fairseq loads any checkpoint
     from .criterions import label_smoothed_cross_entropy  # noqa: F401
     from .lr_scheduler import inverse_sqrt  # noqa: F401
     from .models import vaswani_transformer  # noqa: F401

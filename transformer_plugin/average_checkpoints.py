@@ -11,7 +11,7 @@ own averager with the same flags:
   an epoch end ``checkpoint{epoch}.pt`` or ``checkpoint_last.pt``), and prints the update of each;
   fairseq's script reads only the first kind of name and so leaves out a final state saved on an
   epoch end;
-- every checkpoint is loaded through the plugin's allowlist (checkpoint_safety), never with the
+- every checkpoint is loaded through the plugin's allowlist (patches/checkpoint_allowlist.py), never with the
   safety check off;
 - floating-point parameters are averaged in float32 (or float64 if stored so) and written back in
   their stored dtype; integer and boolean buffers are not averaged: they must be equal in every
@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from .checkpoint_safety import CorruptCheckpointError, UnsafeCheckpointError, load_checked
+from .patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError, load_checked
 
 
 class CheckpointMismatchError(ValueError):

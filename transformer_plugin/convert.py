@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     parser.add_argument("output", help="where to write the vaswani_transformer checkpoint")
     args = parser.parse_args(argv)
     from .average_checkpoints import save_atomically
-    from .checkpoint_safety import load_checked
+    from .patches.checkpoint_allowlist import load_checked
 
     try:
         converted = convert_checkpoint(load_checked(args.input))

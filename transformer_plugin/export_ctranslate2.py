@@ -121,7 +121,7 @@ class VaswaniTransformerConverter(Converter):
         from ctranslate2.specs import transformer_spec
         from fairseq import checkpoint_utils
 
-        from .checkpoint_safety import load_checked
+        from .patches.checkpoint_allowlist import load_checked
         from .models.vaswani_transformer import VaswaniTransformerModel
 
         load_checked(self.model_path, mmap=True)  # a missing, corrupt or unsafe file is named before fairseq reads it
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     parser.add_argument("--target_lang", help="target language, if the checkpoint does not name it")
     Converter.declare_arguments(parser)  # --output_dir, --vocab_mapping, --quantization, --force
     args = parser.parse_args(argv)
-    from .checkpoint_safety import CorruptCheckpointError, UnsafeCheckpointError
+    from .patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
 
     converter = VaswaniTransformerConverter(args.model_path, args.data_dir, args.source_lang, args.target_lang)
     try:

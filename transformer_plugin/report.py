@@ -72,7 +72,7 @@ def plot_losses(records, path: str) -> None:
 
 def schedule_of(checkpoint: str) -> Dict[str, float]:
     """d_model, warmup_steps and the multiplier of Eq. (3), as the run that wrote ``checkpoint`` used them."""
-    from .checkpoint_safety import load_checked
+    from .patches.checkpoint_allowlist import load_checked
 
     cfg = load_checked(checkpoint, mmap=True).get("cfg") or {}
     schedule = cfg.get("lr_scheduler") or {}

@@ -84,7 +84,7 @@ def count_parameters(checkpoint: str) -> Optional[int]:
     """Parameters of the model in a checkpoint (the shared embedding counted once), or None."""
     if not os.path.isfile(checkpoint):
         return None
-    from .checkpoint_safety import load_checked
+    from .patches.checkpoint_allowlist import load_checked
 
     seen, total = set(), 0
     for tensor in load_checked(checkpoint)["model"].values():

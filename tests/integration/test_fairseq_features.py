@@ -443,7 +443,7 @@ def test_eval_bleu_keeps_the_best_checkpoint_by_bleu(pair, model, tmp_path):
                 "--validate-interval-updates", "2", "--save-interval-updates", "2")  # fmt: skip
     bleus = [float(b) for b in re.findall(r"valid on 'valid' subset .*\| bleu ([0-9.]+)", log)]
     assert len(bleus) >= 2
-    from transformer_plugin.checkpoint_safety import load_checked
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     extra_state = load_checked(tmp_path / "checkpoint_best.pt")["extra_state"]
     assert extra_state["best"] == pytest.approx(max(bleus), abs=0.01)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, run_tool
-from transformer_plugin.checkpoint_safety import load_checked
+from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
 # Runs fairseq-train after arranging for the process to SIGKILL itself at the Nth event of a kind:
 #   save: in the middle of writing the Nth checkpoint (half its bytes written to checkpoint_*.pt.tmp)

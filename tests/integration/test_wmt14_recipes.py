@@ -122,7 +122,7 @@ def test_toy_run_end_to_end(toy_run):
     assert re.search(r"\| sacreBLEU, detokenized \| \d+\.\d\d \| not reported", table)
     assert re.search(r"\| dev perplexity per word-piece \(newstest2013\) \| \d+\.\d\d \| base 4\.92", table)
     from transformer_plugin.average_checkpoints import saved_update
-    from transformer_plugin.checkpoint_safety import load_checked
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     averaged = load_checked(work / "base" / "checkpoints" / "average.pt")
     updates = sorted(saved_update(p) for p in averaged["averaged_from"])

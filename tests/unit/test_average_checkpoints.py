@@ -13,7 +13,7 @@ from transformer_plugin.average_checkpoints import (
     last_checkpoints,
     main,
 )
-from transformer_plugin.checkpoint_safety import load_checked
+from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
 
 def fake_checkpoint(path, seed, arch="vaswani_tiny", shapes=None, steps=7):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import DummyTask, random_batch
-from transformer_plugin.checkpoint_safety import load_checked
+from transformer_plugin.patches.checkpoint_allowlist import load_checked
 from transformer_plugin.convert import config_from_fairseq_transformer, convert_checkpoint, main
 from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
 

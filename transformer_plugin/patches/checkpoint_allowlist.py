@@ -1,9 +1,9 @@
-"""Loading fairseq checkpoints under torch >= 2.6 without switching off torch's safety check.
+"""fairseq reads its own checkpoints under torch >= 2.6, without switching off torch's safety check.
 
 torch >= 2.6 unpickles with ``weights_only=True``: only tensors, plain containers and an allowlist of
-classes may be rebuilt. Stock fairseq then fails on its own checkpoints. Importing this module
-(fairseq imports ``--user-dir`` before it loads any checkpoint) allowlists exactly the classes that
-fairseq checkpoints hold, and nothing else:
+classes may be rebuilt. Stock fairseq then fails on its own checkpoints (fairseq #5603, #5610).
+``apply()`` (fairseq imports ``--user-dir`` before it loads any checkpoint) allowlists exactly the
+classes that fairseq checkpoints hold, and nothing else:
 
 - ``argparse.Namespace``: the ``args`` of checkpoints written by older fairseq versions;
 - numpy int64 arrays (their class, dtype and rebuild function): the ``--eval-bleu`` counts saved
@@ -12,7 +12,7 @@ fairseq checkpoints hold, and nothing else:
   ``_TensorPlaceholder``: in distributed training rank 0 loads the checkpoint and re-pickles the
   loaded state (its config as a ``DictConfig``) to broadcast it to the other ranks.
 
-It also wraps ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` (the one function through which
+It also replaces ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` (the one function through which
 fairseq-train's ``--restore-file``, fairseq-generate, fairseq-validate and fairseq-interactive load
 checkpoints) so that a refused or damaged checkpoint fails with an error naming the file:
 :class:`UnsafeCheckpointError` for a checkpoint that holds anything else (its pickle is never run),
@@ -33,6 +33,11 @@ import omegaconf
 import torch
 from fairseq import checkpoint_utils
 from fairseq.distributed.utils import _TensorPlaceholder
+
+from ._patching import replace
+
+UPSTREAM = "fairseq #5603"
+CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"
 
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
@@ -88,7 +93,7 @@ def _named_error(path, e: BaseException):
     if isinstance(e, pickle.UnpicklingError) and _REFUSED.search(message):
         return UnsafeCheckpointError(
             f"refused to load checkpoint {path}: it holds objects outside the allowlist of fairseq checkpoint"
-            f" classes (transformer_plugin.checkpoint_safety); nothing in it was run. {message}"
+            f" classes (transformer_plugin.patches.checkpoint_allowlist); nothing in it was run. {message}"
         )
     return CorruptCheckpointError(f"checkpoint {path} is truncated or not a torch checkpoint: {type(e).__name__} {message}")
 
@@ -108,11 +113,7 @@ def load_checked(path, **kwargs):
         raise error from None
 
 
-def _wrap_fairseq_loader() -> None:
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "_transformer_plugin_wrapped", False):
-        return
-
+def _named_errors(original):
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         try:
@@ -123,9 +124,9 @@ def _wrap_fairseq_loader() -> None:
                 raise
             raise error from None
 
-    load_checkpoint_to_cpu._transformer_plugin_wrapped = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    return load_checkpoint_to_cpu
 
 
-allow_fairseq_checkpoint_globals()
-_wrap_fairseq_loader()
+def apply() -> None:
+    allow_fairseq_checkpoint_globals()
+    replace(checkpoint_utils, "load_checkpoint_to_cpu", _named_errors)

@@ -11,8 +11,9 @@ import torch
 from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 
-from transformer_plugin import checkpoint_safety
-from transformer_plugin.checkpoint_safety import CorruptCheckpointError, UnsafeCheckpointError, load_checked
+from transformer_plugin.patches import checkpoint_allowlist
+from transformer_plugin.patches._patching import MARK
+from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError, load_checked
 
 
 class RunsCode:
@@ -31,10 +32,10 @@ def marker(tmp_path):
 
 
 def test_fairseq_loader_is_wrapped_once():
-    checkpoint_safety._wrap_fairseq_loader()  # a second call must not wrap the wrapper
+    checkpoint_allowlist.apply()  # a second call must not wrap the wrapper
     wrapped = checkpoint_utils.load_checkpoint_to_cpu
-    assert wrapped._transformer_plugin_wrapped
-    assert not getattr(wrapped.__wrapped__, "_transformer_plugin_wrapped", False)
+    assert getattr(wrapped, MARK)
+    assert not getattr(wrapped.__wrapped__, MARK, False)
 
 
 def test_checkpoint_classes_load(tmp_path):

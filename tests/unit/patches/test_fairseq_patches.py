@@ -1,4 +1,4 @@
-"""The fixes to fairseq the plugin applies: every sentence batched (fairseq issue #5036), checkpoint
+"""The patches to fairseq the plugin applies (transformer_plugin/patches/): every sentence batched (fairseq issue #5036), checkpoint
 copies that never leave a half-written file under the final name, --bf16 inference in bfloat16,
 --replace-unk (#3533), --no-repeat-ngram-size on a CPU (#5206), and alignments from a generator
 built without fairseq-generate's --print-alignment."""
@@ -135,3 +135,40 @@ def test_an_aligning_generator_asks_the_model_for_attention(dictionary, alignmen
         for hypo in hypos:
             words = int((hypo["tokens"] != dictionary.eos()).sum())
             assert len(hypo["alignment"]) == words + (alignment == "soft")  # soft: a row for </s> too
+
+
+@pytest.mark.parametrize(
+    "flags,tpu", [(["--bf16"], False), (["--memory-efficient-bf16"], False), (["--bf16", "--tpu"], True), ([], False)]
+)
+def test_bf16_is_not_tpu_unless_asked(flags, tpu):
+    """fairseq's options turn --bf16 into TPU mode (#4696); with the patch tpu is what the command said."""
+    from fairseq import options
+
+    from helpers import PLUGIN
+
+    args = options.parse_args_and_arch(
+        options.get_training_parser(), ["data", "--user-dir", PLUGIN, "--arch", "vaswani_tiny", *flags]
+    )
+    assert args.tpu is tpu and args.bf16 is bool(flags)
+
+
+def test_every_patch_is_applied_once_named_and_dated(caplog):
+    """register() applies patches.PATCHES in order, once; each module says what it fixes, the upstream
+    issue (or None) and the fairseq version it was checked against; a second apply changes nothing."""
+    import importlib
+    import logging
+
+    from fairseq import utils
+
+    from transformer_plugin import patches
+
+    before = utils.replace_unk
+    with caplog.at_level(logging.INFO):
+        applied = patches.apply_all()
+    assert len(applied) == len(patches.PATCHES) and "replace_unk (fairseq #3533)" in applied
+    assert "patches fairseq" not in caplog.text  # logged when first applied, not again
+    for name in patches.PATCHES:
+        module = importlib.import_module(f"transformer_plugin.patches.{name}")
+        assert module.__doc__ and module.CHECKED_AGAINST.startswith("fairseq") and hasattr(module, "UPSTREAM")
+        module.apply()
+    assert utils.replace_unk is before

@@ -1,0 +1,45 @@
+"""What the plugin changes in fairseq, one module per defect, applied by ``register()``.
+
+Each module names the defect, the upstream issue where there is one, and the fairseq version it was
+checked against (``CHECKED_AGAINST``), and has ``apply()``. ``apply_all()`` applies them in the order
+below and logs once which are active. They apply to every model in the process, fairseq's own
+``transformer`` too (the speed benchmark's baseline runs under them).
+"""
+
+import importlib
+import logging
+
+logger = logging.getLogger(__name__)
+
+CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"  # upstream main plus one patch; every module checked against it
+
+PATCHES = [
+    "checkpoint_allowlist",  # first: before fairseq loads any checkpoint
+    "last_batch",
+    "atomic_checkpoint_copy",
+    "resumed_batches",
+    "bf16_is_not_tpu",
+    "bf16_inference",
+    "replace_unk",
+    "no_repeat_ngram_on_cpu",
+    "aligning_generator",
+]
+
+_applied = []
+
+
+def apply_all() -> list:
+    """Apply every patch (once per process) and log the list the first time; returns it."""
+    if not _applied:
+        for name in PATCHES:
+            module = importlib.import_module(f"{__name__}.{name}")
+            module.apply()
+            _applied.append(f"{name} ({module.UPSTREAM})" if module.UPSTREAM else name)
+        logger.info("transformer_plugin patches fairseq: %s", ", ".join(_applied))
+    return list(_applied)
+
+
+# A tool that imports one of these modules first imports fairseq here, after apply_all is defined:
+# fairseq's import registers the plugin (transformer_plugin/__init__.py), which applies every patch
+# before that module's own import goes on.
+import fairseq  # noqa: E402,F401
