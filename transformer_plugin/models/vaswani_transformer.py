@@ -21,7 +21,7 @@ Not in the paper, chosen here (each can be changed by a flag where it matters):
 - ``--attention-dropout`` and ``--activation-dropout`` (default 0, as in the paper);
 - ``--normalize-before`` (pre-norm), ``--sinusoid-variant fairseq`` (see positional_encoding.py);
 - ``--dropout-masks packed`` (default): on CPU, P_drop is rounded to a multiple of 2^-16 so that
-  masks are four times cheaper to draw; ``--dropout-masks torch`` is torch's dropout (see fast_paths.py).
+  masks are four times cheaper to draw; ``--dropout-masks torch`` is torch's dropout (see modules/dropout.py).
 """
 
 import ast
@@ -43,8 +43,7 @@ from fairseq.models import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor, nn
 
-from ..modules.dropout import Dropout
-from ..modules.fast_paths import MASK_CHOICES
+from ..modules.dropout import MASK_CHOICES, Dropout
 from ..modules.multihead_attention import attention_bias
 from ..modules.positional_encoding import SINUSOID_VARIANTS, PositionalEncoding
 from ..modules.transformer_layer import DecoderLayer, EncoderLayer, packed_dropout
@@ -89,7 +88,7 @@ class VaswaniTransformerConfig(FairseqDataclass):
         default="packed",
         metadata={
             "help": "packed: on CPU, 16-bit dropout masks drawn 4 per 64-bit random word, P_drop rounded to"
-            " a multiple of 2^-16 (faster; see modules/fast_paths.py); torch: torch's F.dropout. GPUs always use torch's"
+            " a multiple of 2^-16 (faster; see modules/dropout.py); torch: torch's F.dropout. GPUs always use torch's"
         },
     )
     normalize_before: bool = field(

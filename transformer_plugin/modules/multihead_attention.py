@@ -26,23 +26,21 @@ Eq. (1) is computed explicitly here (``scaled_dot_product_attention``) or by tor
 ``F.scaled_dot_product_attention``, which computes the same function; ``fast_paths.use_fused_attention``
 chooses, by speed.
 
-Beam search: fairseq's SequenceGenerator tells the model its beam size k (``set_beam_size``). The
-encoder-decoder attention then projects the encoder output to keys and values once per sentence,
-at the first step, and the k hypotheses of a sentence attend to those keys and values together.
+Beam search (incremental decoding) keeps keys and values from step to step in caches that fairseq's
+SequenceGenerator drives; they are not part of the paper's computation and live beside it, in
+beam_search_caches.py.
 """
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
-from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
 from . import fast_paths
-from .dropout import Dropout
-
-IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
+from .beam_search_caches import BeamSearchCaches, IncrementalState
+from .dropout import Dropout, dropout
 
 
 def attention_bias(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -69,7 +67,7 @@ def scaled_dot_product_attention(
     if mask is not None:
         scores = scores + (attention_bias(mask, scores.dtype) if mask.dtype == torch.bool else mask)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    out = torch.matmul(fast_paths.dropout(weights, dropout_p, dropout_p > 0, packed_dropout), v)
+    out = torch.matmul(dropout(weights, dropout_p, dropout_p > 0, packed_dropout), v)
     return out, weights if need_weights else None
 
 
@@ -102,18 +100,16 @@ def mask_future(mask: Optional[Tensor], T: int, S: int, device) -> Tensor:
 QKV_GAIN = 2**-0.5  # Xavier gain of W^Q, W^K, W^V: see MultiHeadAttention.reset_parameters
 
 
-@with_incremental_state
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(BeamSearchCaches, nn.Module):
     """Section 3.2.2 multi-head attention with h heads of widths d_k (queries, keys) and d_v (values).
 
     ``self_attention=True``: queries, keys and values all come from ``x`` (encoder and decoder
     self-attention). Otherwise keys and values come from ``memory`` (encoder-decoder attention,
     Section 3.2.3).
 
-    Incremental decoding (fairseq's beam search): self-attention caches the keys and values of the
-    previous steps, so that each step projects only the newest position; encoder-decoder attention
-    projects the encoder output once, at the first step, into one row per sentence when the rows
-    are the beam copies of their sentences (see ``set_beam_size``).
+    Incremental decoding (fairseq's beam search) goes through BeamSearchCaches: self-attention
+    appends each step's keys and values to those of the previous steps; encoder-decoder attention
+    projects the encoder output once, into one row per sentence shared by its hypotheses.
     """
 
     def __init__(
@@ -130,7 +126,6 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
         self.dropout = Dropout(attention_dropout, packed_dropout)  # on the weights of Eq. (1); not in the paper
         self.self_attention = self_attention
-        self.beam_size = 1
         if self_attention:
             # [W^Q | W^K | W^V] for all heads: d_model -> h*d_k + h*d_k + h*d_v
             self.in_proj = nn.Linear(d_model, h * (2 * d_k + d_v))
@@ -210,114 +205,7 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.h, d).transpose(1, 2)
 
-    def _beams_as_queries(self, q: Tensor, mask: Optional[Tensor], beams: int):
-        """q (B, h, T, d_k) -> (B/beams, h, beams*T, d_k): a sentence's hypotheses as queries of its
-        keys and values, with the mask of its first hypothesis."""
-        if beams == 1:
-            return q, mask
-        B, h, T, d_k = q.shape
-        q = q.view(-1, beams, h, T, d_k).transpose(1, 2).reshape(-1, h, beams * T, d_k)
-        return q, mask[::beams] if mask is not None else None
-
     def _concat_heads(self, out: Tensor, beams: int) -> Tensor:
         """(B/beams, h, beams*T, d_v) -> (B, T, h*d_v)"""
         n, h, bT, d_v = out.shape
         return out.view(n, h, beams, bT // beams, d_v).permute(0, 2, 3, 1, 4).reshape(n * beams, bT // beams, h * d_v)
-
-    # -- incremental decoding: the caches that fairseq's SequenceGenerator drives --
-
-    def set_beam_size(self, beam_size: int):
-        """Called by fairseq's SequenceGenerator, through the model, with the beam size k."""
-        self.beam_size = beam_size
-
-    def _memory_keys_values(self, memory: Tensor, incremental_state: Optional[IncrementalState]):
-        """Encoder-decoder attention's keys and values (B', h, S, d): projected at the first step and
-        cached; B' is one row per sentence when the rows of ``memory`` are its beam copies."""
-        h, d_k, d_v = self.h, self.d_k, self.d_v
-        cache = self._get_input_buffer(incremental_state) if incremental_state is not None else None
-        if cache is not None and "k" in cache:
-            return cache["k"], cache["v"]
-        shared = cache is not None and self._rows_are_beam_copies(memory)
-        if shared:
-            memory = memory[:: self.beam_size]
-        k, v = self.kv_proj(memory).split([h * d_k, h * d_v], dim=-1)
-        k, v = self._split_heads(k, d_k), self._split_heads(v, d_v)
-        if cache is not None:  # contiguous once, so that no later step copies them
-            cache["k"], cache["v"] = k.contiguous(), v.contiguous()
-            if shared:
-                cache["beam_size"] = torch.tensor(self.beam_size)
-            self._set_input_buffer(incremental_state, cache)
-        return k, v
-
-    def _rows_are_beam_copies(self, memory: Tensor) -> bool:
-        """Whether ``memory`` comes in blocks of beam_size identical rows, as beam search makes it
-        (checked: a beam size left over from another generator must not merge different sentences)."""
-        k = self.beam_size
-        if k == 1 or memory.size(0) % k != 0:
-            return False
-        blocks = memory.view(-1, k, *memory.shape[1:])
-        return torch.equal(blocks, blocks[:, :1].expand_as(blocks))
-
-    @staticmethod
-    def _append(cache: Dict[str, Optional[Tensor]], name: str, new: Tensor) -> Tensor:
-        """Self-attention keys (``name`` "k") or values ("v") of all steps so far, (B, h, t + T, d).
-
-        ``cache[name]`` holds the t previous steps as the start of ``cache[name + "_room"]``, a
-        buffer with room for more steps: ``reorder_incremental_state`` leaves one free step when it
-        selects the surviving hypotheses, so that a beam-search step copies the past once (there)
-        instead of twice (select, then concatenate).
-        """
-        past, room = cache.get(name), cache.get(name + "_room")
-        if past is None:
-            full = room = new
-        else:
-            t, T = past.size(2), new.size(2)
-            if room is not None and room.size(2) >= t + T:
-                room[:, :, t : t + T] = new
-                full = room[:, :, : t + T]
-            else:
-                full = room = torch.cat([past, new], dim=2)
-        cache[name], cache[name + "_room"] = full, room
-        return full
-
-    def _cached_keys_values(self, incremental_state: IncrementalState, k: Tensor, v: Tensor):
-        """Self-attention: the keys and values of this step appended to those of the previous steps."""
-        cache = self._get_input_buffer(incremental_state)
-        k, v = self._append(cache, "k", k), self._append(cache, "v", v)
-        self._set_input_buffer(incremental_state, cache)
-        return k, v
-
-    def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
-        result = self.get_incremental_state(incremental_state, "attn_state")
-        return result if result is not None else {}
-
-    def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
-        return self.set_incremental_state(incremental_state, "attn_state", buffer)
-
-    @torch.jit.unused
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        """Follow the beams: select the cached keys/values of the hypotheses that survive.
-
-        Encoder-decoder attention cached with one row per sentence (``cache["beam_size"]`` = k)
-        changes only when finished sentences leave the batch: beams never move between sentences.
-        """
-        buffer = self.get_incremental_state(incremental_state, "attn_state")
-        if buffer is None or buffer.get("k") is None:
-            return incremental_state
-        if self.self_attention:  # the (row, head) blocks of t * d values to select
-            blocks = (new_order[:, None] * self.h + torch.arange(self.h, device=new_order.device)).view(-1)
-        for name in ("k", "v"):
-            value = buffer[name]
-            assert value is not None
-            if self.self_attention:  # into a buffer with one free step (see _append)
-                B, h, t, d = value.shape
-                room = value.new_empty(new_order.size(0), h, t + 1, d)
-                torch.index_select(value.reshape(B * h, t, d), 0, blocks, out=room.view(-1, t + 1, d)[:, :t])
-                buffer[name], buffer[name + "_room"] = room[:, :, :t], room
-            elif "beam_size" in buffer:  # one row per sentence, shared by its beams
-                k = int(buffer["beam_size"])
-                if value.size(0) * k != new_order.size(0):
-                    buffer[name] = value.index_select(0, new_order.view(-1, k)[:, 0] // k)
-            else:
-                buffer[name] = value.index_select(0, new_order)
-        return self._set_input_buffer(incremental_state, buffer)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from helpers import build_vaswani
 import transformer_plugin.modules.fast_paths as fast_paths
 from transformer_plugin.modules.dropout import Dropout
-from transformer_plugin.modules.fast_paths import drop_threshold, dropout, packed_dropout_mask
+from transformer_plugin.modules.dropout import drop_threshold, dropout, packed_dropout_mask
 from transformer_plugin.modules.multihead_attention import MultiHeadAttention, attention, attention_bias
 
 N = 1 << 20  # elements per statistical check; the standard error of a rate is below 0.0005
