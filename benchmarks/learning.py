@@ -36,7 +36,7 @@ from types import SimpleNamespace
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks.speed import BIN, PLUGIN, model_flags, print_table, sh  # noqa: E402
+from benchmarks.common import BIN, PLUGIN, model_flags, print_table, sh  # noqa: E402
 from transformer_plugin.paper import decoding_flags, training_flags  # noqa: E402
 
 IMPLS = {"builtin": "fairseq `transformer`", "vaswani": "`vaswani_transformer`"}

@@ -27,7 +27,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks.speed import BIN, PLUGIN, print_table, sh  # noqa: E402
+from benchmarks.common import BIN, PLUGIN, print_table, sh  # noqa: E402
 from transformer_plugin.paper import decoding_flags  # noqa: E402
 
 

@@ -1,0 +1,51 @@
+"""What the benchmarks share: where things are, running a command while measuring it, printing a
+result table, and the fairseq flags that give fairseq's ``transformer`` and ``vaswani_transformer``
+the same sizes."""
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+BIN = os.path.dirname(sys.executable)
+PLUGIN = os.path.join(REPO, "transformer_plugin")
+
+
+def sh(cmd, log=None):
+    """Run ``cmd``; return (output, peak RSS in MiB of that process, seconds). ``log`` fills as it runs."""
+    start = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    with open(log or os.devnull, "w") as f:
+        for line in proc.stdout:
+            lines.append(line)
+            f.write(line)
+            f.flush()
+    output = "".join(lines)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(shlex.quote, cmd))} failed ({proc.returncode}):\n{output[-3000:]}")
+    return output, usage.ru_maxrss / 1024, time.time() - start
+
+
+def print_table(text: str, out=None) -> None:
+    """A benchmark's result: printed, and written to ``out`` (markdown) when given."""
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
+def model_flags(impl, a):
+    if impl == "vaswani":
+        return ["--arch", "vaswani_base", "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers),
+                "--d-model", str(a.d_model), "--d-ff", str(a.d_ff), "--attention-heads", str(a.heads)]  # fmt: skip
+    return ["--arch", "transformer", "--d-model", str(a.d_model),  # --d-model: for Eq. (3) only
+            "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers),
+            "--encoder-embed-dim", str(a.d_model), "--decoder-embed-dim", str(a.d_model),
+            "--encoder-ffn-embed-dim", str(a.d_ff), "--decoder-ffn-embed-dim", str(a.d_ff),
+            "--encoder-attention-heads", str(a.heads), "--decoder-attention-heads", str(a.heads)]  # fmt: skip
