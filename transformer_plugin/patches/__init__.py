@@ -23,6 +23,7 @@ PATCHES = [
     "replace_unk",
     "no_repeat_ngram_on_cpu",
     "aligning_generator",
+    "process_group_teardown",
 ]
 
 _applied = []

@@ -172,3 +172,22 @@ def test_every_patch_is_applied_once_named_and_dated(caplog):
         assert module.__doc__ and module.CHECKED_AGAINST.startswith("fairseq") and hasattr(module, "UPSTREAM")
         module.apply()
     assert utils.replace_unk is before
+
+
+def test_a_finished_worker_destroys_its_process_group(tmp_path, monkeypatch):
+    """fairseq's distributed_main returns with the process group alive, and gloo may then abort the
+    worker as it exits (pytorch #190489); with the patch the group is gone when training returns."""
+    import torch.distributed as dist
+    from fairseq.distributed import utils as distributed_utils
+    from omegaconf import OmegaConf
+
+    def init_one_worker(cfg):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+        return 0
+
+    monkeypatch.setattr(distributed_utils, "distributed_init", init_one_worker)
+    cfg = OmegaConf.create({"common": {"cpu": True, "tpu": False},
+                            "distributed_training": {"device_id": 0, "distributed_rank": 0}})  # fmt: skip
+    trained = []
+    distributed_utils.distributed_main(0, lambda cfg: trained.append(dist.is_initialized()), cfg, {})
+    assert trained == [True] and not dist.is_initialized()
