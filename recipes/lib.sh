@@ -114,8 +114,8 @@ changed_settings() {
   shift 3
   [ -f "$saved" ] || return 0
   local removed added
-  removed=" $(comm -23 <(tr ' ' '\n' <<< "$before" | sort -u) <(tr ' ' '\n' <<< "$after" | sort -u) | paste -sd ' ') "
-  added=" $(comm -13 <(tr ' ' '\n' <<< "$before" | sort -u) <(tr ' ' '\n' <<< "$after" | sort -u) | paste -sd ' ') "
+  removed=" $(words_only_in "$before" "$after" | paste -sd ' ') "
+  added=" $(words_only_in "$after" "$before" | paste -sd ' ') "
   while IFS='=' read -r name new; do
     old=$(sed -n "s/^$name=//p" "$saved")
     [ "$old" != "$new" ] || continue
@@ -140,11 +140,16 @@ input_identity() {
   done
 }
 
+# words_only_in A B: the words of command line A that B lacks, one per line, sorted.
+words_only_in() {
+  comm -23 <(tr ' ' '\n' <<< "$1" | sort -u) <(tr ' ' '\n' <<< "$2" | sort -u)
+}
+
 # changed_words BEFORE AFTER: the words of one command line that the other lacks, for a message.
 changed_words() {
   local before after
-  before=$(comm -23 <(tr ' ' '\n' <<< "$1" | sort -u) <(tr ' ' '\n' <<< "$2" | sort -u) | head -8 | paste -sd ' ')
-  after=$(comm -13 <(tr ' ' '\n' <<< "$1" | sort -u) <(tr ' ' '\n' <<< "$2" | sort -u) | head -8 | paste -sd ' ')
+  before=$(words_only_in "$1" "$2" | head -8 | paste -sd ' ')
+  after=$(words_only_in "$2" "$1" | head -8 | paste -sd ' ')
   echo "was ${before:-(nothing)}, now ${after:-(nothing)}"
 }
 

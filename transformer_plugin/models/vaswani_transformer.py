@@ -426,7 +426,7 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
 
     def set_beam_size(self, beam_size: int):
         """fairseq's SequenceGenerator calls this with its beam size: the encoder-decoder attention
-        then projects the encoder output once per sentence (modules/multihead_attention.py)."""
+        then projects the encoder output once per sentence (modules/beam_search_caches.py)."""
         self.decoder.set_beam_size(beam_size)
 
 

@@ -11,8 +11,6 @@ import logging
 
 logger = logging.getLogger(__name__)
 
-CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"  # upstream main plus one patch; every module checked against it
-
 PATCHES = [
     "checkpoint_allowlist",  # first: before fairseq loads any checkpoint
     "last_batch",
