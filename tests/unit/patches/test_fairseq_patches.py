@@ -1,11 +1,12 @@
 """The patches to fairseq the plugin applies (transformer_plugin/patches/): every sentence batched (fairseq issue #5036), checkpoint
 copies that never leave a half-written file under the final name, --bf16 inference in bfloat16,
 --replace-unk (#3533), --no-repeat-ngram-size on a CPU (#5206), and alignments from a generator
-built without fairseq-generate's --print-alignment."""
-
-import shutil
+built without fairseq-generate's --print-alignment, and distributed workers that join their gloo threads
+before they exit."""
 
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -174,9 +175,17 @@ def test_every_patch_is_applied_once_named_and_dated(caplog):
     assert utils.replace_unk is before
 
 
-def test_a_finished_worker_destroys_its_process_group(tmp_path, monkeypatch):
-    """fairseq's distributed_main returns with the process group alive, and gloo may then abort the
-    worker as it exits (pytorch #190489); with the patch the group is gone when training returns."""
+def _gloo_threads():
+    """Names of this process's gloo threads (Linux)."""
+    names = (open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task"))
+    return sorted(name for name in names if "gloo" in name)
+
+
+def test_a_finished_worker_joins_its_process_groups_threads(tmp_path, monkeypatch):
+    """fairseq's distributed_main returns with its process groups alive, and a gloo thread may then
+    abort the worker as it exits (pytorch #190489); with the patch the groups are gone when training
+    returns, fairseq's cached global group (the one its final barrier runs on) included, and with them
+    every gloo thread."""
     import torch.distributed as dist
     from fairseq.distributed import utils as distributed_utils
     from omegaconf import OmegaConf
@@ -185,9 +194,15 @@ def test_a_finished_worker_destroys_its_process_group(tmp_path, monkeypatch):
         dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
         return 0
 
+    def train(cfg):
+        dist.all_reduce(torch.ones(3), group=distributed_utils.get_global_group())
+        trained.append(_gloo_threads() != before)
+
     monkeypatch.setattr(distributed_utils, "distributed_init", init_one_worker)
     cfg = OmegaConf.create({"common": {"cpu": True, "tpu": False},
                             "distributed_training": {"device_id": 0, "distributed_rank": 0}})  # fmt: skip
-    trained = []
-    distributed_utils.distributed_main(0, lambda cfg: trained.append(dist.is_initialized()), cfg, {})
+    before, trained = _gloo_threads(), []
+    distributed_utils.distributed_main(0, train, cfg, {})
     assert trained == [True] and not dist.is_initialized()
+    assert not hasattr(distributed_utils.get_global_group, "_global_group")
+    assert _gloo_threads() == before
