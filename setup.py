@@ -1,4 +1,5 @@
-"""transformer_plugin: "Attention Is All You Need" as a fairseq --user-dir plugin.
+"""transformer_plugin: "Attention Is All You Need" as a fairseq --user-dir plugin, and its tools
+(transformer_plugin_cli, installed as vaswani-* console scripts).
 
 Install with ``make install`` (see the README): it installs a CPU torch first, then fairseq-fixed
 built against that torch, then this package. A plain ``pip install .`` on a machine without torch
@@ -14,7 +15,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
-    packages=find_packages(include=["transformer_plugin", "transformer_plugin.*", "preprocess", "preprocess.*"]),
+    packages=find_packages(include=["transformer_plugin", "transformer_plugin.*", "transformer_plugin_cli", "transformer_plugin_cli.*"]),
     # Versions and reasons: requirements.txt. torch is not pinned here so that a GPU user keeps theirs.
     install_requires=[
         "torch>=2.6",
@@ -25,10 +26,24 @@ setup(
         "matplotlib>=3.8",
     ],
     extras_require={"test": ["pytest>=8"]},
+    # transformer_plugin_cli/__init__.py lists them by job; tests/integration/test_package.py checks both lists
     entry_points={
         "console_scripts": [
-            "transformer-plugin-dir = transformer_plugin.__main__:main",
-            "transformer-average-checkpoints = transformer_plugin.average_checkpoints:main",
+            "vaswani-user-dir = transformer_plugin_cli.tools.user_dir:main",
+            "vaswani-average-checkpoints = transformer_plugin_cli.tools.average_checkpoints:main",
+            "vaswani-evaluate = transformer_plugin_cli.tools.evaluate:main",
+            "vaswani-report = transformer_plugin_cli.tools.report:main",
+            "vaswani-table3 = transformer_plugin_cli.tools.table3:main",
+            "vaswani-convert = transformer_plugin_cli.tools.convert:main",
+            "vaswani-export-ct2 = transformer_plugin_cli.serving.export_ctranslate2:main",
+            "vaswani-translate = transformer_plugin_cli.serving.translate:main",
+            "vaswani-evalb = transformer_plugin_cli.parsing.evalb:main",
+            "vaswani-prepare-ptb = transformer_plugin_cli.parsing.ptb:main",
+            "vaswani-prepare-wmt14 = transformer_plugin_cli.data.wmt14:main",
+            "vaswani-sentencepiece = transformer_plugin_cli.data.sentencepiece_vocab:main",
+            "vaswani-synthetic-pair = transformer_plugin_cli.data.synthetic_pair:main",
+            "vaswani-prepare-debian-l10n = transformer_plugin_cli.data.debian_l10n:main",
+            "vaswani-paper-flags = transformer_plugin_cli.paper:main",
         ]
     },
 )

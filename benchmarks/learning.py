@@ -2,7 +2,7 @@
 
 Both models get identical sizes, data, seeds, criterion, optimizer and learning-rate curve; only the
 implementation differs. The data is a real English-German corpus that the project prepares offline
-from the gettext catalogues Debian packages ship (``preprocess.debian_l10n``: about 77,000 training
+from the gettext catalogues Debian packages ship (``transformer_plugin_cli.data.debian_l10n``: about 77,000 training
 pairs), with a joint sentencepiece BPE vocabulary. For every model and seed the benchmark trains
 for ``--updates`` updates, reads the validation nll (bits per token, fairseq's ``valid_nll_loss``)
 every ``--interval`` updates from fairseq's own log, then translates the test split with beam 4 and
@@ -37,7 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import BIN, PLUGIN, model_flags, print_table, sh  # noqa: E402
-from transformer_plugin.paper import decoding_flags, training_flags  # noqa: E402
+from transformer_plugin_cli.paper import decoding_flags, training_flags  # noqa: E402
 
 IMPLS = {"builtin": "fairseq `transformer`", "vaswani": "`vaswani_transformer`"}
 
@@ -52,8 +52,8 @@ def parse_arm(text: str):
 
 def prepare_data(a) -> str:
     """Corpus, joint BPE and fairseq binaries; redone when the corpus or the settings change."""
-    from preprocess import debian_l10n
-    from preprocess.sentencepiece_vocab import encode, train
+    from transformer_plugin_cli.data import debian_l10n
+    from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
 
     data, bin_dir = os.path.join(a.work, "data"), os.path.join(a.work, "data-bin")
     report = debian_l10n.prepare(data, debs=a.debs, download_dir=os.path.join(a.work, "debs"), valid=a.valid, test=a.test)
@@ -101,7 +101,7 @@ def train_curve(cmd, log):
 
 def translate_and_score(checkpoint, bin_dir, reference, log):
     """Beam 4, lenpen 0.6 on the test split; detokenized sacreBLEU and chrF against ``reference``."""
-    from transformer_plugin.evaluate import read_hypotheses, score
+    from transformer_plugin_cli.tools.evaluate import read_hypotheses, score
 
     gen, _, _ = sh([f"{BIN}/fairseq-generate", bin_dir, "--user-dir", PLUGIN, "--path", checkpoint,
                     "--gen-subset", "test", *decoding_flags(), "--post-process", "sentencepiece", "--batch-size", "128"], log)  # fmt: skip

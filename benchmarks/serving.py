@@ -28,7 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import BIN, PLUGIN, print_table, sh  # noqa: E402
-from transformer_plugin.paper import decoding_flags  # noqa: E402
+from transformer_plugin_cli.paper import decoding_flags  # noqa: E402
 
 
 def fairseq_generate(a, workdir, decode):
@@ -79,8 +79,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     import sentencepiece as spm
 
-    from transformer_plugin.evaluate import score
-    from transformer_plugin.export_ctranslate2 import main as export
+    from transformer_plugin_cli.tools.evaluate import score
+    from transformer_plugin_cli.serving.export_ctranslate2 import main as export
 
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
     references = [line.rstrip("\n") for line in open(a.reference, encoding="utf-8")]

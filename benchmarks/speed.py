@@ -5,7 +5,7 @@ implementation differs. For each of ``--repeats`` rounds it trains both (order a
 reads from fairseq's own log the training speed (target tokens per second, the mean of the logged
 intervals after the first) and the final training loss, and from the operating system the peak
 resident memory of the process. For generation it converts the built-in model's last checkpoint to
-``vaswani_transformer`` (transformer_plugin.convert: the same weights) and decodes the test set with
+``vaswani_transformer`` (transformer_plugin_cli.tools.convert: the same weights) and decodes the test set with
 beam 4 with both, ``--generate-repeats`` times in alternating order, so the hypotheses must be
 identical. Ratios are given of the means, of the medians, and within each round: on a shared
 machine a round is sometimes much slower than the others, which moves a mean more than a median,
@@ -37,12 +37,12 @@ import sys
 import time
 
 from benchmarks.common import BIN, PLUGIN, REPO, model_flags, print_table, sh  # noqa: E402
-from transformer_plugin.paper import decoding_flags, training_flags  # noqa: E402
+from transformer_plugin_cli.paper import decoding_flags, training_flags  # noqa: E402
 
 
 def prepare_data(work, train_pairs, vocab_size):
-    from preprocess.sentencepiece_vocab import encode, train
-    from preprocess.synthetic_pair import generate
+    from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
+    from transformer_plugin_cli.data.synthetic_pair import generate
 
     bin_dir = os.path.join(work, "data-bin")
     if os.path.exists(os.path.join(bin_dir, "test.src-tgt.tgt.idx")):
@@ -200,7 +200,7 @@ def main(argv=None):
 
     builtin_ckpt = os.path.join(a.work, "ckpt_builtin", "checkpoint_last.pt")
     converted = os.path.join(a.work, "ckpt_builtin", "as_vaswani.pt")
-    sh([sys.executable, "-m", "transformer_plugin.convert", builtin_ckpt, converted])
+    sh([sys.executable, "-m", "transformer_plugin_cli.tools.convert", builtin_ckpt, converted])
     gen = {"builtin": [], "vaswani": []}
     checkpoints = [("builtin", builtin_ckpt), ("vaswani", converted)]
     for r in range(a.generate_repeats):

@@ -42,13 +42,13 @@ paper_flags TRAINING training --warmup-updates "$WARMUP"              # Section 
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b 50   # Section 6.1
 
 stage 1 "synthetic corpus: $TRAIN_PAIRS/$VALID_PAIRS/$TEST_PAIRS pairs" \
-  "$PY" -m preprocess.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
+  "$PY" -m transformer_plugin_cli.data.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
     --test "$TEST_PAIRS" --seed "$SEED"
 
 stage 2 "joint sentencepiece BPE vocabulary of $VOCAB_SIZE pieces" bash -c 'set -euo pipefail
-  "$0" -m preprocess.sentencepiece_vocab train --inputs "$1/train.src" "$1/train.tgt" \
+  "$0" -m transformer_plugin_cli.data.sentencepiece_vocab train --inputs "$1/train.src" "$1/train.tgt" \
     --model-prefix "$1/spm" --vocab-size "$2" --model-type bpe --vocab-size-name VOCAB_SIZE
-  "$0" -m preprocess.sentencepiece_vocab encode --model "$1/spm.model" \
+  "$0" -m transformer_plugin_cli.data.sentencepiece_vocab encode --model "$1/spm.model" \
     --inputs "$1"/{train,valid,test}.src "$1"/{train,valid,test}.tgt \
     --outputs "$1"/{train,valid,test}.sp.src "$1"/{train,valid,test}.sp.tgt' "$PY" "$DATA" "$VOCAB_SIZE"
 
@@ -70,7 +70,7 @@ stage 4 "fairseq-train --arch $ARCH, $WORKERS CPU workers, $MAX_UPDATE updates" 
       --log-format json --log-interval "$LOG_INTERVAL" --num-workers 0
 
 stage 5 "average the last $AVERAGE_LAST checkpoints" \
-  "$PY" -m transformer_plugin.average_checkpoints --inputs "$CKPT" \
+  "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
     --num-update-checkpoints "$AVERAGE_LAST" --output "$CKPT/average.pt"
 
 for model in last average; do
@@ -80,13 +80,13 @@ for model in last average; do
       fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$ckpt" --gen-subset test \
         "${DECODING[@]}" --post-process sentencepiece --batch-size 128
   stage "7-$model" "detokenized sacreBLEU and chrF, $model checkpoint" \
-    "$PY" -m transformer_plugin.evaluate --generate-output "$OUT/generate.$model.out" \
+    "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.$model.out" \
       --reference "$DATA/test.tgt" --hypotheses-out "$OUT/hypotheses.$model.txt" \
       --json "$OUT/scores.$model.json" --label "$model checkpoint" --paper "no paper figure; demo bar $BLEU_BAR"
 done
 
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
-  "$PY" -m transformer_plugin.report --train-log "$WORK/train.log" --out-dir "$OUT" \
+  "$PY" -m transformer_plugin_cli.tools.report --train-log "$WORK/train.log" --out-dir "$OUT" \
     --scores "last checkpoint=$OUT/scores.last.json" --scores "average of last $AVERAGE_LAST=$OUT/scores.average.json" \
     --checkpoint "$CKPT/average.pt" --data "$BIN" \
     --title "Demo: $ARCH on the synthetic pair" \

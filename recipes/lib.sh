@@ -244,13 +244,13 @@ train_workers() {
 
 # ---- the paper's settings --------------------------------------------------------------------------
 # paper_flags ARRAY training|decoding [OPTIONS]: sets ARRAY to the paper's fairseq flags, from their one
-# home, transformer_plugin/paper.py (Section 5: Adam, Eq. (3), label smoothing; Section 6: beam search).
+# home, transformer_plugin_cli/paper.py (Section 5: Adam, Eq. (3), label smoothing; Section 6: beam search).
 #   paper_flags TRAINING training --warmup-updates 4000 --label-smoothing 0.1
 #   paper_flags DECODING decoding --beam 4 --lenpen 0.6 --max-len-b 50
 paper_flags() {
   local -n flags_into=$1
   local flags
-  flags=$("${PY:-python}" -m transformer_plugin.paper "${@:2}")
+  flags=$("${PY:-python}" -m transformer_plugin_cli.paper "${@:2}")
   mapfile -t flags_into <<< "$flags"
 }
 

@@ -1,7 +1,7 @@
 # The WMT14 recipe body, sourced by recipes/wmt14_{en_de,en_fr}_{base,big}.sh after they set their
 # configuration (PAIR, CONFIG, ARCH, ...). Read one of those first; this file holds the shared variables
 # and the stages:
-#   1 fetch, verify, extract, clean and normalise the corpora (preprocess/wmt14.py)
+#   1 fetch, verify, extract, clean and normalise the corpora (transformer_plugin_cli/data/wmt14.py)
 #   2 a joint sentencepiece vocabulary (BPE ~37k for En-De, unigram 32k word pieces for En-Fr), encode
 #   3 fairseq-preprocess --joined-dictionary
 #   4 fairseq-train, data-parallel over every GPU (or CPU workers), ~25k tokens per update
@@ -12,7 +12,7 @@
 #
 # Options:  --dry-run  print every command instead of running it (also DRY_RUN=1)
 # Toy size: TOY=1 runs the same stages on CPU in minutes: vaswani_tiny, a few updates, and, unless
-#           FROM is given, small archives in the real WMT14 layouts written by preprocess/wmt14.py.
+#           FROM is given, small archives in the real WMT14 layouts written by transformer_plugin_cli/data/wmt14.py.
 # Several machines: LAUNCH=torchrun or LAUNCH=slurm, see the README ("WMT14 on several machines").
 set -euo pipefail
 
@@ -68,20 +68,20 @@ prepare_data() {
     PREPARE_ARGS+=(--from "$FROM")
   elif [ "$TOY" = 1 ]; then
     stage 0 "toy archives in the WMT14 layout (synthetic text)" \
-      "$PY" -m preprocess.wmt14 toy-archives --pair "$PAIR" --out "$WORK/toy-archives"
+      "$PY" -m transformer_plugin_cli.data.wmt14 toy-archives --pair "$PAIR" --out "$WORK/toy-archives"
     PREPARE_ARGS+=(--from "$WORK/toy-archives")
     [ "$IGNORE_PINNED_MD5" = 1 ] || PREPARE_ARGS+=(--ignore-pinned-md5)
   fi
   stage 1 "WMT14 $PAIR: fetch, verify, extract, clean, normalise" \
-    "$PY" -m preprocess.wmt14 prepare "${PREPARE_ARGS[@]}"
+    "$PY" -m transformer_plugin_cli.data.wmt14 prepare "${PREPARE_ARGS[@]}"
 
   stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
-    "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
+    "$PY" -m transformer_plugin_cli.data.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
       --model-prefix "$SPM/spm" --vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --threads "$PREP_WORKERS" \
       --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE"
 
   stage 2b "encode train, valid and test into pieces" \
-    "$PY" -m preprocess.sentencepiece_vocab encode --model "$SPM/spm.model" \
+    "$PY" -m transformer_plugin_cli.data.sentencepiece_vocab encode --model "$SPM/spm.model" \
       --inputs "$DATA"/{train,valid,test}."$SRC" "$DATA"/{train,valid,test}."$TGT" \
       --outputs "$SPM"/{train,valid,test}.sp."$SRC" "$SPM"/{train,valid,test}.sp."$TGT"
 
@@ -123,7 +123,7 @@ esac
 if [ "$AVERAGE_LAST" -gt 1 ]; then
   MODEL="$CKPT/average.pt"; MODEL_LABEL="average of the last $AVERAGE_LAST checkpoints"
   stage "5-$CONFIG" "average the last $AVERAGE_LAST checkpoints" \
-    "$PY" -m transformer_plugin.average_checkpoints --inputs "$CKPT" \
+    "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
       --num-update-checkpoints "$AVERAGE_LAST" --output "$MODEL"
 else
   MODEL="$CKPT/checkpoint_last.pt"; MODEL_LABEL="last checkpoint, no averaging"
@@ -140,7 +140,7 @@ SCORE_ARGS=(--tokenized-bleu --lang "$TGT")
 [ "$TGT" = de ] || SCORE_ARGS+=(--no-compound-split)  # tensor2tensor splits compounds for German only
 if [ "$EVAL_SUBSET" = test ]; then PAPER="$PAPER_BLEU BLEU, Table 2"; else PAPER="dev BLEU: Table 3"; fi
 stage "7-$CONFIG" "sacreBLEU (detokenized) and tokenized BLEU on $SET" \
-  "$PY" -m transformer_plugin.evaluate --generate-output "$OUT/generate.$EVAL_SUBSET.out" \
+  "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.$EVAL_SUBSET.out" \
     --reference "$DATA/$EVAL_SUBSET.ref.$TGT" "${SCORE_ARGS[@]}" --hypotheses-out "$OUT/hypotheses.$EVAL_SUBSET.txt" \
     --json "$OUT/scores.$EVAL_SUBSET.json" --label "$PAIR $CONFIG, $MODEL_LABEL, $SET" --paper "$PAPER"
 
@@ -153,7 +153,7 @@ stage "8-$CONFIG" "dev perplexity on newstest2013 (per word-piece)" \
 banner "results: $PAIR $CONFIG ($MODEL_LABEL) beside the paper"
 "$PY" - "$OUT" "$EVAL_SUBSET" "$PAPER_BLEU" "$REPRODUCTION_SACREBLEU" "$TOY" <<'EOF'
 import json, sys
-from transformer_plugin.table3 import read_valid_ppl
+from transformer_plugin_cli.tools.table3 import read_valid_ppl
 out, subset, paper, reproduction, toy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
 scores = json.load(open(f"{out}/scores.{subset}.json"))
 tok_key = "tokenized_bleu_compound_split" if "tokenized_bleu_compound_split" in scores else "tokenized_bleu"

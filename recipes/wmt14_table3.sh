@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Table 3 of the paper: variations of the base model on WMT14 En-De, evaluated on newstest2013 (dev)
 # without checkpoint averaging. Trains every row with recipes/wmt14_en_de_base.sh (the big row with
-# wmt14_en_de_big.sh) plus the row's flags (transformer_plugin/table3.py), then writes
+# wmt14_en_de_big.sh) plus the row's flags (transformer_plugin_cli/tools/table3.py), then writes
 # $WORK/table3.md: dev perplexity, dev BLEU and parameter count, ours beside the paper's.
 #
 #   bash recipes/wmt14_table3.sh                       # all 20 rows, one after the other
-#   ROWS="base A-h1 C-N2" bash recipes/wmt14_table3.sh # some rows (ids: python -m transformer_plugin.table3 rows)
+#   ROWS="base A-h1 C-N2" bash recipes/wmt14_table3.sh # some rows (ids: python -m transformer_plugin_cli.tools.table3 rows)
 #   bash recipes/wmt14_table3.sh --dry-run             # every command of every row, nothing runs
 #   TOY=1 ROWS="base E-learned" bash recipes/wmt14_table3.sh   # toy size on CPU
 #
@@ -21,13 +21,13 @@ recipe_options "$0" "$@"
 TOY=${TOY:-0}
 WORK=${WORK:-runs/wmt14_en_de$([ "$TOY" != 1 ] || echo _toy)}  # shared with recipes/wmt14_en_de_*.sh
 PYTHON=${PYTHON:-python}
-ROWS=${ROWS:-}                             # row ids (python -m transformer_plugin.table3 rows); empty: all
+ROWS=${ROWS:-}                             # row ids (python -m transformer_plugin_cli.tools.table3 rows); empty: all
 # everything else (GPUS, LAUNCH, PRECISION, FROM, MAX_UPDATE, ...) is read by recipes/wmt14.sh
 # -------------------------------------------------------------------------------------------------
 
 export WORK TOY PYTHON
 # shellcheck disable=SC2086  # ROWS is a list of ids
-PLAN=$("$PYTHON" -m transformer_plugin.table3 plan $ROWS)  # id, recipe, flags per row; fails on an unknown id
+PLAN=$("$PYTHON" -m transformer_plugin_cli.tools.table3 plan $ROWS)  # id, recipe, flags per row; fails on an unknown id
 ROWS=$(cut -f1 <<< "$PLAN")
 while IFS=$'\t' read -r row recipe flags; do
   printf '\n######## Table 3 row %s: %s %s\n' "$row" "$recipe" "${flags:-(the base model)}"
@@ -38,4 +38,4 @@ done <<< "$PLAN"
 [ "${DRY_RUN:-0}" = 0 ] || exit 0
 printf '\n######## Table 3: ours beside the paper (%s)\n' "$WORK/table3.md"
 # shellcheck disable=SC2086  # ROWS is a list of ids
-"$PYTHON" -m transformer_plugin.table3 collect --work "$WORK" --rows $ROWS --out "$WORK/table3.md"
+"$PYTHON" -m transformer_plugin_cli.tools.table3 collect --work "$WORK" --rows $ROWS --out "$WORK/table3.md"

@@ -7,7 +7,7 @@
 #   bash recipes/wsj_parsing.sh --dry-run                             # print every command, run nothing
 #   TOY=1 bash recipes/wsj_parsing.sh     # toy size on CPU, on a small treebank this project writes
 #
-# Stages: 1 read/clean/split/linearise the trees (preprocess/ptb.py); 2 fairseq-preprocess (source
+# Stages: 1 read/clean/split/linearise the trees (transformer_plugin_cli/parsing/ptb.py); 2 fairseq-preprocess (source
 # vocabulary 16K or 32K words); 3 fairseq-train; 4 average the last checkpoints; 5 fairseq-generate with
 # beam 21, lenpen 0.3, max length input+300; 6 trees back from the output (repairs counted) and
 # labelled bracketing F1 with EVALB's COLLINS.prm conventions, beside the paper.
@@ -58,12 +58,12 @@ if [ -z "$TREEBANK" ]; then
   fi
   TREEBANK="$WORK/toy-treebank"
   stage 0 "a small treebank in the LDC layout (from a grammar)" \
-    "$PY" -m preprocess.ptb toy-treebank --out "$TREEBANK"
+    "$PY" -m transformer_plugin_cli.parsing.ptb toy-treebank --out "$TREEBANK"
 fi
 PREPARE_ARGS=(--treebank "$TREEBANK" --out "$DATA")
 if [ -n "$EXTRA_TREES" ]; then read -r -a EXTRA <<< "$EXTRA_TREES"; PREPARE_ARGS+=(--extra-trees "${EXTRA[@]}"); fi
 stage 1 "WSJ: sections 02-21 train, 22 dev, 23 test; clean and linearise" \
-  "$PY" -m preprocess.ptb prepare "${PREPARE_ARGS[@]}"
+  "$PY" -m transformer_plugin_cli.parsing.ptb prepare "${PREPARE_ARGS[@]}"
 
 stage 2 "fairseq-preprocess: words -> linearised trees, $VOCAB_SIZE source words" \
   fairseq-preprocess --source-lang words --target-lang trees \
@@ -85,7 +85,7 @@ TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
 train_stage 3 "fairseq-train --arch $ARCH, $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 stage 4 "average the last $AVERAGE_LAST checkpoints" \
-  "$PY" -m transformer_plugin.average_checkpoints --inputs "$CKPT" \
+  "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
     --num-update-checkpoints "$AVERAGE_LAST" --output "$CKPT/average.pt"
 
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b "$MAX_LEN_B"  # Section 6.3
@@ -96,6 +96,6 @@ stage 5 "fairseq-generate WSJ 23: beam $BEAM, lenpen $LENPEN, max length input+$
       --batch-size 32
 
 stage 6 "trees from the output, labelled bracketing F1 (EVALB, COLLINS.prm)" \
-  "$PY" -m transformer_plugin.evalb --gold "$DATA/test.gold" --generate-output "$OUT/generate.test.out" \
+  "$PY" -m transformer_plugin_cli.parsing.evalb --gold "$DATA/test.gold" --generate-output "$OUT/generate.test.out" \
     --source "$DATA/test.words" --trees-out "$OUT/test.parsed" --per-sentence "$OUT/test.per_sentence.tsv" \
     --json "$OUT/scores.test.json" --paper "$PAPER_F1 ($SETTING)"

@@ -17,7 +17,7 @@ if REPO not in sys.path:
 
 import transformer_plugin  # noqa: E402,F401  (registers the plugin's parts with fairseq)
 from fairseq.data import Dictionary  # noqa: E402
-from transformer_plugin.paper import training_flags  # noqa: E402
+from transformer_plugin_cli.paper import training_flags  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 PLUGIN = os.path.join(REPO, "transformer_plugin")

@@ -45,10 +45,11 @@ def test_train_uses_model_schedule_and_criterion(trained):
 
 def test_installed_copy_works_from_any_directory(data_bin, trained, tmp_path):
     save_dir, _ = trained
-    printed = subprocess.run([sys.executable, "-m", "transformer_plugin"], capture_output=True, text=True, check=True)
+    module = [sys.executable, "-m", "transformer_plugin_cli.tools.user_dir"]
+    printed = subprocess.run(module, capture_output=True, text=True, check=True)
     plugin_dir = printed.stdout.strip()
     assert os.path.isfile(os.path.join(plugin_dir, "__init__.py"))
-    console = subprocess.run([os.path.join(BIN, "transformer-plugin-dir")], capture_output=True, text=True, check=True)
+    console = subprocess.run([os.path.join(BIN, "vaswani-user-dir")], capture_output=True, text=True, check=True)
     assert console.stdout.strip() == plugin_dir
     out = run_tool(
         "fairseq-generate", str(data_bin / "bin"), "--user-dir", plugin_dir, "--path",
@@ -166,7 +167,7 @@ def test_average_of_a_run_whose_saves_all_land_on_epoch_ends(data_bin, tmp_path)
         "--save-interval-updates", str(per_epoch), "--keep-interval-updates", "3", "--keep-last-epochs", "3",
         "--save-dir", str(save_dir))  # fmt: skip
     assert not [p for p in os.listdir(save_dir) if re.fullmatch(r"checkpoint_\d+_\d+\.pt", p)]
-    output = run_tool(sys.executable, "-m", "transformer_plugin.average_checkpoints", "--inputs", str(save_dir),
+    output = run_tool(sys.executable, "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs", str(save_dir),
                  "--num-update-checkpoints", "3", "--output", str(tmp_path / "average.pt"), cwd=REPO)  # fmt: skip
     averaged = re.findall(r"update (\d+): ", output)
     assert averaged == [str(k * per_epoch) for k in (4, 3, 2)], output
@@ -190,7 +191,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
     run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *flags, "--max-update", "80",
         "--save-dir", str(tmp_path / "ckpt"), "--no-epoch-checkpoints")  # fmt: skip
     ckpt = str(tmp_path / "ckpt" / "checkpoint_last.pt")
-    from transformer_plugin.export_ctranslate2 import main as export
+    from transformer_plugin_cli.serving.export_ctranslate2 import main as export
 
     assert export(["--model_path", ckpt, "--data_dir", str(data_bin / "bin"), "--output_dir", str(tmp_path / "ct2")]) == 0
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
@@ -221,7 +222,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
 def test_ctranslate2_export_refuses_what_it_cannot_hold():
     from types import SimpleNamespace
 
-    from transformer_plugin.export_ctranslate2 import UnsupportedModelError, check_supported
+    from transformer_plugin_cli.serving.export_ctranslate2 import UnsupportedModelError, check_supported
 
     sizes = dict(d_model=64, attention_heads=4, encoder_layers=2, decoder_layers=2)
     check_supported(SimpleNamespace(d_k=16, d_v=16, **sizes))

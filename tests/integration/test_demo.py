@@ -53,7 +53,7 @@ def test_every_stage_runs_and_reports(small_demo):
 
 def test_average_is_of_the_last_checkpoints(small_demo):
     work, _ = small_demo
-    from transformer_plugin.average_checkpoints import saved_update
+    from transformer_plugin_cli.tools.average_checkpoints import saved_update
     from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     averaged = load_checked(work / "checkpoints" / "average.pt")

@@ -23,7 +23,7 @@ import subprocess
 import pytest
 
 from helpers import BIN, PLUGIN, logged_losses, run_in_process, run_tool
-from transformer_plugin.paper import training_flags
+from transformer_plugin_cli.paper import training_flags
 
 MODELS = ("transformer", "vaswani")
 ARCH_FLAGS = {

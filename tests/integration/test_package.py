@@ -1,12 +1,24 @@
-"""What importing the package does: tools start without fairseq, and fairseq always finds the plugin registered."""
+"""The packages' layout: the plugin holds what --user-dir registers, registered on import; the tools
+are a sibling package, each a console script, and those that need no model start without fairseq."""
 
+import ast
+import importlib.metadata
+import os
+import pkgutil
 import subprocess
 import sys
 
 import pytest
 
-LIGHT_TOOLS = ["transformer_plugin.evalb", "transformer_plugin.trees", "transformer_plugin.table3",
-               "transformer_plugin.evaluate", "transformer_plugin.__main__"]  # fmt: skip
+from helpers import REPO
+
+LIGHT_TOOLS = [
+    "transformer_plugin_cli.parsing.evalb", "transformer_plugin_cli.parsing.trees", "transformer_plugin_cli.parsing.ptb",
+    "transformer_plugin_cli.tools.table3", "transformer_plugin_cli.tools.evaluate", "transformer_plugin_cli.tools.user_dir",
+    "transformer_plugin_cli.data.wmt14", "transformer_plugin_cli.data.synthetic_pair",
+    "transformer_plugin_cli.data.sentencepiece_vocab", "transformer_plugin_cli.data.debian_l10n",
+    "transformer_plugin_cli.paper", "transformer_plugin_cli.fairseq_output", "transformer_plugin_cli.files",
+]  # fmt: skip
 
 
 def python(code: str) -> str:
@@ -31,3 +43,48 @@ import fairseq.checkpoint_utils as cu
 print('vaswani_big' in ARCH_MODEL_REGISTRY, 'vaswani_label_smoothed_cross_entropy' in CRITERION_REGISTRY,
       'vaswani_inverse_sqrt' in LR_SCHEDULER_REGISTRY, getattr(cu.load_checkpoint_to_cpu, '__transformer_plugin_patch__', False))"""
     assert python(code).splitlines()[-1] == "True True True True"
+
+
+def test_decoding_flags_print_without_fairseq():
+    out = python("import sys; from transformer_plugin_cli import paper; paper.main(['decoding']); print('fairseq' in sys.modules)")
+    assert out.splitlines() == ["--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50", "False"]
+
+
+def test_the_plugin_holds_what_user_dir_registers_and_nothing_else():
+    root = os.path.join(REPO, "transformer_plugin")
+    entries = sorted(e for e in os.listdir(root) if not e.startswith((".", "__pycache__")))
+    assert entries == ["__init__.py", "config.py", "criterions", "lr_scheduler", "models", "modules", "patches"]
+
+
+def _tool_modules():
+    """transformer_plugin_cli's modules that define main(), by their source (nothing imported)."""
+    root = os.path.join(REPO, "transformer_plugin_cli")
+    found = set()
+    for info in pkgutil.walk_packages([root], prefix="transformer_plugin_cli."):
+        path = os.path.join(REPO, *info.name.split(".")) + ("/__init__.py" if info.ispkg else ".py")
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
+            found.add(info.name)
+    return found
+
+
+def test_every_tool_is_a_console_script_named_in_the_package_docstring():
+    scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts") if e.name.startswith("vaswani-")}
+    assert {value.split(":")[0] for value in scripts.values()} == _tool_modules()
+    assert all(value.endswith(":main") for value in scripts.values())
+    import transformer_plugin_cli
+
+    listed = {word for line in transformer_plugin_cli.__doc__.splitlines() for word in line.split() if word.startswith("vaswani-")}
+    assert listed == set(scripts)
+
+
+@pytest.mark.parametrize("script", ["vaswani-user-dir", "vaswani-evalb --help", "vaswani-paper-flags training"])
+def test_console_scripts_run(script):
+    name, *args = script.split()
+    result = subprocess.run([os.path.join(os.path.dirname(sys.executable), name), *args], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    if name == "vaswani-user-dir":
+        assert result.stdout.strip() == os.path.join(REPO, "transformer_plugin")
+    if name == "vaswani-paper-flags":
+        assert "--warmup-updates\n4000\n" in result.stdout and "--label-smoothing\n0.1" in result.stdout

@@ -1,6 +1,6 @@
 """Serving a trained model the ways users do, on a small model trained on sentencepiece text:
 fairseq-interactive with ``--bpe sentencepiece``, ``VaswaniTransformerModel.from_pretrained(...).translate()``,
-and ``python -m transformer_plugin.translate`` on its CTranslate2 export. All three take and give plain text."""
+and ``python -m transformer_plugin_cli.serving.translate`` on its CTranslate2 export. All three take and give plain text."""
 
 import random
 import subprocess
@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from helpers import PLUGIN, TRAIN_FLAGS, fairseq_lines, run_tool
-from preprocess.sentencepiece_vocab import encode, train
-from transformer_plugin.paper import decoding_flags
+from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
+from transformer_plugin_cli.paper import decoding_flags
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
 
@@ -37,7 +37,7 @@ def served(tmp_path_factory):
     run_tool("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "300",
              "--warmup-updates", "100", "--lr-multiplier", "0.3", "--dropout", "0",
              "--save-dir", str(root / "ckpt"), "--no-epoch-checkpoints", "--disable-validation")  # fmt: skip
-    from transformer_plugin.export_ctranslate2 import main as export
+    from transformer_plugin_cli.serving.export_ctranslate2 import main as export
 
     assert export(["--model_path", str(root / "ckpt" / "checkpoint_last.pt"), "--data_dir", str(root / "bin"),
                    "--output_dir", str(root / "ct2")]) == 0  # fmt: skip
@@ -94,7 +94,7 @@ def test_translate_command_gives_fairseqs_translations_in_order(served, interact
     root, spm, lines = served
     given = lines[:5] + [""] + lines[5:]
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in given))
-    command = [sys.executable, "-m", "transformer_plugin.translate", "--model", str(root / "ct2"), "--spm", spm,
+    command = [sys.executable, "-m", "transformer_plugin_cli.serving.translate", "--model", str(root / "ct2"), "--spm", spm,
                "--chunk-size", "4", "--batch-size", "3"]  # fmt: skip
     piped = subprocess.run(command, input="".join(line + "\n" for line in given), capture_output=True, text=True)
     assert piped.returncode == 0, piped.stderr
@@ -111,7 +111,7 @@ def test_translate_command_names_what_is_wrong(served, tmp_path):
     root, spm, _ = served
 
     def translate(*args):
-        return subprocess.run([sys.executable, "-m", "transformer_plugin.translate", *args], input="a\n",
+        return subprocess.run([sys.executable, "-m", "transformer_plugin_cli.serving.translate", *args], input="a\n",
                               capture_output=True, text=True)  # fmt: skip
 
     missing = translate("--model", str(tmp_path / "nowhere"), "--spm", spm)

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from helpers import PYTHON, commands, flag, run_recipe
-from preprocess import wmt14
+from transformer_plugin_cli.data import wmt14
 
 @pytest.mark.parametrize("script, arch, steps, keep, vocab, spm, paper", [
     ("wmt14_en_de_base.sh", "vaswani_base", "100000", "5", "37000", "bpe", "27.3"),
@@ -30,14 +30,14 @@ def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, 
                 "--max-tokens": "3125", "--update-freq": "1", "--distributed-world-size": "8"}  # fmt: skip
     assert {k: flag(train, k) for k in expected} == expected
     assert "--share-all-embeddings" in train
-    [average] = [c for c in commands(out, PYTHON) if "transformer_plugin.average_checkpoints" in c]
+    [average] = [c for c in commands(out, PYTHON) if "transformer_plugin_cli.tools.average_checkpoints" in c]
     assert flag(average, "--num-update-checkpoints") == keep
     [generate] = commands(out, "fairseq-generate")
     assert {k: flag(generate, k) for k in ("--beam", "--lenpen", "--max-len-a", "--max-len-b", "--gen-subset")} == {
         "--beam": "4", "--lenpen": "0.6", "--max-len-a": "1", "--max-len-b": "50", "--gen-subset": "test"}
-    [vocabulary] = [c for c in commands(out, PYTHON) if "train" in c and "preprocess.sentencepiece_vocab" in c]
+    [vocabulary] = [c for c in commands(out, PYTHON) if "train" in c and "transformer_plugin_cli.data.sentencepiece_vocab" in c]
     assert (flag(vocabulary, "--vocab-size"), flag(vocabulary, "--model-type")) == (vocab, spm)
-    [score] = [c for c in commands(out, PYTHON) if "transformer_plugin.evaluate" in c]
+    [score] = [c for c in commands(out, PYTHON) if "transformer_plugin_cli.tools.evaluate" in c]
     assert flag(score, "--paper").startswith(paper) and "--tokenized-bleu" in score
     assert ("--no-compound-split" in score) == ("en_fr" in script)  # compound splitting is for German
     assert "8 GPUs x --max-tokens 3125 x --update-freq 1 = 25000 tokens per update" in out
@@ -121,7 +121,7 @@ def test_toy_run_end_to_end(toy_run):
                      table)  # fmt: skip
     assert re.search(r"\| sacreBLEU, detokenized \| \d+\.\d\d \| not reported", table)
     assert re.search(r"\| dev perplexity per word-piece \(newstest2013\) \| \d+\.\d\d \| base 4\.92", table)
-    from transformer_plugin.average_checkpoints import saved_update
+    from transformer_plugin_cli.tools.average_checkpoints import saved_update
     from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     averaged = load_checked(work / "base" / "checkpoints" / "average.pt")
@@ -153,7 +153,7 @@ def test_toy_dry_run_without_archives_writes_its_own(tmp_path):
 
 
 def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
-    from transformer_plugin import table3
+    from transformer_plugin_cli.tools import table3
 
     proc = run_recipe("wmt14_table3.sh", tmp_path / "w", "--dry-run", GPUS="8")
     assert proc.returncode == 0, proc.stderr
@@ -174,7 +174,7 @@ def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
 
 @pytest.mark.slow  # ~50 s; the rows' flags are checked by the dry-run test and tests/test_table3.py
 def test_table3_toy_row_and_table(toy_run):
-    from transformer_plugin.table3 import count_parameters
+    from transformer_plugin_cli.tools.table3 import count_parameters
 
     work, _ = toy_run
     toy = dict(TOY, TOY_MAX_UPDATE="10", CPU_WORKERS="1")  # one process: the plumbing is what is tested here

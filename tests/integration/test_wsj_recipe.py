@@ -7,7 +7,7 @@ import os
 import pytest
 
 from helpers import PYTHON, commands, flag, run_recipe
-from transformer_plugin.trees import parse_tree
+from transformer_plugin_cli.parsing.trees import parse_tree
 
 @pytest.mark.parametrize("extra, vocab, paper", [("", "16000", "91.3 (WSJ only)"),
                                                  ("/data/a.trees /data/b.trees", "32000", "92.7 (semi-supervised)")])
@@ -16,7 +16,7 @@ def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
                EXTRA_TREES=extra)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "w").exists()
-    [prepare] = [c for c in commands(proc.stdout, PYTHON) if "preprocess.ptb" in c]
+    [prepare] = [c for c in commands(proc.stdout, PYTHON) if "transformer_plugin_cli.parsing.ptb" in c]
     assert flag(prepare, "--treebank") == "/ldc/treebank_3/parsed/mrg"
     assert ("--extra-trees" in prepare) == bool(extra)
     [binarize] = commands(proc.stdout, "fairseq-preprocess")
@@ -26,7 +26,7 @@ def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
     assert "--share-decoder-input-output-embed" in train and "--attention-dropout" in train
     [generate] = commands(proc.stdout, "fairseq-generate")
     assert [flag(generate, f) for f in ("--beam", "--lenpen", "--max-len-a", "--max-len-b")] == ["21", "0.3", "1", "300"]
-    [score] = [c for c in commands(proc.stdout, PYTHON) if "transformer_plugin.evalb" in c]
+    [score] = [c for c in commands(proc.stdout, PYTHON) if "transformer_plugin_cli.parsing.evalb" in c]
     assert flag(score, "--paper") == paper
 
 

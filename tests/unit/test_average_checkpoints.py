@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from transformer_plugin.average_checkpoints import (
+from transformer_plugin_cli.tools.average_checkpoints import (
     CheckpointMismatchError,
     average_checkpoints,
     last_checkpoints,
@@ -111,6 +111,6 @@ def test_cli_writes_a_loadable_checkpoint_and_reports_errors(tmp_path, capsys):
 
 
 def test_console_script_is_installed(tmp_path):
-    script = os.path.join(os.path.dirname(sys.executable), "transformer-average-checkpoints")
+    script = os.path.join(os.path.dirname(sys.executable), "vaswani-average-checkpoints")
     proc = subprocess.run([script, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--num-update-checkpoints" in proc.stdout

@@ -1,4 +1,4 @@
-"""transformer_plugin.convert: a fairseq transformer checkpoint becomes a vaswani_transformer one."""
+"""transformer_plugin_cli.tools.convert: a fairseq transformer checkpoint becomes a vaswani_transformer one."""
 
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import torch
 
 from helpers import DummyTask, random_batch
 from transformer_plugin.patches.checkpoint_allowlist import load_checked
-from transformer_plugin.convert import config_from_fairseq_transformer, convert_checkpoint, main
+from transformer_plugin_cli.tools.convert import config_from_fairseq_transformer, convert_checkpoint, main
 from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
 
 
@@ -65,5 +65,5 @@ def test_checkpoint_without_cfg_is_refused():
 
 
 def test_module_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "transformer_plugin.convert", "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "transformer_plugin_cli.tools.convert", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "vaswani_transformer" in proc.stdout

@@ -5,7 +5,7 @@ import json
 import pytest
 import sacrebleu
 
-from transformer_plugin.evaluate import compound_split, main, read_hypotheses, score
+from transformer_plugin_cli.tools.evaluate import compound_split, main, read_hypotheses, score
 
 GENERATE_OUTPUT = """S-2\tc d
 T-2\tC D.

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_plugin.report import main, schedule_of
+from transformer_plugin_cli.tools.report import main, schedule_of
 
 
 def checkpoint(path, lr_scheduler):

@@ -1,8 +1,8 @@
-"""transformer_plugin/table3.py: the rows of Table 3 as flags, and the collected table."""
+"""transformer_plugin_cli/tools/table3.py: the rows of Table 3 as flags, and the collected table."""
 
 import pytest
 
-from transformer_plugin import table3
+from transformer_plugin_cli.tools import table3
 
 
 def test_rows_follow_the_paper():
@@ -51,7 +51,7 @@ def test_every_rows_flags_parse_and_change_the_model(row, tmp_path):
 
 def test_read_valid_ppl(tmp_path):
     log = tmp_path / "validate.log"
-    log.write_text('INFO | valid | {"valid_loss": "5.4", "valid_nll_loss": "4.7", "valid_ppl": "26.2", "x": "1"}\\n')
+    log.write_text('INFO | valid | {"valid_loss": "5.4", "valid_nll_loss": "4.7", "valid_ppl": "26.2", "x": "1"}\n')
     assert table3.read_valid_ppl(str(log)) == 26.2
     assert table3.read_valid_ppl(str(tmp_path / "missing.log")) is None
 

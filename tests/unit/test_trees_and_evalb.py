@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from transformer_plugin import evalb
-from transformer_plugin.trees import REPAIR_KINDS, TreeError, clean, delinearise, linearise, parse_tree, read_trees
-from preprocess import ptb
+from transformer_plugin_cli.parsing import evalb
+from transformer_plugin_cli.parsing.trees import REPAIR_KINDS, TreeError, clean, delinearise, linearise, parse_tree, read_trees
+from transformer_plugin_cli.parsing import ptb
 
 MRG = """(
   (S
@@ -228,7 +228,7 @@ def test_length_cutoff():
 
 def _without(tree, labels):
     """A copy of ``tree`` without the preterminals labelled ``labels`` (for PYEVALB, which deletes nothing)."""
-    from transformer_plugin.trees import Tree
+    from transformer_plugin_cli.parsing.trees import Tree
 
     children = []
     for c in tree.children:

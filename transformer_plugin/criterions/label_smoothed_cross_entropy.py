@@ -26,27 +26,19 @@ Table 3.
 """
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 from fairseq import utils
 from fairseq.criterions import FairseqCriterion, register_criterion
-from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 from fairseq.models import BaseFairseqModel, FairseqDecoder
 from fairseq.models.transformer import TransformerModelBase
-from omegaconf import II
 from torch.autograd.function import once_differentiable
+
+from ..config import VaswaniLabelSmoothedCrossEntropyConfig
 
 # get_normalized_probs of fairseq's base model and of its transformer, which only calls the former's helper
 _STOCK_MODEL_NORMALIZERS = (BaseFairseqModel.get_normalized_probs, TransformerModelBase.get_normalized_probs)
-
-
-@dataclass
-class VaswaniLabelSmoothedCrossEntropyConfig(FairseqDataclass):
-    label_smoothing: float = field(default=0.1, metadata={"help": "eps_ls, mass spread over the other V-1 entries"})
-    report_accuracy: bool = field(default=False, metadata={"help": "also log the accuracy of the argmax token"})
-    sentence_avg: bool = II("optimization.sentence_avg")
 
 
 def label_smoothed_loss(lprobs: torch.Tensor, target: torch.Tensor, eps: float, padding_idx: int):

@@ -15,32 +15,22 @@ The paper's optimizer (Section 5.3) is fairseq's ``--optimizer adam --adam-betas
 """
 
 import logging
-from dataclasses import dataclass, field
-from typing import Optional
 
-from fairseq.dataclass import FairseqDataclass
 from fairseq.optim.lr_scheduler import FairseqLRScheduler, register_lr_scheduler
-from omegaconf import II
 from omegaconf.errors import InterpolationResolutionError
+
+from ..config import VaswaniInverseSqrtConfig
 
 logger = logging.getLogger(__name__)
 
 
-def paper_lrate(step_num: int, d_model: int, warmup_steps: int = 4000, multiplier: float = 1.0) -> float:
+def paper_lrate(
+    step_num: int, d_model: int, warmup_steps: int = VaswaniInverseSqrtConfig.warmup_updates, multiplier: float = 1.0
+) -> float:
     """Eq. (3) for step_num >= 1."""
     if step_num < 1:
         raise ValueError(f"Eq. (3) is defined for step_num >= 1, got {step_num}")
     return multiplier * d_model**-0.5 * min(step_num**-0.5, step_num * warmup_steps**-1.5)
-
-
-@dataclass
-class VaswaniInverseSqrtConfig(FairseqDataclass):
-    warmup_updates: int = field(default=4000, metadata={"help": "warmup_steps of Eq. (3)"})
-    d_model: Optional[int] = field(
-        default=II("model.d_model"),
-        metadata={"help": "d_model of Eq. (3); with --arch vaswani_* this is the model's own --d-model"},
-    )
-    lr_multiplier: float = field(default=1.0, metadata={"help": "factor applied to Eq. (3) (1 in the paper)"})
 
 
 @register_lr_scheduler("vaswani_inverse_sqrt", dataclass=VaswaniInverseSqrtConfig)

@@ -29,11 +29,10 @@ import dataclasses
 import logging
 import math
 from argparse import Namespace
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Dict, List, Optional
 
 import torch
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import (
     FairseqEncoder,
     FairseqEncoderDecoderModel,
@@ -43,70 +42,14 @@ from fairseq.models import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor, nn
 
-from ..modules.dropout import MASK_CHOICES, Dropout
+from ..config import ARCHITECTURES, VaswaniTransformerConfig
+from ..modules.dropout import Dropout
 from ..modules.multihead_attention import attention_bias
-from ..modules.positional_encoding import SINUSOID_VARIANTS, PositionalEncoding
+from ..modules.positional_encoding import PositionalEncoding
 from ..modules.transformer_layer import DecoderLayer, EncoderLayer, packed_dropout
 from .fairseq_transformer_flags import add_refused_flags
 
 logger = logging.getLogger(__name__)
-
-POSITIONAL_ENCODINGS = ChoiceEnum(["sinusoidal", "learned"])
-
-
-@dataclass
-class VaswaniTransformerConfig(FairseqDataclass):
-    encoder_layers: int = field(default=6, metadata={"help": "N, number of encoder layers"})
-    decoder_layers: int = field(default=6, metadata={"help": "N, number of decoder layers"})
-    d_model: int = field(default=512, metadata={"help": "d_model, width of embeddings and every sub-layer output"})
-    d_ff: int = field(default=2048, metadata={"help": "d_ff, inner size of the feed-forward network (Eq. 2)"})
-    attention_heads: int = field(default=8, metadata={"help": "h, number of attention heads"})
-    d_k: Optional[int] = field(default=None, metadata={"help": "d_k, query/key width per head (default d_model/h)"})
-    d_v: Optional[int] = field(default=None, metadata={"help": "d_v, value width per head (default d_model/h)"})
-    dropout: float = field(default=0.1, metadata={"help": "P_drop, residual and embedding dropout (Section 5.4)"})
-    attention_dropout: float = field(
-        default=0.0, metadata={"help": "dropout on attention weights (not in the paper; default 0)"}
-    )
-    activation_dropout: float = field(
-        default=0.0, metadata={"help": "dropout after the FFN's ReLU (not in the paper; default 0)"}
-    )
-    positional_encoding: POSITIONAL_ENCODINGS = field(
-        default="sinusoidal", metadata={"help": "sinusoidal (Section 3.5) or learned (Table 3 row E)"}
-    )
-    sinusoid_variant: ChoiceEnum(list(SINUSOID_VARIANTS)) = field(
-        default="paper",
-        metadata={"help": "paper: Section 3.5, interleaved sin/cos; fairseq: fairseq's concatenated layout"},
-    )
-    share_all_embeddings: bool = field(
-        default=False,
-        metadata={"help": "one matrix for source, target and output embeddings (Section 3.4; needs a joined dictionary)"},
-    )
-    share_decoder_input_output_embed: bool = field(
-        default=False, metadata={"help": "share only the target embedding and the pre-softmax projection"}
-    )
-    dropout_masks: ChoiceEnum(list(MASK_CHOICES)) = field(
-        default="packed",
-        metadata={
-            "help": "packed: on CPU, 16-bit dropout masks drawn 4 per 64-bit random word, P_drop rounded to"
-            " a multiple of 2^-16 (faster; see modules/dropout.py); torch: torch's F.dropout. GPUs always use torch's"
-        },
-    )
-    normalize_before: bool = field(
-        default=False, metadata={"help": "pre-norm x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's post-norm"}
-    )
-    max_source_positions: int = field(default=1024, metadata={"help": "longest source sentence, in tokens"})
-    max_target_positions: int = field(default=1024, metadata={"help": "longest target sentence, in tokens"})
-    checkpoint_activations: bool = field(
-        default=False,
-        metadata={"help": "keep only each layer's input and recompute the layer in the backward pass"
-                  " (less memory, more compute)"},
-    )  # fmt: skip
-    offload_activations: bool = field(
-        default=False,
-        metadata={"help": "with activation checkpointing, keep the layers' inputs in CPU memory"
-                  " (implies --checkpoint-activations)"},
-    )  # fmt: skip
-
 
 def check_config(cfg) -> None:
     """Fill d_k/d_v defaults and refuse inconsistent sizes before anything is built, naming the flag."""
@@ -431,26 +374,12 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
 
 
 # ---------------------------------------------------------------------------------------------
-# Architectures: the configuration above with other defaults. Each is registered under its own name
-# with its own dataclass, so that ``--arch vaswani_big`` and a hydra config ``model: {_name:
-# vaswani_big}`` start from the same defaults, which flags and keys still override. (A shared
-# dataclass with architecture functions would not do: in a hydra config fairseq fills every key from
-# the model's dataclass before an architecture function could set its own.)
+# Architectures (config.py: ARCHITECTURES, overrides of VaswaniTransformerConfig's defaults). Each is
+# registered under its own name with its own dataclass, so that ``--arch vaswani_big`` and a hydra
+# config ``model: {_name: vaswani_big}`` start from the same defaults, which flags and keys still
+# override. (A shared dataclass with architecture functions would not do: in a hydra config fairseq
+# fills every key from the model's dataclass before an architecture function could set its own.)
 # ---------------------------------------------------------------------------------------------
-
-ARCHITECTURES = {
-    # Table 3, row "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1 (65M params): the dataclass
-    "vaswani_base": {},
-    # Table 3, row "big": N=6, d_model=1024, d_ff=4096, h=16, d_k=d_v=64, P_drop=0.3 (213M params)
-    "vaswani_big": dict(d_model=1024, d_ff=4096, attention_heads=16, dropout=0.3),
-    # Section 6.1: the big model for English-French uses P_drop = 0.1 instead of 0.3
-    "vaswani_big_en_fr": dict(d_model=1024, d_ff=4096, attention_heads=16, dropout=0.1),
-    # Section 6.3: 4 layers, d_model = 1024, other settings from the base model (h = 8, d_ff = 2048)
-    "vaswani_parsing": dict(encoder_layers=4, decoder_layers=4, d_model=1024),
-    # Not in the paper: a small model for CPU demos and tests
-    "vaswani_tiny": dict(encoder_layers=2, decoder_layers=2, d_model=64, d_ff=256, attention_heads=4),
-}
-
 
 def register_architecture(name: str, overrides: Dict[str, object]) -> None:
     """Register ``name`` as VaswaniTransformerConfig with the defaults in ``overrides``."""

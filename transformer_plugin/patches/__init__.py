@@ -37,8 +37,3 @@ def apply_all() -> list:
         logger.info("transformer_plugin patches fairseq: %s", ", ".join(_applied))
     return list(_applied)
 
-
-# A tool that imports one of these modules first imports fairseq here, after apply_all is defined:
-# fairseq's import registers the plugin (transformer_plugin/__init__.py), which applies every patch
-# before that module's own import goes on.
-import fairseq  # noqa: E402,F401

@@ -2,7 +2,7 @@
 
 fairseq's ``transformer`` (post-norm, ReLU, shared embeddings, sinusoidal positions) is the same
 function as ``vaswani_transformer --sinusoid-variant fairseq``; the weights are copied with
-transformer_plugin.convert.
+transformer_plugin_cli.tools.convert.
 """
 
 import re
@@ -13,7 +13,7 @@ from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
 
 from helpers import DummyTask, build_vaswani, random_batch, vaswani_args
-from transformer_plugin.convert import state_dict_from_fairseq_transformer
+from transformer_plugin_cli.tools.convert import state_dict_from_fairseq_transformer
 
 SIZES = dict(d_model=32, d_ff=64, attention_heads=4, encoder_layers=2, decoder_layers=2)
 

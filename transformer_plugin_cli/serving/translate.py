@@ -1,12 +1,12 @@
 """Translate plain text with a model exported by ``export_ctranslate2``: sentencepiece in, beam search, sentencepiece out.
 
-    python -m transformer_plugin.export_ctranslate2 --model_path checkpoints/average.pt \\
+    vaswani-export-ct2 --model_path checkpoints/average.pt \\
         --data_dir data-bin/wmt14_en_de --output_dir ct2_model --quantization int8
-    python -m transformer_plugin.translate --model ct2_model --spm data/spm.model < newstest2014.en > out.de
-    python -m transformer_plugin.translate --model ct2_model --spm data/spm.model --input a.en b.en --output out.de
+    vaswani-translate --model ct2_model --spm data/spm.model < newstest2014.en > out.de
+    vaswani-translate --model ct2_model --spm data/spm.model --input a.en b.en --output out.de
 
 One line in, one line out, in order; an empty line gives an empty line. The defaults are the paper's
-decoding settings (Section 6.1, ``paper.py``): beam 4, length penalty 0.6 (fairseq's ``--lenpen``,
+decoding settings (Section 6.1, ``transformer_plugin_cli/paper.py``): beam 4, length penalty 0.6 (fairseq's ``--lenpen``,
 which CTranslate2's ``length_penalty`` matches), at most 50 tokens more than the source. Lines are
 read ``--chunk-size`` at a time and translated in batches of ``--batch-size`` sentences, which
 CTranslate2 sorts by length. fairseq is not imported.
@@ -17,7 +17,8 @@ import os
 import sys
 from typing import Iterable, Iterator, List
 
-from .paper import BEAM, LENPEN, MAX_LEN_B
+from ..files import atomic_path
+from ..paper import DECODING
 
 
 def chunks(lines: Iterable[str], size: int) -> Iterator[List[str]]:
@@ -44,7 +45,7 @@ class Translator:
     """A CTranslate2 model and its sentencepiece model: ``translate(lines)`` gives detokenized lines."""
 
     def __init__(self, model_dir: str, spm_model: str, device: str = "cpu", compute_type: str = "default",
-                 threads: int = 0, beam: int = BEAM, lenpen: float = LENPEN, max_len_b: int = MAX_LEN_B,
+                 threads: int = 0, beam: int = DECODING.beam, lenpen: float = DECODING.lenpen, max_len_b: int = DECODING.max_len_b,
                  batch_size: int = 64, inter_threads: int = 1):  # fmt: skip
         import ctranslate2
         import sentencepiece
@@ -54,7 +55,7 @@ class Translator:
                 raise FileNotFoundError(f"{what} {path}: no such file or directory")
         if not os.path.isfile(os.path.join(model_dir, "model.bin")):
             raise ValueError(f"--model {model_dir}: not a CTranslate2 model (no model.bin); make one with "
-                             "python -m transformer_plugin.export_ctranslate2")  # fmt: skip
+                             "vaswani-export-ct2")  # fmt: skip
         self.spm = sentencepiece.SentencePieceProcessor(model_file=spm_model)
         self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
                                                  intra_threads=threads, inter_threads=inter_threads)  # fmt: skip
@@ -83,13 +84,13 @@ def translate_stream(translator: Translator, lines: Iterable[str], out, chunk_si
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, help="directory written by transformer_plugin.export_ctranslate2")
+    p.add_argument("--model", required=True, help="directory written by vaswani-export-ct2")
     p.add_argument("--spm", required=True, help="the sentencepiece model the training data was encoded with")
     p.add_argument("--input", nargs="*", default=[], help="files to translate, in order (default: stdin)")
     p.add_argument("--output", help="write here (default: stdout)")
-    p.add_argument("--beam", type=int, default=BEAM)
-    p.add_argument("--lenpen", type=float, default=LENPEN, help="length penalty alpha (fairseq's --lenpen)")
-    p.add_argument("--max-len-b", type=int, default=MAX_LEN_B, help="at most this many tokens more than the source")
+    p.add_argument("--beam", type=int, default=DECODING.beam)
+    p.add_argument("--lenpen", type=float, default=DECODING.lenpen, help="length penalty alpha (fairseq's --lenpen)")
+    p.add_argument("--max-len-b", type=int, default=DECODING.max_len_b, help="at most this many tokens more than the source")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
     p.add_argument("--chunk-size", type=int, default=10000, help="lines read and translated at a time")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
@@ -104,14 +105,8 @@ def main(argv=None) -> int:
         if not a.output:
             translate_stream(translator, read_lines(a.input), sys.stdout, a.chunk_size)
             return 0
-        partial = a.output + ".partial"  # --output appears only complete
-        try:
-            with open(partial, "w", encoding="utf-8") as out:
-                translate_stream(translator, read_lines(a.input), out, a.chunk_size)
-            os.replace(partial, a.output)
-        finally:
-            if os.path.exists(partial):
-                os.remove(partial)
+        with atomic_path(a.output) as partial, open(partial, "w", encoding="utf-8") as out:  # --output appears only complete
+            translate_stream(translator, read_lines(a.input), out, a.chunk_size)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"translate: error: {e}", file=sys.stderr)
         return 1

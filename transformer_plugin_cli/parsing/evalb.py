@@ -21,8 +21,8 @@ neither): a root labelled ``ROOT`` is removed here like ``TOP``, where COLLINS.p
 ``TOP`` (EVALB counts the ROOT bracket, which a parser's output without it never matches); and a label
 with ``|`` (``ADVP|PRT``) is cut at the ``|`` here, where EVALB compares it whole.
 
-    python -m transformer_plugin.evalb --gold test.gold.trees --test parsed.trees
-    python -m transformer_plugin.evalb --gold test.gold.trees --generate-output gen.out --source test.words \\
+    vaswani-evalb --gold test.gold.trees --test parsed.trees
+    vaswani-evalb --gold test.gold.trees --generate-output gen.out --source test.words \\
         --trees-out parsed.trees --paper "91.3 (WSJ only)"
 """
 
@@ -138,7 +138,7 @@ def read_tree_file(path: str) -> List[Tree]:
 
 def trees_from_generate_output(generate_output: str, source: str) -> Tuple[List[Tree], Repairs]:
     """Trees from fairseq-generate's ``H-`` lines over the words in ``source``, repaired and counted."""
-    from .evaluate import read_hypotheses
+    from ..fairseq_output import hypotheses as read_hypotheses
 
     with open(source, encoding="utf-8") as f:
         sentences = [line.split() for line in f]

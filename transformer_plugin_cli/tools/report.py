@@ -1,7 +1,7 @@
 """A run report: learning curves, the learning rate (Eq. 3), attention maps and scores, in markdown.
 
 Reads fairseq-train's log (``--log-format json``, as the recipes write it), the score files of
-transformer_plugin.evaluate and a checkpoint, and writes into ``--out-dir``:
+vaswani-evaluate and a checkpoint, and writes into ``--out-dir``:
 
 - ``loss.png``: training loss (per logged interval) and validation loss against updates;
 - ``lr.png``: the learning rate fairseq used against updates, with Eq. (3) drawn over it;
@@ -10,14 +10,13 @@ transformer_plugin.evaluate and a checkpoint, and writes into ``--out-dir``:
   the last decoder layer's encoder-decoder attention;
 - ``report.md``, which links them.
 
-    python -m transformer_plugin.report --train-log train.log --checkpoint avg.pt --data data-bin \
+    vaswani-report --train-log train.log --checkpoint avg.pt --data data-bin \
         --scores last=scores_last.json --scores average=scores_avg.json --out-dir report
 """
 
 import argparse
 import json
 import os
-import re
 import sys
 from typing import Dict, List, Optional, Tuple
 
@@ -27,26 +26,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from .lr_scheduler.inverse_sqrt import paper_lrate  # noqa: E402
+from transformer_plugin.lr_scheduler.inverse_sqrt import paper_lrate  # noqa: E402
 
-_RECORD = re.compile(r"\| (train_inner|valid|train) \| (\{.*\})\s*$")
-
+from ..fairseq_output import log_records, numbers  # noqa: E402
 
 def read_train_log(path: str) -> Dict[str, List[Dict[str, float]]]:
     """The JSON records of a fairseq-train log, by kind ("train_inner", "valid", "train")."""
-    records: Dict[str, List[Dict[str, float]]] = {"train_inner": [], "valid": [], "train": []}
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            m = _RECORD.search(line)
-            if not m:
-                continue
-            values = {}
-            for key, value in json.loads(m.group(2)).items():
-                try:
-                    values[key] = float(value)
-                except (TypeError, ValueError):
-                    pass
-            records[m.group(1)].append(values)
+        text = f.read()
+    records = {kind: [numbers(record) for record in log_records(text, kind)] for kind in ("train_inner", "valid", "train")}
     if not records["train_inner"]:
         raise ValueError(f"{path}: no train_inner records; train with --log-format json")
     return records
@@ -72,7 +60,7 @@ def plot_losses(records, path: str) -> None:
 
 def schedule_of(checkpoint: str) -> Dict[str, float]:
     """d_model, warmup_steps and the multiplier of Eq. (3), as the run that wrote ``checkpoint`` used them."""
-    from .patches.checkpoint_allowlist import load_checked
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     cfg = load_checked(checkpoint, mmap=True).get("cfg") or {}
     schedule = cfg.get("lr_scheduler") or {}
@@ -201,7 +189,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Write a run report with learning curves and attention maps.")
     parser.add_argument("--train-log", required=True, help="fairseq-train output written with --log-format json")
     parser.add_argument("--out-dir", required=True)
-    parser.add_argument("--scores", action="append", default=[], help="NAME=scores.json (transformer_plugin.evaluate)")
+    parser.add_argument("--scores", action="append", default=[], help="NAME=scores.json (vaswani-evaluate)")
     parser.add_argument("--checkpoint", help="checkpoint for the attention maps")
     parser.add_argument("--data", help="fairseq data-bin directory (with a test split) for the attention maps")
     parser.add_argument("--d-model", type=int, help="d_model of Eq. (3) (default: the checkpoint's)")

@@ -4,7 +4,7 @@ CTranslate2's own fairseq converter accepts only fairseq's model names (``transf
 ...), so it refuses this plugin's checkpoints. This converter takes the same flags and writes the
 same kind of model directory:
 
-    python -m transformer_plugin.export_ctranslate2 --model_path checkpoints/average.pt \\
+    vaswani-export-ct2 --model_path checkpoints/average.pt \\
         --data_dir data-bin/wmt14_en_de --output_dir ct2_model [--quantization int8] [--force]
 
 What is carried over: the model's own positional table (the paper's interleaved sinusoids, fairseq's
@@ -121,8 +121,8 @@ class VaswaniTransformerConverter(Converter):
         from ctranslate2.specs import transformer_spec
         from fairseq import checkpoint_utils
 
-        from .patches.checkpoint_allowlist import load_checked
-        from .models.vaswani_transformer import VaswaniTransformerModel
+        from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
+        from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
         load_checked(self.model_path, mmap=True)  # a missing, corrupt or unsafe file is named before fairseq reads it
         overrides = {"data": self.data_dir}
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     parser.add_argument("--target_lang", help="target language, if the checkpoint does not name it")
     Converter.declare_arguments(parser)  # --output_dir, --vocab_mapping, --quantization, --force
     args = parser.parse_args(argv)
-    from .patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
+    from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
 
     converter = VaswaniTransformerConverter(args.model_path, args.data_dir, args.source_lang, args.target_lang)
     try:

@@ -3,15 +3,15 @@
 fairseq's ``scripts/average_checkpoints.py`` is not part of the fairseq package; this is the plugin's
 own averager with the same flags:
 
-    python -m transformer_plugin.average_checkpoints --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
-    transformer-average-checkpoints --inputs a.pt b.pt c.pt --output avg.pt
+    vaswani-average-checkpoints --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
+    python -m transformer_plugin_cli.tools.average_checkpoints --inputs a.pt b.pt c.pt --output avg.pt
 
 - ``--num-update-checkpoints N`` takes the last N saved model states by the update count stored in
   them, whatever name fairseq gave the file (``checkpoint_{epoch}_{update}.pt``, and for a save on
   an epoch end ``checkpoint{epoch}.pt`` or ``checkpoint_last.pt``), and prints the update of each;
   fairseq's script reads only the first kind of name and so leaves out a final state saved on an
   epoch end;
-- every checkpoint is loaded through the plugin's allowlist (patches/checkpoint_allowlist.py), never with the
+- every checkpoint is loaded through the plugin's allowlist (transformer_plugin/patches/checkpoint_allowlist.py), never with the
   safety check off;
 - floating-point parameters are averaged in float32 (or float64 if stored so) and written back in
   their stored dtype; integer and boolean buffers are not averaged: they must be equal in every
@@ -31,8 +31,9 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 import torch
+from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError, load_checked
 
-from .patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError, load_checked
+from ..files import save_torch
 
 
 class CheckpointMismatchError(ValueError):
@@ -146,14 +147,6 @@ def average_checkpoints(paths: List[str]) -> Dict:
     return output
 
 
-def save_atomically(state: Dict, path: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description="Average the parameters of fairseq checkpoints (Section 6.1 of the paper)."
@@ -187,7 +180,8 @@ def main(argv=None) -> int:
     except (CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError, OSError, ValueError) as e:
         print(f"average_checkpoints: error: {e}", file=sys.stderr)
         return 1
-    save_atomically(averaged, args.output)
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    save_torch(averaged, args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}:")
     for label in labels:
         print(f"  {label}")

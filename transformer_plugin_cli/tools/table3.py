@@ -4,18 +4,20 @@ and the collected results as a markdown table beside the paper's values.
 ``recipes/wmt14_table3.sh`` trains every row with ``recipes/wmt14_en_de_{base,big}.sh`` (no checkpoint
 averaging, evaluated on the dev set), then calls ``collect``:
 
-    python -m transformer_plugin.table3 rows                 # the row ids, in the paper's order
-    python -m transformer_plugin.table3 plan base C-N2       # per row: id, recipe, fairseq-train flags
-    python -m transformer_plugin.table3 collect --work runs/wmt14_en_de --out table3.md
+    vaswani-table3 rows                 # the row ids, in the paper's order
+    vaswani-table3 plan base C-N2       # per row: id, recipe, fairseq-train flags
+    vaswani-table3 collect --work runs/wmt14_en_de --out table3.md
 """
 
 import argparse
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
+
+from ..fairseq_output import log_records
+from ..files import write_text
 
 
 @dataclass(frozen=True)
@@ -71,20 +73,16 @@ def read_valid_ppl(log_path: str) -> Optional[float]:
     """The dev perplexity that fairseq-validate (``--log-format json``) printed last, or None."""
     if not os.path.isfile(log_path):
         return None
-    ppl = None
     with open(log_path, encoding="utf-8") as f:
-        for line in f:
-            m = re.search(r'"valid_ppl": "?([0-9.]+)', line)
-            if m:
-                ppl = float(m.group(1))
-    return ppl
+        valid = log_records(f.read(), "valid")
+    return float(valid[-1]["valid_ppl"]) if valid and "valid_ppl" in valid[-1] else None
 
 
 def count_parameters(checkpoint: str) -> Optional[int]:
     """Parameters of the model in a checkpoint (the shared embedding counted once), or None."""
     if not os.path.isfile(checkpoint):
         return None
-    from .patches.checkpoint_allowlist import load_checked
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     seen, total = set(), 0
     for tensor in load_checked(checkpoint)["model"].values():
@@ -150,9 +148,7 @@ def main(argv=None) -> int:
             table = collect(args.work, args.rows)
             print(table, end="")
             if args.out:
-                with open(args.out + ".tmp", "w") as out:
-                    out.write(table)
-                os.replace(args.out + ".tmp", args.out)
+                write_text(args.out, table)
     except KeyError as e:
         print(f"table3: error: {e.args[0]}", file=sys.stderr)
         return 2

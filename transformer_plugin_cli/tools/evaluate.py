@@ -6,10 +6,10 @@
   get_ende_bleu.sh): both sides tokenized with the Moses tokenizer (sacremoses), every hyphen
   ``a-b`` rewritten ``a ##AT##-##AT## b``, then BLEU on the tokens (sacreBLEU with tokenize=none).
 
-fairseq-generate prints hypotheses in batch order; :func:`read_hypotheses` puts them back in corpus
+fairseq-generate prints hypotheses in batch order; ``fairseq_output.hypotheses`` puts them back in corpus
 order and refuses output that misses a sentence.
 
-    python -m transformer_plugin.evaluate --generate-output gen.out --reference test.de [--tokenized-bleu --lang de]
+    vaswani-evaluate --generate-output gen.out --reference test.de [--tokenized-bleu --lang de]
 """
 
 import argparse
@@ -17,31 +17,11 @@ import json
 import os
 import re
 import sys
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, List, Optional
 
 import sacrebleu
 
-
-def read_hypotheses(lines: Iterable[str], kind: str = "D", expected: Optional[int] = None) -> List[str]:
-    """Hypotheses of fairseq-generate output (``D-`` detokenized, ``H-`` tokenized) in corpus order.
-
-    Keeps the best (first printed) hypothesis per sentence; raises ValueError when sentence ids are
-    missing (``expected``: the size of the test set).
-    """
-    found: Dict[int, str] = {}
-    prefix = re.compile(rf"^{kind}-(\d+)\t[^\t]*\t?(.*)$")
-    for line in lines:
-        m = prefix.match(line.rstrip("\n"))
-        if m and int(m.group(1)) not in found:
-            found[int(m.group(1))] = m.group(2)
-    n = expected if expected is not None else (max(found) + 1 if found else 0)
-    missing = [i for i in range(n) if i not in found]
-    if missing or (expected is not None and len(found) != expected):
-        raise ValueError(
-            f"fairseq-generate output has {len(found)} {kind}- hypotheses for {n} sentences;"
-            f" missing ids {missing[:10]}{'...' if len(missing) > 10 else ''}"
-        )
-    return [found[i] for i in range(n)]
+from ..fairseq_output import hypotheses as read_hypotheses
 
 
 def compound_split(text: str) -> str:

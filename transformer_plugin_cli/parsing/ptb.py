@@ -3,20 +3,20 @@
 ``prepare`` reads the ``.mrg`` files of the LDC release (``.../wsj/SS/wsj_SSNN.mrg``; the data is
 licensed, nothing is downloaded). It uses the standard split: sections 02-21 train, 22 dev, 23 test.
 Every tree is cleaned (``-NONE-`` elements and the constituents they leave empty, function tags and
-indices, the root wrapper; see :func:`transformer_plugin.trees.clean`) and linearised as in
+indices, the root wrapper; see :func:`transformer_plugin_cli.parsing.trees.clean`) and linearised as in
 Vinyals & Kaiser et al. (2014). It writes, in ``--out``:
 
 - ``{train,valid,test}.words``: the source, the words of each sentence;
 - ``{train,valid,test}.trees``: the target, the linearised tree;
-- ``{valid,test}.gold``: the cleaned gold trees, one per line, for :mod:`transformer_plugin.evalb`;
+- ``{valid,test}.gold``: the cleaned gold trees, one per line, for :mod:`transformer_plugin_cli.parsing.evalb`;
 - ``report.json``: the files and trees read per section, and the trees left out, with the reason.
 
 ``--extra-trees FILE ...`` adds already-parsed sentences (one bracketed tree per line, for example
 BerkeleyParser output on news text) to the training set only. This is the paper's semi-supervised
 setting, with a 32K vocabulary.
 
-    python -m preprocess.ptb prepare --treebank /data/LDC99T42/treebank_3/parsed/mrg --out data/wsj
-    python -m preprocess.ptb toy-treebank --out /tmp/toy_ptb    # a small treebank in the LDC layout
+    python -m transformer_plugin_cli.parsing.ptb prepare --treebank /data/LDC99T42/treebank_3/parsed/mrg --out data/wsj
+    python -m transformer_plugin_cli.parsing.ptb toy-treebank --out /tmp/toy_ptb    # a small treebank in the LDC layout
 """
 
 import argparse
@@ -26,8 +26,8 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import publish
-from transformer_plugin.trees import Tree, TreeError, clean, linearise, read_trees
+from ..files import publish
+from .trees import Tree, TreeError, clean, linearise, read_trees
 
 SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
 

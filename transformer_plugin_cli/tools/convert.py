@@ -7,7 +7,7 @@ W^K, W^V for encoder-decoder attention), so that a fairseq model can be evaluate
 with this plugin. The tests use it to prove that both models compute the same logits and the same
 beam search output; the speed benchmark decodes one set of weights with both implementations.
 
-    python -m transformer_plugin.convert fairseq_transformer.pt vaswani.pt
+    vaswani-convert fairseq_transformer.pt vaswani.pt
     fairseq-generate DATA --user-dir transformer_plugin --path vaswani.pt ...
 
 The converted checkpoint has no optimizer state: continue training from it with --reset-optimizer.
@@ -131,15 +131,16 @@ def main(argv=None) -> int:
     parser.add_argument("input", help="checkpoint of fairseq's transformer")
     parser.add_argument("output", help="where to write the vaswani_transformer checkpoint")
     args = parser.parse_args(argv)
-    from .average_checkpoints import save_atomically
-    from .patches.checkpoint_allowlist import load_checked
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
+
+    from ..files import save_torch
 
     try:
         converted = convert_checkpoint(load_checked(args.input))
     except ValueError as e:
         print(f"convert: error: {args.input}: {e}", file=sys.stderr)
         return 1
-    save_atomically(converted, args.output)
+    save_torch(converted, args.output)
     print(f"converted {args.input} -> {args.output}")
     return 0
 

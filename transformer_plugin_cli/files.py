@@ -1,0 +1,63 @@
+"""Writing files so that a half-written one never appears under its final name.
+
+Every tool and data preparation of this package writes through these: the content goes to
+``NAME.tmp`` beside the final name and is renamed over it (``os.replace``, atomic on one file
+system) only once complete; a failure removes the temporary file and leaves any earlier file as it
+was. (fairseq's own checkpoint copies get the same treatment from the plugin's
+``transformer_plugin/patches/atomic_checkpoint_copy.py``.)
+"""
+
+import contextlib
+import json
+import os
+from typing import Dict, Iterable, Iterator, List, Sequence
+
+TMP_SUFFIX = ".tmp"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yield the temporary name to write ``path``'s content under; rename it to ``path`` when the block
+    succeeds, remove it when the block fails."""
+    tmp = path + TMP_SUFFIX
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def write_text(path: str, text: str) -> None:
+    """``text`` into ``path`` (UTF-8), atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_lines(path: str, lines: Iterable[str]) -> None:
+    """``lines`` into ``path``, one per line (UTF-8), atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def save_torch(obj, path: str) -> None:
+    """``torch.save(obj)`` into ``path``, atomically."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def publish(out: str, texts: Dict[str, List[str]], report: Dict, written: Sequence[str] = ()) -> None:
+    """All of a preparation's outputs at once: each of ``texts`` ({name: lines}) and ``report`` (as
+    report.json) written into ``out`` under their temporary names, then renamed together with
+    ``written`` (names already written under their temporary names), the report last; so a
+    preparation that fails leaves no output under a final name."""
+    for name, lines in texts.items():
+        with open(os.path.join(out, name + TMP_SUFFIX), "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+    with open(os.path.join(out, "report.json" + TMP_SUFFIX), "w") as f:
+        json.dump(report, f, indent=2)
+    for name in (*written, *texts, "report.json"):
+        os.replace(os.path.join(out, name + TMP_SUFFIX), os.path.join(out, name))

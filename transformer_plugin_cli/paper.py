@@ -1,0 +1,88 @@
+"""The paper's training and decoding settings as fairseq flags, for the recipes, tests and benchmarks.
+
+    vaswani-paper-flags training                          # Section 5.3-5.4
+    vaswani-paper-flags training --warmup-updates 400     # a default changed
+    vaswani-paper-flags decoding                          # Section 6.1
+    python -m transformer_plugin_cli.paper decoding --beam 21 --lenpen 0.3 --max-len-b 300   # Section 6.3
+
+one flag per line. Defaults: warmup_steps and eps_ls are the plugin's own (transformer_plugin/config.py:
+``VaswaniInverseSqrtConfig``, ``VaswaniLabelSmoothedCrossEntropyConfig``), read from there; Adam's and beam
+search's are fairseq's flags, whose paper values live here and nowhere else (``ADAM_BETAS``, ``ADAM_EPS``,
+``DECODING``, ``PARSING_DECODING``). The model's settings are the architectures' (config.py); the batch
+size (Section 5.1) is planned per machine by recipes/lib.sh (plan_batch).
+
+The decoding flags need no fairseq: ``decoding`` prints without importing it.
+"""
+
+import argparse
+import sys
+from typing import List, NamedTuple, Optional
+
+ADAM_BETAS, ADAM_EPS = "(0.9, 0.98)", "1e-09"  # Section 5.3: beta_1, beta_2, epsilon
+
+
+class Decoding(NamedTuple):
+    """Beam search with ``beam`` hypotheses and length penalty alpha = ``lenpen``, the output at most
+    ``max_len_b`` tokens longer than the input."""
+
+    beam: int
+    lenpen: float
+    max_len_b: int
+
+
+DECODING = Decoding(beam=4, lenpen=0.6, max_len_b=50)  # Section 6.1
+PARSING_DECODING = Decoding(beam=21, lenpen=0.3, max_len_b=300)  # Section 6.3
+
+
+def training_flags(warmup_updates: Optional[int] = None, label_smoothing: Optional[float] = None) -> List[str]:
+    """Section 5.3: Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9, the learning rate of Eq. (3)
+    with warmup_steps = ``warmup_updates``; Section 5.4: label smoothing eps_ls = ``label_smoothing``;
+    None: the paper's (the plugin's defaults). The schedule and the criterion are the plugin's. No
+    gradient clipping: fairseq's default."""
+    from transformer_plugin.config import VaswaniInverseSqrtConfig, VaswaniLabelSmoothedCrossEntropyConfig
+
+    if warmup_updates is None:
+        warmup_updates = VaswaniInverseSqrtConfig.warmup_updates
+    if label_smoothing is None:
+        label_smoothing = VaswaniLabelSmoothedCrossEntropyConfig.label_smoothing
+    return ["--optimizer", "adam", "--adam-betas", ADAM_BETAS, "--adam-eps", ADAM_EPS,
+            "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", str(warmup_updates),
+            "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", str(label_smoothing)]  # fmt: skip
+
+
+def decoding_flags(beam: Optional[int] = None, lenpen: Optional[float] = None, max_len_b: Optional[int] = None,
+                   settings: Decoding = DECODING) -> List[str]:  # fmt: skip
+    """fairseq-generate's flags for ``settings`` (Section 6.1 by default), with any of them changed."""
+    beam = settings.beam if beam is None else beam
+    lenpen = settings.lenpen if lenpen is None else lenpen
+    max_len_b = settings.max_len_b if max_len_b is None else max_len_b
+    return ["--beam", str(beam), "--lenpen", str(lenpen), "--max-len-a", "1", "--max-len-b", str(max_len_b)]
+
+
+def number(text: str) -> str:
+    """A number, kept as written (so that the recipes' stamps see the flags as the user typed them)."""
+    float(text)
+    return text
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Print the paper's fairseq flags, one per line.")
+    sub = parser.add_subparsers(dest="which", required=True)
+    training = sub.add_parser("training", help="fairseq-train flags of Section 5 (default: the paper's)")
+    training.add_argument("--warmup-updates", type=int)
+    training.add_argument("--label-smoothing", type=number)
+    decoding = sub.add_parser("decoding", help="fairseq-generate flags of Section 6.1 (default: the paper's)")
+    decoding.add_argument("--beam", type=int)
+    decoding.add_argument("--lenpen", type=number)
+    decoding.add_argument("--max-len-b", type=int)
+    a = parser.parse_args(argv)
+    if a.which == "training":
+        flags = training_flags(a.warmup_updates, a.label_smoothing)
+    else:
+        flags = decoding_flags(a.beam, a.lenpen, a.max_len_b)
+    print("\n".join(flags))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
