@@ -37,6 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import BIN, PLUGIN, model_flags, print_table, sh  # noqa: E402
+from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 from transformer_plugin_cli.paper import decoding_flags, training_flags  # noqa: E402
 
 IMPLS = {"builtin": "fairseq `transformer`", "vaswani": "`vaswani_transformer`"}
@@ -90,8 +91,7 @@ def train_curve(cmd, log):
     """Run fairseq-train ``cmd``; the validation nll (bits per token) by update and the training loss."""
     start = time.time()
     output, _, _ = sh(cmd, log)
-    valid = [json.loads(m) for m in re.findall(r"\| valid \| (\{.*\})", output)]
-    train_inner = [json.loads(m) for m in re.findall(r"\| train_inner \| (\{.*\})", output)]
+    valid, train_inner = log_records(output, "valid"), log_records(output, "train_inner")
     return {
         "valid_nll": {int(v["valid_num_updates"]): float(v["valid_nll_loss"]) for v in valid},
         "train_loss": {int(r["num_updates"]): float(r["loss"]) for r in train_inner},

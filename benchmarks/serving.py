@@ -19,7 +19,6 @@ per sentence whatever the model has learned. BLEU is then not reported.
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import BIN, PLUGIN, print_table, sh  # noqa: E402
+from transformer_plugin_cli.fairseq_output import sentence_lines, translation_speed  # noqa: E402
 from transformer_plugin_cli.paper import decoding_flags  # noqa: E402
 
 
@@ -39,9 +39,9 @@ def fairseq_generate(a, workdir, decode):
     output, _, _ = sh([f"{BIN}/fairseq-generate", a.data_bin, "--user-dir", PLUGIN, "--path", a.checkpoint,
                        "--gen-subset", "test", *length, "--batch-size", str(a.batch_size)],
                       os.path.join(workdir, "generate.out"))  # fmt: skip
-    sources = {int(i): text.split() for i, text in re.findall(r"^S-(\d+)\t(.*)$", output, re.M)}
-    hypotheses = {int(i): decode(text.split()) for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
-    speed = float(re.search(r"Translated [\d,]+ sentences .* \(([\d.]+) sentences/s", output).group(1))
+    sources = {i: fields[0].split() for i, fields in sentence_lines(output, "S").items()}
+    hypotheses = {i: decode(fields[-1].split()) for i, fields in sentence_lines(output, "H").items()}  # score, pieces
+    speed = translation_speed(output).sentences_per_second
     return sources, [hypotheses[i] for i in sorted(hypotheses)], speed
 
 

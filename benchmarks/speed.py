@@ -27,7 +27,6 @@ h of Table 3), for example on one GPU:
 """
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -37,6 +36,7 @@ import sys
 import time
 
 from benchmarks.common import BIN, PLUGIN, REPO, model_flags, print_table, sh  # noqa: E402
+from transformer_plugin_cli.fairseq_output import log_records, sentence_lines, translation_speed  # noqa: E402
 from transformer_plugin_cli.paper import decoding_flags, training_flags  # noqa: E402
 
 
@@ -93,7 +93,7 @@ def train(impl, bin_dir, save_dir, a, log):
            *shlex.split(a.train_args)]  # fmt: skip
     output, rss, seconds = sh(cmd, log)
     rss = peak_memory(output, rss)
-    records = [json.loads(m) for m in re.findall(r"\| train_inner \| (\{.*\})", output)]
+    records = log_records(output, "train_inner")
     if len(records) < 2:
         raise RuntimeError(f"too few train_inner records in {log}; raise --updates")
     return {
@@ -111,9 +111,9 @@ def generate(checkpoint, bin_dir, a, log):
            "--batch-size", str(a.gen_batch_size), *shlex.split(a.generate_args)]  # fmt: skip
     output, rss, _ = sh(cmd, log)
     rss = peak_memory(output, rss)
-    m = re.search(r"Translated ([\d,]+) sentences .* in ([\d.]+)s \(([\d.]+) sentences/s", output)
-    hyps = {int(i): toks for i, toks in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, flags=re.M)}
-    return {"sent_per_s": float(m.group(3)), "seconds": float(m.group(2)), "rss": rss, "hyps": hyps}
+    speed = translation_speed(output)
+    hyps = {i: "\t".join(fields[1:]) for i, fields in sentence_lines(output, "H").items()}  # fields: score, tokens
+    return {"sent_per_s": speed.sentences_per_second, "seconds": speed.seconds, "rss": rss, "hyps": hyps}
 
 
 def matmul_dtype(train_args: str) -> str:

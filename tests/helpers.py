@@ -156,12 +156,6 @@ def logged_losses(log):
     return [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]
 
 
-def fairseq_lines(output, kind):
-    """{sentence id: the tab-separated fields} of the ``kind`` lines (S, H, D, P) that fairseq-generate
-    and fairseq-interactive print."""
-    return {int(m.group(1)): m.group(2).split("\t") for m in re.finditer(rf"^{kind}-(\d+)\t(.*)$", output, re.M)}
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,7 +4,8 @@ against Eq. (1) computed in float32, and the kernels torch picks for each attent
 import pytest
 import torch
 
-from helpers import PLUGIN, TRAIN_FLAGS, fairseq_lines, logged_losses, run_tool
+from helpers import PLUGIN, TRAIN_FLAGS, logged_losses, run_tool
+from transformer_plugin_cli.fairseq_output import sentence_lines
 from transformer_plugin.modules.multihead_attention import attention, attention_bias, scaled_dot_product_attention
 
 PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"], "amp": ["--amp"]}
@@ -40,7 +41,7 @@ def test_generates_in_half_precision(data_bin, runs, precision):
     for name, flags in (("fp32", []), (precision, PRECISIONS[precision])):
         out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(checkpoint),
                        "--beam", "4", *flags)  # fmt: skip
-        hypotheses[name] = {i: fields[1] for i, fields in fairseq_lines(out, "H").items()}
+        hypotheses[name] = {i: fields[1] for i, fields in sentence_lines(out, "H").items()}
     assert len(hypotheses["fp32"]) == len(hypotheses[precision]) == 12
     same = sum(hypotheses["fp32"][i] == hypotheses[precision][i] for i in hypotheses["fp32"])
     assert same >= 10, hypotheses

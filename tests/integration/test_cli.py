@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, fairseq_lines, free_port, logged_losses, run_tool
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, free_port, logged_losses, run_tool
+from transformer_plugin_cli.fairseq_output import sentence_lines
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,7 @@ def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, preci
     for name, flags in (("fp32", []), ("half", precision[:1])):
         out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path",
                        str(fp32_checkpoint), "--cpu", *flags)  # fmt: skip
-        scores[name] = fairseq_lines(out, "H")
+        scores[name] = sentence_lines(out, "H")
         assert len(scores[name]) == 12
     assert scores["half"] != scores["fp32"]
 
@@ -198,7 +199,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
     common = ["--user-dir", PLUGIN, "--path", ckpt, "--batch-size", "16", "--gen-subset", "test"]
     # the same log-probability for every reference token (fairseq prints base 2, CTranslate2 base e)
     scored = run_tool("fairseq-generate", str(data_bin / "bin"), *common, "--score-reference")
-    sources, targets, positional = (fairseq_lines(scored, k) for k in ("S", "H", "P"))
+    sources, targets, positional = (sentence_lines(scored, k) for k in ("S", "H", "P"))
     ids = sorted(sources)
     results = translator.score_batch([sources[i][0].split() for i in ids], [targets[i][1].split() for i in ids])
     for i, result in zip(ids, results):
@@ -208,7 +209,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
     for beam in ("1", "4"):
         out = run_tool("fairseq-generate", str(data_bin / "bin"), *common, "--beam", beam, "--lenpen", "0.6",
                   "--max-len-a", "0", "--max-len-b", "30")  # fmt: skip
-        hypotheses = fairseq_lines(out, "H")
+        hypotheses = sentence_lines(out, "H")
         translated = translator.translate_batch([sources[i][0].split() for i in ids], beam_size=int(beam),
                                                 length_penalty=0.6, max_decoding_length=30)  # fmt: skip
         # sentences where either system reached the length cap of 30 are left out: these 80-update models

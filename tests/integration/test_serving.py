@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from helpers import PLUGIN, TRAIN_FLAGS, fairseq_lines, run_tool
+from helpers import PLUGIN, TRAIN_FLAGS, run_tool
+from transformer_plugin_cli.fairseq_output import sentence_lines
 from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
 from transformer_plugin_cli.paper import decoding_flags
 
@@ -53,7 +54,7 @@ def interactive(served):
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), "--source-lang", "src", "--target-lang", "tgt",
                    "--bpe", "sentencepiece", "--sentencepiece-model", spm, *decoding_flags(),
                    "--buffer-size", "8", "--batch-size", "8", stdin="".join(line + "\n" for line in lines))  # fmt: skip
-    found = {i: fields[1] for i, fields in fairseq_lines(out, "D").items()}
+    found = {i: fields[1] for i, fields in sentence_lines(out, "D").items()}
     assert sorted(found) == list(range(len(lines))), out[-2000:]
     return [found[i] for i in range(len(lines))]
 
@@ -66,7 +67,7 @@ def test_fairseq_interactive_with_sentencepiece_translates_plain_text(served, in
     out = run_tool("fairseq-generate", str(root / "bin"), "--user-dir", PLUGIN, "--gen-subset", "test",
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), *decoding_flags(),
                    "--post-process", "sentencepiece", "--batch-size", "8")  # fmt: skip
-    generated = {i: fields[1] for i, fields in fairseq_lines(out, "D").items()}
+    generated = {i: fields[1] for i, fields in sentence_lines(out, "D").items()}
     assert hypotheses == [generated[i] for i in range(len(lines))]
     assert sum(h == line for h, line in zip(hypotheses, lines)) >= len(lines) // 2, list(zip(lines, hypotheses))
 

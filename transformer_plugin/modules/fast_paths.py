@@ -3,7 +3,7 @@
 ``use_fused_attention(q, k, need_weights, training)``: whether Eq. (1) is computed by torch's fused
 ``F.scaled_dot_product_attention`` or explicitly (multihead_attention.py holds both). Always fused
 on a GPU; on a CPU explicit only for short attention in evaluation (generation), where it is faster.
-Both compute the function the paper writes; tests/unit/optimisations/test_fast_paths.py holds them
+Both compute the function the paper writes; tests/unit/modules/test_fast_paths.py holds them
 to it, and what the choice was measured to save is in docs/2026-11-24-cpu-speed.md. (The other CPU
 speed trick, packed dropout masks, changes P_drop slightly and is a flag in dropout.py.)
 """
