@@ -29,8 +29,8 @@ WARMUP=${WARMUP:-400}                   # the paper: 4000
 SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-50}  # and validate; the paper: every 10 minutes
 LOG_INTERVAL=${LOG_INTERVAL:-50}        # updates between progress lines
 AVERAGE_LAST=${AVERAGE_LAST:-5}         # the paper: last 5 (base) / 20 (big)
-BEAM=${BEAM:-4}                         # the paper: 4
-LENPEN=${LENPEN:-0.6}                   # the paper: alpha = 0.6
+BEAM=${BEAM:-}                          # empty: the paper's (vaswani-paper-flags decoding)
+LENPEN=${LENPEN:-}                      # length penalty alpha; empty: the paper's
 BLEU_BAR=${BLEU_BAR:-65}                # the demo's bar for the averaged model (README)
 SEED=${SEED:-1}
 # -----------------------------------------------------------------------------------------------
@@ -39,7 +39,7 @@ PY=${PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 paper_flags TRAINING training --warmup-updates "$WARMUP"              # Section 5.3, Eq. (3), Section 5.4
-paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b 50   # Section 6.1
+paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"   # Section 6.1
 
 stage 1 "synthetic corpus: $TRAIN_PAIRS/$VALID_PAIRS/$TEST_PAIRS pairs" \
   "$PY" -m transformer_plugin_cli.data.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
@@ -75,7 +75,7 @@ stage 5 "average the last $AVERAGE_LAST checkpoints" \
 
 for model in last average; do
   ckpt="$CKPT/checkpoint_last.pt"; [ "$model" = average ] && ckpt="$CKPT/average.pt"
-  stage "6-$model" "fairseq-generate, $model checkpoint: beam $BEAM, lenpen $LENPEN, max length input+50" \
+  stage "6-$model" "fairseq-generate, $model checkpoint: ${DECODING[*]}" \
     capture "$OUT/generate.$model.out" \
       fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$ckpt" --gen-subset test \
         "${DECODING[@]}" --post-process sentencepiece --batch-size 128

@@ -243,14 +243,21 @@ train_workers() {
 }
 
 # ---- the paper's settings --------------------------------------------------------------------------
-# paper_flags ARRAY training|decoding [OPTIONS]: sets ARRAY to the paper's fairseq flags, from their one
-# home, transformer_plugin_cli/paper.py (Section 5: Adam, Eq. (3), label smoothing; Section 6: beam search).
-#   paper_flags TRAINING training --warmup-updates 4000 --label-smoothing 0.1
-#   paper_flags DECODING decoding --beam 4 --lenpen 0.6 --max-len-b 50
+# paper_flags ARRAY training|decoding [OPTIONS]: sets ARRAY to the paper's fairseq flags, from their
+# homes (transformer_plugin/config.py for Eq. (3) and label smoothing, transformer_plugin_cli/paper.py for
+# Adam and beam search). An option given an empty value is left out: the paper's value then applies, so a
+# recipe variable left empty (WARMUP=${WARMUP:-}) means "the paper's" without restating it.
+#   paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"
+#   paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"
+#   paper_flags DECODING decoding --parsing     # Section 6.3
 paper_flags() {
   local -n flags_into=$1
-  local flags
-  flags=$("${PY:-python}" -m transformer_plugin_cli.paper "${@:2}")
+  local flags options=()
+  set -- "${@:2}"
+  while [ $# -gt 0 ]; do
+    if [[ $1 == --* ]] && [ $# -gt 1 ] && [ -z "$2" ]; then shift 2; else options+=("$1"); shift; fi
+  done
+  flags=$("${PY:-python}" -m transformer_plugin_cli.paper "${options[@]}")
   mapfile -t flags_into <<< "$flags"
 }
 

@@ -34,9 +34,9 @@ NNODES=${NNODES:-1}                        # machines (LAUNCH=torchrun / slurm)
 LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm
 CPU_WORKERS=${CPU_WORKERS:-2}              # data-parallel processes when there is no GPU
 PRECISION=${PRECISION:-fp32}               # fp32 (the paper) | fp16 | bf16 | amp
-WARMUP=${WARMUP:-4000}                     # Eq. (3) warmup_steps
-LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1}    # eps_ls
-BEAM=${BEAM:-4}; LENPEN=${LENPEN:-0.6}     # Section 6.1
+WARMUP=${WARMUP:-}                         # Eq. (3) warmup_steps; empty: the paper's (vaswani-paper-flags training)
+LABEL_SMOOTHING=${LABEL_SMOOTHING:-}       # eps_ls; empty: the paper's
+BEAM=${BEAM:-}; LENPEN=${LENPEN:-}         # Section 6.1; empty: the paper's (vaswani-paper-flags decoding)
 EVAL_SUBSET=${EVAL_SUBSET:-test}           # test: newstest2014 (Table 2); valid: newstest2013 (Table 3)
 SEED=${SEED:-1}
 EXTRA_TRAIN_ARGS=${EXTRA_TRAIN_ARGS:-}     # appended to fairseq-train (word-split)
@@ -129,8 +129,8 @@ else
   MODEL="$CKPT/checkpoint_last.pt"; MODEL_LABEL="last checkpoint, no averaging"
 fi
 
-paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b 50  # Section 6.1
-stage "6-$CONFIG" "fairseq-generate $SET: beam $BEAM, lenpen $LENPEN, max length input+50" \
+paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
+stage "6-$CONFIG" "fairseq-generate $SET: ${DECODING[*]}" \
   capture "$OUT/generate.$EVAL_SUBSET.out" \
     fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL" \
       --gen-subset "$EVAL_SUBSET" "${DECODING[@]}" \

@@ -28,12 +28,12 @@ else VOCAB_SIZE=${VOCAB_SIZE:-16000}; PAPER_F1=91.3; SETTING="WSJ only"; fi
 ARCH=${ARCH:-vaswani_parsing}              # N=4, d_model=1024, other sizes as the base model
 DROPOUT=${DROPOUT:-0.3}                    # residual dropout: tuned on section 22 in the paper (not given)
 ATTENTION_DROPOUT=${ATTENTION_DROPOUT:-0.1} # dropout on attention weights: likewise
-WARMUP=${WARMUP:-4000}; LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1}   # "other settings from the base model"
+WARMUP=${WARMUP:-}; LABEL_SMOOTHING=${LABEL_SMOOTHING:-}   # "other settings from the base model"; empty: the paper's
 MAX_UPDATE=${MAX_UPDATE:-20000}            # not given in the paper (about 125 passes over WSJ 02-21)
 SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-1000}
 AVERAGE_LAST=${AVERAGE_LAST:-5}            # as the base model
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
-BEAM=${BEAM:-21}; LENPEN=${LENPEN:-0.3}; MAX_LEN_B=${MAX_LEN_B:-300}   # Section 6.3
+BEAM=${BEAM:-}; LENPEN=${LENPEN:-}; MAX_LEN_B=${MAX_LEN_B:-}   # Section 6.3; empty: the paper's (vaswani-paper-flags decoding --parsing)
 GPUS=${GPUS:-$(gpu_count)}
 NNODES=${NNODES:-1}; LAUNCH=${LAUNCH:-local}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 SEED=${SEED:-1}
@@ -88,8 +88,8 @@ stage 4 "average the last $AVERAGE_LAST checkpoints" \
   "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
     --num-update-checkpoints "$AVERAGE_LAST" --output "$CKPT/average.pt"
 
-paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN" --max-len-b "$MAX_LEN_B"  # Section 6.3
-stage 5 "fairseq-generate WSJ 23: beam $BEAM, lenpen $LENPEN, max length input+$MAX_LEN_B" \
+paper_flags DECODING decoding --parsing --beam "$BEAM" --lenpen "$LENPEN" --max-len-b "$MAX_LEN_B"  # Section 6.3
+stage 5 "fairseq-generate WSJ 23: ${DECODING[*]}" \
   capture "$OUT/generate.test.out" \
     fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$CKPT/average.pt" \
       --gen-subset test "${DECODING[@]}" \

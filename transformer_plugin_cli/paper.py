@@ -3,7 +3,7 @@
     vaswani-paper-flags training                          # Section 5.3-5.4
     vaswani-paper-flags training --warmup-updates 400     # a default changed
     vaswani-paper-flags decoding                          # Section 6.1
-    python -m transformer_plugin_cli.paper decoding --beam 21 --lenpen 0.3 --max-len-b 300   # Section 6.3
+    vaswani-paper-flags decoding --parsing                # Section 6.3: beam 21, lenpen 0.3, input + 300
 
 one flag per line. Defaults: warmup_steps and eps_ls are the plugin's own (transformer_plugin/config.py:
 ``VaswaniInverseSqrtConfig``, ``VaswaniLabelSmoothedCrossEntropyConfig``), read from there; Adam's and beam
@@ -75,11 +75,12 @@ def main(argv=None) -> int:
     decoding.add_argument("--beam", type=int)
     decoding.add_argument("--lenpen", type=number)
     decoding.add_argument("--max-len-b", type=int)
+    decoding.add_argument("--parsing", action="store_true", help="Section 6.3's settings (English constituency parsing)")
     a = parser.parse_args(argv)
     if a.which == "training":
         flags = training_flags(a.warmup_updates, a.label_smoothing)
     else:
-        flags = decoding_flags(a.beam, a.lenpen, a.max_len_b)
+        flags = decoding_flags(a.beam, a.lenpen, a.max_len_b, PARSING_DECODING if a.parsing else DECODING)
     print("\n".join(flags))
     return 0
 
