@@ -24,6 +24,7 @@ setup(
         "sacrebleu>=2.4",
         "sacremoses>=0.1",
         "matplotlib>=3.8",
+        "transformers>=5.0",
     ],
     extras_require={"test": ["pytest>=8"]},
     # transformer_plugin_cli/__init__.py lists them by job; tests/integration/test_package.py checks both lists
@@ -37,6 +38,7 @@ setup(
             "vaswani-convert = transformer_plugin_cli.tools.convert:main",
             "vaswani-export-ct2 = transformer_plugin_cli.serving.export_ctranslate2:main",
             "vaswani-translate = transformer_plugin_cli.serving.translate:main",
+            "vaswani-export-hf = transformer_plugin_cli.serving.export_transformers:main",
             "vaswani-evalb = transformer_plugin_cli.parsing.evalb:main",
             "vaswani-prepare-ptb = transformer_plugin_cli.parsing.ptb:main",
             "vaswani-prepare-wmt14 = transformer_plugin_cli.data.wmt14:main",

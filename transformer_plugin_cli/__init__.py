@@ -11,6 +11,7 @@ around fairseq's own commands. Each tool is a console script and runs with ``pyt
               vaswani-convert              a fairseq `transformer` checkpoint into a vaswani_transformer one
     serving/  vaswani-export-ct2           a checkpoint into a CTranslate2 model
               vaswani-translate            translate text with that model
+              vaswani-export-hf            a checkpoint into a Hugging Face Transformers MarianMT model
     parsing/  vaswani-evalb                EVALB-conformant bracket scores (Section 6.3)
               vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised
     data/     vaswani-prepare-wmt14        WMT14 En-De / En-Fr: fetch, verify, extract, clean

@@ -1,49 +1,26 @@
 """Serving a trained model the ways users do, on a small model trained on sentencepiece text:
 fairseq-interactive with ``--bpe sentencepiece``, ``VaswaniTransformerModel.from_pretrained(...).translate()``,
-and ``python -m transformer_plugin_cli.serving.translate`` on its CTranslate2 export. All three take and give plain text."""
+and ``python -m transformer_plugin_cli.serving.translate`` on its CTranslate2 export. All three take and give plain text.
+The model (``served``, tests/integration/conftest.py) is shared with test_export_transformers.py."""
 
-import random
 import subprocess
 import sys
 
 import pytest
 
-from helpers import PLUGIN, TRAIN_FLAGS, run_tool
+from helpers import PLUGIN, run_tool
 from transformer_plugin_cli.fairseq_output import sentence_lines
-from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
 from transformer_plugin_cli.paper import decoding_flags
 
-SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """Copy a sentence, on text encoded with a joint sentencepiece BPE model (300 updates); the
-    checkpoint's CTranslate2 export."""
-    root = tmp_path_factory.mktemp("serving")
-    rng = random.Random(1)
-    words = [a + b for a in SYLLABLES for b in SYLLABLES[:4]]
-    for split, n in [("train", 1500), ("valid", 30), ("test", 16)]:
-        with open(root / f"{split}.src", "w") as src, open(root / f"{split}.tgt", "w") as tgt:
-            for _ in range(n):
-                sentence = [rng.choice(words) for _ in range(rng.randint(2, 6))]
-                src.write(" ".join(sentence) + "\n")
-                tgt.write(" ".join(sentence) + "\n")
-    spm = train([str(root / "train.src"), str(root / "train.tgt")], str(root / "spm"), 60)
-    splits = [str(root / f"{s}.{side}") for s in ("train", "valid", "test") for side in ("src", "tgt")]
-    encode(spm, splits, [p.replace(f"{root}/", f"{root}/sp.") for p in splits])
-    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-             "--trainpref", str(root / "sp.train"), "--validpref", str(root / "sp.valid"),
-             "--testpref", str(root / "sp.test"), "--destdir", str(root / "bin"), "--workers", "1")  # fmt: skip
-    run_tool("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "300",
-             "--warmup-updates", "100", "--lr-multiplier", "0.3", "--dropout", "0",
-             "--save-dir", str(root / "ckpt"), "--no-epoch-checkpoints", "--disable-validation")  # fmt: skip
+def ct2(served):
+    """The served checkpoint's CTranslate2 export."""
     from transformer_plugin_cli.serving.export_ctranslate2 import main as export
 
+    root, _, _ = served
     assert export(["--model_path", str(root / "ckpt" / "checkpoint_last.pt"), "--data_dir", str(root / "bin"),
                    "--output_dir", str(root / "ct2")]) == 0  # fmt: skip
-    lines = (root / "test.src").read_text().splitlines()
-    return root, spm, lines
+    return root / "ct2"
 
 
 @pytest.fixture(scope="module")
@@ -88,14 +65,14 @@ def test_from_pretrained_translate_equals_fairseq_interactive(served, interactiv
     assert len(best["alignment"]) == len(best["tokens"]) - 1  # a source position per target token but </s>
 
 
-def test_translate_command_gives_fairseqs_translations_in_order(served, interactive, tmp_path):
+def test_translate_command_gives_fairseqs_translations_in_order(served, ct2, interactive, tmp_path):
     """The CTranslate2 export through the translate command: one line out per line in, empty lines
     kept, in order across chunks and batches (also translated two batches at once), and the same
     translations as fairseq-interactive."""
     root, spm, lines = served
     given = lines[:5] + [""] + lines[5:]
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in given))
-    command = [sys.executable, "-m", "transformer_plugin_cli.serving.translate", "--model", str(root / "ct2"), "--spm", spm,
+    command = [sys.executable, "-m", "transformer_plugin_cli.serving.translate", "--model", str(ct2), "--spm", spm,
                "--chunk-size", "4", "--batch-size", "3"]  # fmt: skip
     piped = subprocess.run(command, input="".join(line + "\n" for line in given), capture_output=True, text=True)
     assert piped.returncode == 0, piped.stderr
@@ -108,7 +85,7 @@ def test_translate_command_gives_fairseqs_translations_in_order(served, interact
     assert translated[:5] + translated[6:] == interactive
 
 
-def test_translate_command_names_what_is_wrong(served, tmp_path):
+def test_translate_command_names_what_is_wrong(served, ct2, tmp_path):
     root, spm, _ = served
 
     def translate(*args):
@@ -119,7 +96,7 @@ def test_translate_command_names_what_is_wrong(served, tmp_path):
     assert missing.returncode == 1 and f"--model {tmp_path / 'nowhere'}: no such file" in missing.stderr
     not_ct2 = translate("--model", str(root / "ckpt"), "--spm", spm)
     assert not_ct2.returncode == 1 and "not a CTranslate2 model" in not_ct2.stderr
-    unreadable = translate("--model", str(root / "ct2"), "--spm", spm, "--input", str(tmp_path / "absent.txt"),
+    unreadable = translate("--model", str(ct2), "--spm", spm, "--input", str(tmp_path / "absent.txt"),
                            "--output", str(tmp_path / "out.txt"))  # fmt: skip
     assert unreadable.returncode == 1 and "absent.txt" in unreadable.stderr
     assert not (tmp_path / "out.txt").exists() and not (tmp_path / "out.txt.partial").exists()
