@@ -41,6 +41,11 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
         f.writelines(line + "\n" for line in lines)
 
 
+def write_json(path: str, obj, indent: int = 2) -> None:
+    """``obj`` as JSON into ``path``, atomically."""
+    write_text(path, json.dumps(obj, indent=indent) + "\n")
+
+
 def save_torch(obj, path: str) -> None:
     """``torch.save(obj)`` into ``path``, atomically."""
     import torch

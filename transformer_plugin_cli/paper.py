@@ -11,10 +11,14 @@ search's are fairseq's flags, whose paper values live here and nowhere else (``A
 ``DECODING``, ``PARSING_DECODING``). The model's settings are the architectures' (config.py); the batch
 size (Section 5.1) is planned per machine by recipes/lib.sh (plan_batch).
 
-The decoding flags need no fairseq: ``decoding`` prints without importing it.
+Nothing here imports fairseq (several seconds, and the recipes ask for these flags while they plan
+every stage): the plugin's defaults are read from config.py's source (:func:`plugin_default`).
 """
 
 import argparse
+import ast
+import importlib.util
+import os
 import sys
 from typing import List, NamedTuple, Optional
 
@@ -34,17 +38,40 @@ DECODING = Decoding(beam=4, lenpen=0.6, max_len_b=50)  # Section 6.1
 PARSING_DECODING = Decoding(beam=21, lenpen=0.3, max_len_b=300)  # Section 6.3
 
 
+def plugin_default(dataclass: str, name: str, config: Optional[str] = None):
+    """The default of field ``name`` of ``dataclass`` in transformer_plugin/config.py (or ``config``),
+    read from its source: ``name: type = field(default=LITERAL, ...)``. config.py cannot be imported
+    without fairseq."""
+    if config is None:
+        spec = importlib.util.find_spec("transformer_plugin")  # finds the package without running it
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError("the transformer_plugin package is not installed in this environment")
+        config = os.path.join(list(spec.submodule_search_locations)[0], "config.py")
+    with open(config, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), config)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == dataclass:
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and getattr(item.target, "id", None) == name:
+                    call = item.value
+                    for keyword in getattr(call, "keywords", []):
+                        if keyword.arg == "default":
+                            try:
+                                return ast.literal_eval(keyword.value)
+                            except ValueError:
+                                break  # not a literal (an interpolation, say)
+    raise LookupError(f"{config}: no literal default for {dataclass}.{name}")
+
+
 def training_flags(warmup_updates: Optional[int] = None, label_smoothing: Optional[float] = None) -> List[str]:
     """Section 5.3: Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9, the learning rate of Eq. (3)
     with warmup_steps = ``warmup_updates``; Section 5.4: label smoothing eps_ls = ``label_smoothing``;
     None: the paper's (the plugin's defaults). The schedule and the criterion are the plugin's. No
     gradient clipping: fairseq's default."""
-    from transformer_plugin.config import VaswaniInverseSqrtConfig, VaswaniLabelSmoothedCrossEntropyConfig
-
     if warmup_updates is None:
-        warmup_updates = VaswaniInverseSqrtConfig.warmup_updates
+        warmup_updates = plugin_default("VaswaniInverseSqrtConfig", "warmup_updates")
     if label_smoothing is None:
-        label_smoothing = VaswaniLabelSmoothedCrossEntropyConfig.label_smoothing
+        label_smoothing = plugin_default("VaswaniLabelSmoothedCrossEntropyConfig", "label_smoothing")
     return ["--optimizer", "adam", "--adam-betas", ADAM_BETAS, "--adam-eps", ADAM_EPS,
             "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", str(warmup_updates),
             "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", str(label_smoothing)]  # fmt: skip

@@ -45,9 +45,13 @@ print('vaswani_big' in ARCH_MODEL_REGISTRY, 'vaswani_label_smoothed_cross_entrop
     assert python(code).splitlines()[-1] == "True True True True"
 
 
-def test_decoding_flags_print_without_fairseq():
+def test_the_papers_flags_print_without_fairseq():
+    """The recipes ask for them while they plan every stage: Table 3's 20 rows, each planned twice."""
     out = python("import sys; from transformer_plugin_cli import paper; paper.main(['decoding']); print('fairseq' in sys.modules)")
     assert out.splitlines() == ["--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50", "False"]
+    out = python("import sys; from transformer_plugin_cli import paper; paper.main(['training']); print('fairseq' in sys.modules)")
+    assert out.splitlines()[-6:-1] == ["4000", "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
+    assert out.splitlines()[-1] == "False"
 
 
 def test_the_plugin_holds_what_user_dir_registers_and_nothing_else():

@@ -19,6 +19,8 @@ import re
 import sys
 from typing import List
 
+from ..files import atomic_path
+
 
 class VocabularyTooLargeError(ValueError):
     """The training text has fewer distinct pieces than the vocabulary size asked for."""
@@ -79,11 +81,10 @@ def encode(model: str, inputs: List[str], outputs: List[str]) -> List[int]:
     counts = []
     for src, dst in zip(inputs, outputs):
         n = 0
-        with open(src, encoding="utf-8") as fin, open(dst + ".tmp", "w", encoding="utf-8") as fout:
+        with open(src, encoding="utf-8") as fin, atomic_path(dst) as tmp, open(tmp, "w", encoding="utf-8") as fout:
             for line in fin:
                 fout.write(" ".join(processor.encode(line.rstrip("\n"), out_type=str)) + "\n")
                 n += 1
-        os.replace(dst + ".tmp", dst)
         counts.append(n)
     return counts
 

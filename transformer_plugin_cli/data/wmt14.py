@@ -48,7 +48,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..files import publish
+from ..files import publish, write_json
 
 
 
@@ -271,8 +271,7 @@ def extract(archive_path: str, members: Sequence[str], raw_dir: str, md5: str) -
         raise DataError(f"{archive_path}: has no member {', '.join(missing)} (is it the right archive?)")
     for m in members:
         os.replace(out[m] + ".tmp", out[m])
-    with open(stamp, "w") as f:
-        json.dump(made_from, f)
+    write_json(stamp, made_from)
     return out
 
 

@@ -27,12 +27,12 @@ with ``|`` (``ADVP|PRT``) is cut at the ``|`` here, where EVALB compares it whol
 """
 
 import argparse
-import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..files import write_json, write_lines
 from .trees import Repairs, Tree, TreeError, clean, delinearise, events, parse_tree, strip_function_tags
 
 DELETE_LABELS = frozenset({"TOP", "ROOT", "", "-NONE-", ",", ":", "``", "''", "."})
@@ -181,17 +181,14 @@ def main(argv=None) -> int:
     if repairs is not None:
         result["repairs"] = {"sentences_repaired": repairs.sentences, **repairs.counts}
     if args.trees_out:
-        with open(args.trees_out, "w", encoding="utf-8") as f:
-            f.writelines(f"{t}\n" for t in test)
+        write_lines(args.trees_out, [str(t) for t in test])
     if args.per_sentence:
-        with open(args.per_sentence, "w", encoding="utf-8") as f:
-            f.write("id\tlength\trecall\tprecision\tf1\tmatched\tgold\ttest\terror\n")
-            for i, s in enumerate(scores):
-                f.write(f"{i}\t{s.length}\t{s.recall:.2f}\t{s.precision:.2f}\t{s.f1:.2f}\t{s.matched}\t{s.gold}"
-                        f"\t{s.test}\t{s.error or ''}\n")  # fmt: skip
+        header = "id\tlength\trecall\tprecision\tf1\tmatched\tgold\ttest\terror"
+        write_lines(args.per_sentence, [header] + [
+            f"{i}\t{s.length}\t{s.recall:.2f}\t{s.precision:.2f}\t{s.f1:.2f}\t{s.matched}\t{s.gold}\t{s.test}\t{s.error or ''}"
+            for i, s in enumerate(scores)])  # fmt: skip
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        write_json(args.json, result)
     for part in ("all", f"len<={CUTOFF_LEN}"):
         r = result[part]
         print(f"-- {part} -- sentences {r['sentences']} (skipped {r['skipped']}) | recall {r['recall']:.2f}"

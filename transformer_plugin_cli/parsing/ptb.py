@@ -26,7 +26,7 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from ..files import publish
+from ..files import publish, write_text
 from .trees import Tree, TreeError, clean, linearise, read_trees
 
 SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
@@ -205,8 +205,7 @@ def write_toy_treebank(out: str, sentences_per_file: int = 20, files_per_section
         os.makedirs(folder, exist_ok=True)
         for n in range(files_per_section):
             path = os.path.join(folder, f"wsj_{section:02d}{n:02d}.mrg")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write("".join(_pretty(grammar.sentence()) for _ in range(sentences_per_file)))
+            write_text(path, "".join(_pretty(grammar.sentence()) for _ in range(sentences_per_file)))
             written.append(path)
     return written
 

@@ -13,7 +13,6 @@ order and refuses output that misses a sentence.
 """
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ from typing import Dict, List, Optional
 import sacrebleu
 
 from ..fairseq_output import hypotheses as read_hypotheses
+from ..files import write_json, write_lines
 
 
 def compound_split(text: str) -> str:
@@ -94,11 +94,9 @@ def main(argv=None) -> int:
     result = score(hypotheses, references, args.lang if args.tokenized_bleu else None, not args.no_compound_split)
     result["reference"] = os.path.abspath(args.reference)  # which file was scored against
     if args.hypotheses_out:
-        with open(args.hypotheses_out, "w", encoding="utf-8") as f:
-            f.writelines(h + "\n" for h in hypotheses)
+        write_lines(args.hypotheses_out, hypotheses)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+        write_json(args.json, result)
     label = f"{args.label}: " if args.label else ""
     line = f"{label}sacreBLEU {result['sacrebleu']:.2f} | chrF {result['chrf']:.2f}"
     if "tokenized_bleu_compound_split" in result:

@@ -29,6 +29,14 @@ import torch  # noqa: E402
 from transformer_plugin.lr_scheduler.inverse_sqrt import paper_lrate  # noqa: E402
 
 from ..fairseq_output import log_records, numbers  # noqa: E402
+from ..files import atomic_path, write_text  # noqa: E402
+
+
+def save_figure(fig, path: str) -> None:
+    """``fig`` as a PNG into ``path``, atomically; the figure is closed."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
 
 def read_train_log(path: str) -> Dict[str, List[Dict[str, float]]]:
     """The JSON records of a fairseq-train log, by kind ("train_inner", "valid", "train")."""
@@ -54,8 +62,7 @@ def plot_losses(records, path: str) -> None:
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def schedule_of(checkpoint: str) -> Dict[str, float]:
@@ -84,8 +91,7 @@ def plot_lr(records, path: str, d_model: int, warmup: int, multiplier: float = 1
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_heads(weights: torch.Tensor, rows: List[str], cols: List[str], title: str, path: str) -> None:
@@ -107,8 +113,7 @@ def plot_heads(weights: torch.Tensor, rows: List[str], cols: List[str], title: s
         ax.set_yticklabels(rows, fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def attention_maps(checkpoint: str, data: str, out_dir: str, index: Optional[int] = None) -> Tuple[str, str]:
@@ -180,8 +185,7 @@ def write_report(
                   f"chrF signature: `{first['chrf_signature']}`"]  # fmt: skip
     lines += [""] + [f"![{name}]({name})" for name in figures]
     path = os.path.join(out_dir, "report.md")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path
 
 
