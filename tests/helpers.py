@@ -101,6 +101,9 @@ def run_tool(tool, *args, cwd=None, expect_ok=True, stdin=None):
     return output if expect_ok else (proc.returncode, output)
 
 
+DATA_LOADING_TOOLS = ("fairseq-train", "fairseq-generate", "fairseq-interactive", "fairseq-validate")
+
+
 def run_in_process(tool, *args, stdin="", expect_ok=True):
     """Run the fairseq console script ``tool`` in this process: the function its installed script
     calls, with ``sys.argv`` as the shell would set it, so the same code runs as for ``tool ARGS``,
@@ -115,6 +118,10 @@ def run_in_process(tool, *args, stdin="", expect_ok=True):
     from fairseq import checkpoint_utils
     from fairseq.logging import progress_bar
 
+    if tool in DATA_LOADING_TOOLS and "--num-workers" not in args:
+        # no data-loader worker processes in this process: a loader's workers left to the garbage
+        # collector hold up whatever runs next for 5 s (torch's shutdown timeout)
+        args = (*args, "--num-workers", "0")
     (entry,) = importlib.metadata.entry_points(group="console_scripts", name=tool)
     main = entry.load()
     # what fairseq keeps for the life of its process, which a second run must not inherit here: the

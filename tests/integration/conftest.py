@@ -3,7 +3,7 @@
 import random
 
 import pytest
-from helpers import PLUGIN, TRAIN_FLAGS, run_tool
+from helpers import PLUGIN, TRAIN_FLAGS, run_in_process
 
 from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
 
@@ -28,10 +28,10 @@ def served(tmp_path_factory):
     spm = train([str(root / "train.src"), str(root / "train.tgt")], str(root / "spm"), 60)
     splits = [str(root / f"{s}.{side}") for s in ("train", "valid", "test") for side in ("src", "tgt")]
     encode(spm, splits, [p.replace(f"{root}/", f"{root}/sp.") for p in splits])
-    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+    run_in_process("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
              "--trainpref", str(root / "sp.train"), "--validpref", str(root / "sp.valid"),
              "--testpref", str(root / "sp.test"), "--destdir", str(root / "bin"), "--workers", "1")  # fmt: skip
-    run_tool("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "300",
+    run_in_process("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "300",
              "--warmup-updates", "100", "--lr-multiplier", "0.3", "--dropout", "0",
              "--save-dir", str(root / "ckpt"), "--no-epoch-checkpoints", "--disable-validation")  # fmt: skip
     lines = (root / "test.src").read_text().splitlines()

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, free_port, logged_losses, run_tool
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, free_port, logged_losses, run_in_process, run_tool
 from transformer_plugin_cli.fairseq_output import sentence_lines
 
 
@@ -189,7 +189,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
 
     added, shared = CT2_VARIANTS[variant]
     flags = [f for f in TRAIN_FLAGS if shared or f != "--share-all-embeddings"] + added
-    run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *flags, "--max-update", "80",
+    run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *flags, "--max-update", "80",
         "--save-dir", str(tmp_path / "ckpt"), "--no-epoch-checkpoints")  # fmt: skip
     ckpt = str(tmp_path / "ckpt" / "checkpoint_last.pt")
     from transformer_plugin_cli.serving.export_ctranslate2 import main as export
@@ -198,7 +198,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     common = ["--user-dir", PLUGIN, "--path", ckpt, "--batch-size", "16", "--gen-subset", "test"]
     # the same log-probability for every reference token (fairseq prints base 2, CTranslate2 base e)
-    scored = run_tool("fairseq-generate", str(data_bin / "bin"), *common, "--score-reference")
+    scored = run_in_process("fairseq-generate", str(data_bin / "bin"), *common, "--score-reference")
     sources, targets, positional = (sentence_lines(scored, k) for k in ("S", "H", "P"))
     ids = sorted(sources)
     results = translator.score_batch([sources[i][0].split() for i in ids], [targets[i][1].split() for i in ids])
@@ -207,7 +207,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
         assert result.log_probs == pytest.approx(expected, abs=2e-4)
     # the same translations, greedy and with the paper's beam
     for beam in ("1", "4"):
-        out = run_tool("fairseq-generate", str(data_bin / "bin"), *common, "--beam", beam, "--lenpen", "0.6",
+        out = run_in_process("fairseq-generate", str(data_bin / "bin"), *common, "--beam", beam, "--lenpen", "0.6",
                   "--max-len-a", "0", "--max-len-b", "30")  # fmt: skip
         hypotheses = sentence_lines(out, "H")
         translated = translator.translate_batch([sources[i][0].split() for i in ids], beam_size=int(beam),

@@ -21,7 +21,7 @@ import subprocess
 import pytest
 import torch
 
-from helpers import BIN, PLUGIN, TRAIN_FLAGS, run_tool
+from helpers import BIN, PLUGIN, TRAIN_FLAGS, run_in_process
 from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
 from transformer_plugin_cli.data.synthetic_pair import generate as synthetic_pair
 from transformer_plugin_cli.fairseq_output import sentence_lines
@@ -57,7 +57,7 @@ def pair(tmp_path_factory):
     for side, paths in splits.items():
         spm = train([paths[0]], str(root / f"spm.{side}"), 200)
         encode(spm, paths, [p.replace(f"{root}/", f"{root}/sp.") for p in paths])
-    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(root / "sp.train"),
+    run_in_process("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(root / "sp.train"),
              "--validpref", str(root / "sp.valid"), "--testpref", str(root / "sp.test"), "--destdir", str(root / "bin"),
              "--workers", "1")  # fmt: skip
     return root
@@ -65,7 +65,7 @@ def pair(tmp_path_factory):
 
 def _train_on_pair(root, name, updates, *flags):
     separate = [f for f in TRAIN_FLAGS if f != "--share-all-embeddings"]
-    run_tool("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *separate, *flags, "--max-update", str(updates),
+    run_in_process("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *separate, *flags, "--max-update", str(updates),
              "--warmup-updates", "100", "--lr-multiplier", "0.5", "--dropout", "0", "--save-dir", str(root / name),
              "--no-epoch-checkpoints", "--disable-validation")  # fmt: skip
     model = Model(root=root, bin=root / "bin", checkpoint=root / name / "checkpoint_last.pt",
@@ -178,7 +178,7 @@ def test_generate_gives_fairseq_generates_hypotheses(name, request):
     from transformers import MarianMTModel, MarianTokenizer
 
     exported = request.getfixturevalue(name)
-    out = run_tool("fairseq-generate", str(exported.bin), "--user-dir", PLUGIN, "--path", str(exported.checkpoint),
+    out = run_in_process("fairseq-generate", str(exported.bin), "--user-dir", PLUGIN, "--path", str(exported.checkpoint),
                    "--gen-subset", "test", *decoding_flags(), "--batch-size", "32")  # fmt: skip
     fairseq_hyps = {i: fields[1].split() for i, fields in sentence_lines(out, "H").items()}
     fairseq_scores = {i: float(fields[0]) * math.log(2) for i, fields in sentence_lines(out, "H").items()}  # printed in bits
@@ -189,8 +189,8 @@ def test_generate_gives_fairseq_generates_hypotheses(name, request):
     lines = (exported.root / "test.src").read_text().splitlines()
     ours, scores = [], []
     with torch.no_grad():
-        for i in range(0, len(lines), 16):
-            generated = marian.generate(**tokenizer(lines[i : i + 16], return_tensors="pt", padding=True),
+        for i in range(0, len(lines), 64):
+            generated = marian.generate(**tokenizer(lines[i : i + 64], return_tensors="pt", padding=True),
                                         return_dict_in_generate=True, output_scores=True)  # fmt: skip
             ours += [[target[t] for t in row[1:].tolist() if t not in (target.eos(), target.pad())]
                      for row in generated.sequences]  # fmt: skip
@@ -210,7 +210,7 @@ def test_raw_text_translates_as_fairseq_interactive(shared):
     from transformers import MarianMTModel, MarianTokenizer
 
     lines = (shared.root / "test.src").read_text().splitlines()
-    out = run_tool("fairseq-interactive", str(shared.bin), "--user-dir", PLUGIN, "--path", str(shared.checkpoint),
+    out = run_in_process("fairseq-interactive", str(shared.bin), "--user-dir", PLUGIN, "--path", str(shared.checkpoint),
                    "--source-lang", "src", "--target-lang", "tgt", "--bpe", "sentencepiece",
                    "--sentencepiece-model", str(shared.spm), *decoding_flags(), "--buffer-size", "64",
                    "--batch-size", "64", stdin="".join(line + "\n" for line in lines))  # fmt: skip

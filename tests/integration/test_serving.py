@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from helpers import PLUGIN, run_tool
+from helpers import PLUGIN, run_in_process
 from transformer_plugin_cli.fairseq_output import sentence_lines
 from transformer_plugin_cli.paper import decoding_flags
 
@@ -27,7 +27,7 @@ def ct2(served):
 def interactive(served):
     """Detokenized hypotheses of fairseq-interactive for the test sentences, in input order."""
     root, spm, lines = served
-    out = run_tool("fairseq-interactive", str(root / "bin"), "--user-dir", PLUGIN,
+    out = run_in_process("fairseq-interactive", str(root / "bin"), "--user-dir", PLUGIN,
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), "--source-lang", "src", "--target-lang", "tgt",
                    "--bpe", "sentencepiece", "--sentencepiece-model", spm, *decoding_flags(),
                    "--buffer-size", "8", "--batch-size", "8", stdin="".join(line + "\n" for line in lines))  # fmt: skip
@@ -41,7 +41,7 @@ def test_fairseq_interactive_with_sentencepiece_translates_plain_text(served, in
     sentences binarized; the model has learned to copy most of them."""
     root, spm, lines = served
     hypotheses = interactive
-    out = run_tool("fairseq-generate", str(root / "bin"), "--user-dir", PLUGIN, "--gen-subset", "test",
+    out = run_in_process("fairseq-generate", str(root / "bin"), "--user-dir", PLUGIN, "--gen-subset", "test",
                    "--path", str(root / "ckpt" / "checkpoint_last.pt"), *decoding_flags(),
                    "--post-process", "sentencepiece", "--batch-size", "8")  # fmt: skip
     generated = {i: fields[1] for i, fields in sentence_lines(out, "D").items()}
