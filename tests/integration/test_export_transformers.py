@@ -248,7 +248,8 @@ def test_the_console_script_and_the_model_card(shared, tmp_path):
     ("normalize_before", True, "--normalize-before"),
     ("positional_encoding", "learned", "--positional-encoding learned"),
     ("sinusoid_variant", "fairseq", "--sinusoid-variant fairseq"),
-    ("d_k", 8, "--d-k 8"),
+    ("d_k", 8, "--d-k 8 with --attention-heads 4 and --d-model 64: MarianMT needs d_k = d_model / h = 16"),
+    ("_name", "transformer", "is a transformer checkpoint, not vaswani_transformer"),
 ])  # fmt: skip
 def test_what_marian_cannot_hold_is_refused_before_anything_is_written(shared, tmp_path, capsys, setting, value, flag):
     state = torch.load(shared.checkpoint, weights_only=False)

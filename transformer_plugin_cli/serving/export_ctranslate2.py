@@ -26,9 +26,7 @@ from typing import List, Optional
 import numpy as np
 from ctranslate2.converters.converter import Converter
 
-
-class UnsupportedModelError(ValueError):
-    """The checkpoint's model has something CTranslate2's Transformer cannot hold."""
+from .checkpoint import UnsupportedModelError, check_even_heads, load_for_export
 
 
 def _vocabulary(dictionary) -> List[str]:
@@ -37,14 +35,7 @@ def _vocabulary(dictionary) -> List[str]:
 
 def check_supported(cfg) -> None:
     """Refuse what CTranslate2 cannot represent, naming the flag."""
-    h = cfg.attention_heads
-    for name in ("d_k", "d_v"):
-        value = getattr(cfg, name, None)
-        if value is not None and value * h != cfg.d_model:
-            raise UnsupportedModelError(
-                f"--{name.replace('_', '-')} {value} with --attention-heads {h} and --d-model {cfg.d_model}:"
-                f" CTranslate2 needs {name} = d_model / h = {cfg.d_model // h}"
-            )
+    check_even_heads(cfg, "CTranslate2")
 
 
 def _table(positions) -> np.ndarray:
@@ -119,22 +110,9 @@ class VaswaniTransformerConverter(Converter):
     def _load(self):
         import torch
         from ctranslate2.specs import transformer_spec
-        from fairseq import checkpoint_utils
 
-        from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
-        from transformer_plugin.patches.checkpoint_allowlist import load_checked
-
-        load_checked(self.model_path, mmap=True)  # a missing, corrupt or unsafe file is named before fairseq reads it
-        overrides = {"data": self.data_dir}
-        overrides.update({k: v for k, v in (("source_lang", self.source_lang), ("target_lang", self.target_lang)) if v})
-        (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([self.model_path], arg_overrides=overrides)
-        if not isinstance(model, VaswaniTransformerModel):
-            raise UnsupportedModelError(
-                f"{self.model_path} is a {cfg.model._name} checkpoint, not vaswani_transformer;"
-                " for fairseq's own models use ct2-fairseq-converter"
-            )
-        model.eval()
-        check_supported(cfg.model)  # d_k and d_v were filled in when the model was built
+        model, cfg, task, _ = load_for_export(self.model_path, self.data_dir, self.source_lang, self.target_lang,
+                                              check_supported, "for fairseq's own models use ct2-fairseq-converter")
         spec = transformer_spec.TransformerSpec.from_config(
             (cfg.model.encoder_layers, cfg.model.decoder_layers), cfg.model.attention_heads,
             pre_norm=bool(cfg.model.normalize_before),

@@ -65,12 +65,9 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..paper import DECODING
+from .checkpoint import UnsupportedModelError, check_even_heads, load_for_export
 
 SOURCE_SPM, TARGET_SPM = "source.spm", "target.spm"
-
-
-class UnsupportedModelError(ValueError):
-    """The checkpoint's model has something MarianMT cannot hold."""
 
 
 class ExportError(ValueError):
@@ -92,14 +89,7 @@ def check_supported(cfg) -> None:
             f"--sinusoid-variant {cfg.sinusoid_variant}: MarianMT's sinusoids have the paper's frequencies and start"
             " at position 0; fairseq's have other frequencies and start at padding_idx + 1"
         )
-    h = cfg.attention_heads
-    for name in ("d_k", "d_v"):
-        value = getattr(cfg, name, None)
-        if value is not None and value * h != cfg.d_model:
-            raise UnsupportedModelError(
-                f"--{name.replace('_', '-')} {value} with --attention-heads {h} and --d-model {cfg.d_model}:"
-                f" MarianMT needs {name} = d_model / h = {cfg.d_model // h}"
-            )
+    check_even_heads(cfg, "MarianMT")
 
 
 def paper_to_marian(d_model: int):
@@ -270,32 +260,6 @@ def check_equivalent(model, marian, source_dictionary, target_dictionary, perm, 
     return difference
 
 
-def load_checkpoint(model_path: str, data_dir: str, source_lang: Optional[str], target_lang: Optional[str]):
-    """(model, cfg, task) of a vaswani_transformer checkpoint, through the plugin's allowlist."""
-    from fairseq import checkpoint_utils
-
-    from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
-    from transformer_plugin.patches.checkpoint_allowlist import load_checked
-
-    state = load_checked(model_path, mmap=True)  # a missing, corrupt or unsafe file is named before fairseq reads it
-    saved = state.get("cfg") or {}
-    model_cfg = saved.get("model") if hasattr(saved, "get") else None
-    if model_cfg is not None and not str(model_cfg.get("_name", "")).startswith("vaswani"):
-        raise UnsupportedModelError(
-            f"{model_path} is a {model_cfg.get('_name')} checkpoint, not vaswani_transformer"
-            " (for fairseq's own transformer, see Transformers' FSMT converter)"
-        )
-    if model_cfg is not None:
-        check_supported(argparse.Namespace(**model_cfg))  # before fairseq builds anything
-    overrides = {"data": data_dir}
-    overrides.update({k: v for k, v in (("source_lang", source_lang), ("target_lang", target_lang)) if v})
-    (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([model_path], arg_overrides=overrides)
-    if not isinstance(model, VaswaniTransformerModel):
-        raise UnsupportedModelError(f"{model_path} is a {cfg.model._name} checkpoint, not vaswani_transformer")
-    check_supported(cfg.model)
-    return model.eval().float(), cfg, task, state
-
-
 def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]], command: str,
                dataset: Optional[str], directory: str, difference: float, beam: int, lenpen: float) -> str:  # fmt: skip
     """README.md: what the model is, how it was trained, and what it scored."""
@@ -412,7 +376,8 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
     if os.path.exists(output_dir) and os.listdir(output_dir) and not force:
         raise ExportError(f"{output_dir} exists and is not empty (--force replaces it)")
     score_list = read_scores(scores)
-    model, cfg, task, state = load_checkpoint(model_path, data_dir, source_lang, target_lang)
+    model, cfg, task, state = load_for_export(model_path, data_dir, source_lang, target_lang, check_supported,
+                                              "for fairseq's own transformer, see Transformers' FSMT converter")
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     source_vocab, target_vocab = vocabulary(src_dict, spm), vocabulary(tgt_dict, target_spm)
     perm = paper_to_marian(cfg.model.d_model)
