@@ -4,6 +4,7 @@
 #                (tests/integration: fairseq's CLIs and the recipes at toy size)
 #   make test-unit   only the unit tier
 #   make test-gpu    only the GPU tier (tests/gpu: half precision, fused attention; skipped without CUDA)
+#   make test-transformers4   the Transformers export through transformers 4.57's pipeline("translation")
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
 #   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
 #   make bench-learning   same set-up, then how fast both learn per update on real text (benchmarks/learning.py)
@@ -29,7 +30,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-slow test-gpu demo bench bench-learning bench-serving clean
+.PHONY: install test test-unit test-slow test-gpu test-transformers4 demo bench bench-learning bench-serving clean
 
 install: $(STAMP)
 
@@ -54,6 +55,13 @@ test-unit: $(STAMP)
 
 # The slow tier (tests/slow and the tests marked slow elsewhere: learnability, the demo's BLEU bar, a
 # Table 3 row at toy size); not part of `make test`.
+# The Transformers export through transformers 4.57, whose pipeline("translation") transformers 5 removed:
+# that version goes into .transformers4 (pip --target, beside the pinned 5.x), and the test puts it first
+# on the path of a subprocess.
+test-transformers4: $(STAMP)
+	$(PIP) install -q --target .transformers4 "transformers==4.57.1"
+	TRANSFORMERS4=.transformers4 $(PY) -m pytest tests/integration/test_export_transformers.py -m transformers4 $(PYTEST_ARGS)
+
 test-slow: $(STAMP)
 	$(PY) -m pytest tests -m slow $(PYTEST_ARGS)
 

@@ -17,6 +17,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -204,17 +205,23 @@ def test_generate_gives_fairseq_generates_hypotheses(name, request):
     assert max(abs(scores[i] - fairseq_scores[i]) for i in same) < 1e-4
 
 
-def test_raw_text_translates_as_fairseq_interactive(shared):
-    """The README's three lines (tokenizer, generate, batch_decode) on raw text against
-    fairseq-interactive --bpe sentencepiece on the same lines."""
-    from transformers import MarianMTModel, MarianTokenizer
-
+@pytest.fixture(scope="module")
+def interactive(shared):
+    """(test lines, fairseq-interactive --bpe sentencepiece's translations of them)."""
     lines = (shared.root / "test.src").read_text().splitlines()
     out = run_in_process("fairseq-interactive", str(shared.bin), "--user-dir", PLUGIN, "--path", str(shared.checkpoint),
                    "--source-lang", "src", "--target-lang", "tgt", "--bpe", "sentencepiece",
                    "--sentencepiece-model", str(shared.spm), *decoding_flags(), "--buffer-size", "64",
                    "--batch-size", "64", stdin="".join(line + "\n" for line in lines))  # fmt: skip
-    interactive = [fields[1] for _, fields in sorted(sentence_lines(out, "D").items())]
+    return lines, [fields[1] for _, fields in sorted(sentence_lines(out, "D").items())]
+
+
+def test_raw_text_translates_as_fairseq_interactive(shared, interactive):
+    """The README's three lines (tokenizer, generate, batch_decode) on raw text against
+    fairseq-interactive --bpe sentencepiece on the same lines."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    lines, interactive = interactive
     tokenizer = MarianTokenizer.from_pretrained(shared.hf)
     model = MarianMTModel.from_pretrained(shared.hf)
     batch = tokenizer(lines, return_tensors="pt", padding=True)
@@ -303,3 +310,20 @@ def test_the_exporters_own_check_catches_a_weight_out_of_place(shared, tmp_path,
     with pytest.raises(export_transformers.ExportError, match="log-probabilities differ from the checkpoint's by"):
         export_transformers.export(str(shared.checkpoint), str(shared.bin), str(shared.spm), str(tmp_path / "out"))
     assert not os.path.exists(tmp_path / "out") and not os.path.exists(tmp_path / "out.partial")
+
+
+@pytest.mark.transformers4
+def test_pipeline_translation_under_transformers_4(shared, interactive):
+    """``pipeline("translation", model=DIR)``, which transformers 5 removed, under transformers 4.57
+    (``make test-transformers4`` installs it into .transformers4): fairseq-interactive's translations."""
+    path = os.environ.get("TRANSFORMERS4")
+    if not path:
+        pytest.skip("needs transformers 4 beside the pinned 5: make test-transformers4")
+    lines, expected = interactive
+    code = ("import json, sys, transformers; t = transformers.pipeline('translation', model=sys.argv[1]);"
+            "print(transformers.__version__); print(json.dumps([r['translation_text'] for r in t(json.load(sys.stdin))]))")
+    result = subprocess.run([sys.executable, "-c", code, str(shared.hf)], input=json.dumps(lines), capture_output=True,
+                            text=True, env={**os.environ, "PYTHONPATH": os.path.abspath(path)})  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    version, translated = result.stdout.splitlines()[-2:]
+    assert version.startswith("4.") and json.loads(translated) == expected
