@@ -46,7 +46,8 @@ stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK"
 def recipe(tmp_path, *args, **variables):
     script = tmp_path / "recipe.sh"
     script.write_text(RECIPE)
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), **variables)
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PYTHON=sys.executable, **variables)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # the project's .venv, as after make
     proc = subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
     log = tmp_path / "work" / "log"
     return proc, log.read_text().splitlines() if log.exists() else []
@@ -110,3 +111,18 @@ def test_precision_names_give_fairseq_train_flags():
     script = f'source "{REPO}/recipes/lib.sh"; for p in fp32 fp16 bf16 amp; do precision_args $p; echo "$p:${{PRECISION_ARGS[*]:-}}"; done'
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
     assert proc.stdout.split() == ["fp32:", "fp16:--fp16", "bf16:--bf16", "amp:--amp"], proc.stderr
+
+
+def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
+    """No environment activated: the `python` on PATH lacks fairseq. The recipe stops before any stage."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").symlink_to(sys._base_executable)  # a Python without this project's packages
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PATH=f"{fake}:/usr/bin:/bin")
+    env.pop("PYTHON", None)
+    script = tmp_path / "recipe.sh"
+    script.write_text(RECIPE)
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and not (tmp_path / "work").exists()
+    assert ") cannot import fairseq " in proc.stderr  # the first of what it lacks
+    assert "source .venv/bin/activate" in proc.stderr
