@@ -53,8 +53,6 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-# The slow tier (tests/slow and the tests marked slow elsewhere: learnability, the demo's BLEU bar, a
-# Table 3 row at toy size); not part of `make test`.
 # The Transformers export through transformers 4.57, whose pipeline("translation") transformers 5 removed:
 # that version goes into .transformers4 (pip --target, beside the pinned 5.x), and the test puts it first
 # on the path of a subprocess.
@@ -62,6 +60,8 @@ test-transformers4: $(STAMP)
 	$(PIP) install -q --target .transformers4 "transformers==4.57.1"
 	TRANSFORMERS4=.transformers4 $(PY) -m pytest tests/integration/test_export_transformers.py -m transformers4 $(PYTEST_ARGS)
 
+# The slow tier (tests/slow and the tests marked slow elsewhere: learnability, the demo's BLEU bar, a
+# Table 3 row at toy size); not part of `make test`.
 test-slow: $(STAMP)
 	$(PY) -m pytest tests -m slow $(PYTEST_ARGS)
 

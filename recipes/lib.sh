@@ -24,19 +24,19 @@ recipe_options() {
 # at once, saying what it lacks and how to go on, before any stage (in a dry run too).
 require_environment() {
   local py=${PYTHON:-python} missing
+  local how="activate the environment that \`make install\` made (source .venv/bin/activate)"
   if ! command -v "$py" > /dev/null; then
-    echo "no $py on PATH: activate the project's environment (source .venv/bin/activate) or set PYTHON" >&2
+    echo "no $py on PATH: $how or set PYTHON" >&2
     exit 2
   fi
   missing=$("$py" -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
     fairseq transformer_plugin transformer_plugin_cli sentencepiece sacremoses sacrebleu 2>&1) || missing="anything ($missing)"
   if [ -n "$missing" ]; then
-    echo "$py ($(command -v "$py")) cannot import $missing: activate the environment that \`make install\` made" \
-      "(source .venv/bin/activate) or set PYTHON to its python" >&2
+    echo "$py ($(command -v "$py")) cannot import $missing: $how or set PYTHON to its python" >&2
     exit 2
   fi
   if ! command -v fairseq-train > /dev/null; then
-    echo "fairseq-train is not on PATH: activate the environment that \`make install\` made (source .venv/bin/activate)" >&2
+    echo "fairseq-train is not on PATH: $how" >&2
     exit 2
   fi
 }

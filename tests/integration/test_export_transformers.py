@@ -117,6 +117,9 @@ def test_the_directory_loads_with_no_missing_or_unexpected_weights(exported, cap
     assert ("target_vocab.json" in files) is not shared
     generation = json.loads((exported.hf / "generation_config.json").read_text())
     assert (generation["num_beams"], generation["length_penalty"], generation["decoder_start_token_id"]) == (4, 0.6, 2)
+    # fairseq's beam search never emits <pad>, nor </s> first (--min-len 1): the trained models here never
+    # try either, so the settings themselves are checked
+    assert generation["bad_words_ids"] == [[1]] and generation["min_new_tokens"] == 1 and generation["early_stopping"]
 
 
 def test_the_tokenizer_gives_fairseqs_ids(exported):
