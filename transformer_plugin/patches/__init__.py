@@ -22,6 +22,8 @@ PATCHES = [
     "no_repeat_ngram_on_cpu",
     "aligning_generator",
     "process_group_teardown",
+    "cpu_launchers",
+    "process_group_timeout",
 ]
 
 _applied = []
