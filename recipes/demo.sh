@@ -52,7 +52,7 @@ stage 2 "joint sentencepiece BPE vocabulary of $VOCAB_SIZE pieces" bash -c 'set 
     --inputs "$1"/{train,valid,test}.src "$1"/{train,valid,test}.tgt \
     --outputs "$1"/{train,valid,test}.sp.src "$1"/{train,valid,test}.sp.tgt' "$PY" "$DATA" "$VOCAB_SIZE"
 
-stage 3 "fairseq-preprocess with a joined dictionary" \
+stage --clears "$BIN" 3 "fairseq-preprocess with a joined dictionary" \
   fairseq-preprocess --source-lang src --target-lang tgt \
     --trainpref "$DATA/train.sp" --validpref "$DATA/valid.sp" --testpref "$DATA/test.sp" \
     --joined-dictionary --destdir "$BIN" --workers 2

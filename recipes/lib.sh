@@ -54,17 +54,20 @@ preflight() {
   fi
 }
 
-# stage ID TITLE COMMAND...: run COMMAND once. A completed stage leaves a stamp, $WORK/.done/ID, holding
-# the command line that made its outputs (every setting that reaches the command is on it) and the
-# identity of its external inputs (input_identity). A re-run skips a stage whose stamp holds the same. A stage whose settings changed is redone, and
-# so is every stage after it in the recipe (they read its outputs), except training: a training stage
-# that would be redone stops the recipe before any work, naming what changed, because fairseq-train
-# would continue the old checkpoints under the new settings (see stale_training). What changed is named
-# by the recipe's variables where one explains it (VOCAB_SIZE was 500, now 1000: see settings), else by
-# the words of the command line that changed. Delete a stamp (or
-# $WORK) to redo a stage by hand. A failure stops the recipe, naming the stage. With DRY_RUN=1 nothing
-# runs: every stage prints its command line instead, and whether a real run would skip it, redo it (and
-# why) or stop there.
+# stage [--clears DIR] ID TITLE COMMAND...: run COMMAND once. A completed stage leaves a stamp,
+# $WORK/.done/ID (see stamp_dir), holding the command line that made its outputs (every setting that
+# reaches the command is on it) and the identity of its external inputs (input_identity). A re-run skips a
+# stage whose stamp holds the same, leaving out the options that change only how a stage runs
+# (what_it_makes). A stage whose settings changed is redone, and so is every stage after it in the recipe
+# (they read its outputs), except training: a training stage that would be redone stops the recipe before
+# any work, naming what changed, because fairseq-train would continue the old checkpoints under the new
+# settings (see stale_training). What changed is named by the recipe's variables where one explains it
+# (VOCAB_SIZE was 500, now 1000: see settings), else by the words of the command line that changed.
+# --clears DIR removes DIR before the stage runs: a tool that refuses an existing destination (as
+# fairseq-preprocess does) or the leftovers of a failed run never meet it. Delete a stamp (or $WORK) to
+# redo a stage by hand. A failure stops the recipe, naming the stage. With DRY_RUN=1 nothing runs: every
+# stage prints its command line instead, and whether a real run would skip it, redo it (and why) or stop
+# there.
 #
 # No failure goes unsaid: inside a stage the recipe names the stage, elsewhere the file, line and command
 # that failed (set -E: failures inside functions and command substitutions are caught too).
@@ -78,17 +81,21 @@ trap 'status=$?
 if [ $status -ne 0 ] && [ -n "$CURRENT_STAGE" ]; then echo "FAILED: stage $CURRENT_STAGE (exit $status)" >&2
 elif [ $status -ne 0 ]; then echo "FAILED: ${FAILED_AT:-$0} (exit $status)" >&2; fi' EXIT
 stage() {
+  local clears=""
+  if [ "$1" = --clears ]; then clears=$2; shift 2; fi
   local id=$1 title=$2
   shift 2
-  local stamp="$WORK/.done/$id" made_by done_by="" why="" recipe=() file
+  local stamp made_by makes done_by="" why="" recipe=() file
+  stamp="$(stamp_dir)/$id"
   for file in "${BASH_SOURCE[@]}"; do [ "$file" = "${BASH_SOURCE[0]}" ] || recipe+=("$file"); done  # not lib.sh
   printf -v made_by '%q ' "$@"
   made_by="${made_by% }$(input_identity "$@")"
-  [ ! -f "$stamp" ] || done_by=$(cat "$stamp")
+  makes=$(what_it_makes "$made_by")
+  [ ! -f "$stamp" ] || done_by=$(what_it_makes "$(cat "$stamp")")
   banner "stage $id: $title"
-  if [ -n "$done_by" ] && [ "$done_by" != "$made_by" ]; then
-    why="$(changed_settings "$stamp.settings" "$done_by" "$made_by" "${recipe[@]}")"
-    why=${why:-"its settings or inputs changed since it was done: $(changed_words "$done_by" "$made_by")"}
+  if [ -n "$done_by" ] && [ "$done_by" != "$makes" ]; then
+    why="$(changed_settings "$stamp.settings" "$done_by" "$makes" "${recipe[@]}")"
+    why=${why:-"its settings or inputs changed since it was done: $(changed_words "$done_by" "$makes")"}
   elif [ -n "$done_by" ] && [ -n "$REDONE" ]; then
     why="stage $REDONE, whose outputs it reads, is redone${REDONE_WHY:+ ($REDONE_WHY)}"
   fi
@@ -97,23 +104,25 @@ stage() {
     [ "${DRY_RUN:-0}" = 1 ] || return 0
   else
     [ -n "$REDONE" ] || { REDONE=$id; REDONE_WHY=${why#its settings changed since it was done: }; }
-    if [ -n "$why" ] && [ "$1" = train_workers ]; then
+    if [ -n "$why" ] && { [ "$1" = train_workers ] || [ "$1" = launch_training ]; }; then
       stale_training "$id" "$why" "$@"  # a real run stops there
     elif [ -n "$why" ]; then
       echo "$([ "${DRY_RUN:-0}" = 1 ] && echo "a real run redoes this stage" || echo "redoing it"): $why"
     fi
   fi
   if [ "${DRY_RUN:-0}" = 1 ]; then
+    [ -z "$clears" ] || show rm -rf "$clears"
     case $1 in
-      capture | train_workers) "$@" ;;
+      capture | train_workers | launch_training) "$@" ;;
       *) show "$@" ;;
     esac
     return 0
   fi
   rm -f "$stamp"
   CURRENT_STAGE="$id: $title"
+  [ -z "$clears" ] || rm -rf "$clears"
   "$@"
-  mkdir -p "$WORK/.done"
+  mkdir -p "$(dirname "$stamp")"
   settings "${recipe[@]}" > "$stamp.settings"
   printf '%s\n' "$made_by" > "$stamp.tmp"
   mv "$stamp.tmp" "$stamp"
@@ -142,7 +151,9 @@ changed_settings() {
   while IFS='=' read -r name new; do
     old=$(sed -n "s/^$name=//p" "$saved")
     [ "$old" != "$new" ] || continue
-    { [ -n "$old" ] && [[ $removed == *" $old "* ]]; } || { [ -n "$new" ] && [[ $added == *" $new "* ]]; } || continue
+    # a variable explains the change only if the command lost its old value and gained its new one (an
+    # empty value puts nothing on it): one whose value changed elsewhere (GPUS on another machine) is not named
+    { [ -z "$old" ] || [[ $removed == *" $old "* ]]; } && { [ -z "$new" ] || [[ $added == *" $new "* ]]; } || continue
     found="$found${found:+, }$name was ${old:-(empty)}, now ${new:-(empty)}"
   done < <(settings "$@")
   [ -z "$found" ] || echo "its settings changed since it was done: $found"
@@ -163,6 +174,27 @@ input_identity() {
   done
 }
 
+# what_it_makes STAMP: a stage's command line without the values of the options that change only how it
+# runs, not what it makes, so that another value redoes nothing: the processes and threads of data
+# preparation (PREP_WORKERS; sentencepiece's BPE is the same for any thread count, a unigram model's
+# scores differ in the sixth digit and the one made stays, consistent with what was made from it), and
+# where and how long the machines of a training wait for each other (MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT).
+HOW_ONLY_OPTIONS="workers|threads|heartbeat-timeout|rdzv-conf|master-addr|master-port|distributed-port"
+what_it_makes() {
+  sed -E "s/ --($HOW_ONLY_OPTIONS) [^ ]+//g" <<< "$1"
+}
+
+# stamp_dir: where this machine's stamps live. With LAUNCH=torchrun every machine runs the recipe on the
+# same WORK: node 0's stamps are $WORK/.done (its data, training and evaluation), another node's
+# $WORK/.done/node<NODE_RANK> (its training only), so that no node overwrites another's.
+stamp_dir() {
+  if [ "${LAUNCH:-local}" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ]; then
+    echo "$WORK/.done/node$NODE_RANK"
+  else
+    echo "$WORK/.done"
+  fi
+}
+
 # words_only_in A B: the words of command line A that B lacks, one per line, sorted.
 words_only_in() {
   comm -23 <(tr ' ' '\n' <<< "$1" | sort -u) <(tr ' ' '\n' <<< "$2" | sort -u)
@@ -173,7 +205,7 @@ changed_words() {
   local before after
   before=$(words_only_in "$1" "$2" | head -8 | paste -sd ' ')
   after=$(words_only_in "$2" "$1" | head -8 | paste -sd ' ')
-  echo "was ${before:-(nothing)}, now ${after:-(nothing)}"
+  if [ -z "$before$after" ]; then echo "the same words in another order"; else echo "was ${before:-(nothing)}, now ${after:-(nothing)}"; fi
 }
 
 # stale_training ID WHY COMMAND...: a training stage that would have to be redone. Its checkpoints were made
@@ -183,9 +215,11 @@ stale_training() {
   local id=$1 why=$2 checkpoints=checkpoints  # fairseq's default --save-dir
   shift 2
   while [ $# -gt 0 ]; do [ "$1" != --save-dir ] || checkpoints=${2:-checkpoints}; shift; done
+  local stamp
+  stamp="$(stamp_dir)/$id"
   local message="stage $id (training) was done, but $why. fairseq-train would continue its checkpoints under the new
-settings. To train from scratch, delete $checkpoints and $WORK/.done/$id; to continue those checkpoints
-deliberately (a larger MAX_UPDATE, say), delete $WORK/.done/$id only. Or set another WORK."
+settings. To train from scratch, delete $checkpoints and $stamp; to continue those checkpoints
+deliberately (a larger MAX_UPDATE, say), delete $stamp only. Or set another WORK."
   if [ "${DRY_RUN:-0}" = 1 ]; then
     echo "(a real run stops here: $message)"
     return 0
@@ -285,10 +319,15 @@ paper_flags() {
 }
 
 # ---- GPU and multi-machine training (the WMT14 and WSJ recipes) ----------------------------------
-# Both read GPUS (per machine; 0: CPU workers), NNODES, LAUNCH (local | torchrun | slurm), CPU_WORKERS.
+# Both read GPUS (per machine; 0: CPU workers), CPU_WORKERS (per machine, when GPUS=0), NNODES, LAUNCH
+# (local | torchrun | slurm), NODE_RANK, MASTER_ADDR, MASTER_PORT and DIST_TIMEOUT (README, "On several
+# machines").
 
 # gpu_count: the GPUs nvidia-smi lists on this machine (0 without one)
 gpu_count() { (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true; }
+
+# cuda_devices: the CUDA devices torch sees here (what fairseq-train will use)
+cuda_devices() { "${PY:-python}" -c 'import torch; print(torch.cuda.device_count())' 2> /dev/null || echo 0; }
 
 # precision_args PRECISION: sets PRECISION_ARGS to fairseq-train's flags for fp32 (the paper), fp16, bf16
 # or amp (README, "Precision"); anything else stops the recipe before any work is done.
@@ -302,49 +341,192 @@ precision_args() {
   esac
 }
 
-# plan_batch TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE: sets DEVICES, UPDATE_FREQ and MAX_TOKENS so that
+# check_layout: stops the recipe before any work, naming the variables, where LAUNCH, NNODES, NODE_RANK,
+# MASTER_ADDR, GPUS, CPU_WORKERS and DIST_TIMEOUT cannot work together; in a real run also where this
+# machine has fewer CUDA devices than GPUS, or LAUNCH=slurm runs outside an allocation of NNODES nodes.
+# Sets MASTER_PORT when empty: 29500, or under SLURM a port derived from the job id (jobs that share a
+# node do not collide).
+check_layout() {
+  local bad="" real=$([ "${DRY_RUN:-0}" = 1 ] || echo 1)
+  if [ -z "$MASTER_PORT" ]; then
+    MASTER_PORT=29500
+    [ "$LAUNCH" != slurm ] || [ -z "${SLURM_JOB_ID:-}" ] || MASTER_PORT=$((10000 + SLURM_JOB_ID % 50000))
+  fi
+  if ! [[ $LAUNCH =~ ^(local|torchrun|slurm)$ ]]; then bad="LAUNCH=$LAUNCH: use local, torchrun or slurm"
+  elif ! [[ $NNODES =~ ^[1-9][0-9]*$ ]]; then bad="NNODES=$NNODES: the number of machines, 1 or more"
+  elif ! [[ $GPUS =~ ^[0-9]+$ ]]; then bad="GPUS=$GPUS: GPUs per machine, or 0 for CPU workers"
+  elif ! [[ $CPU_WORKERS =~ ^[1-9][0-9]*$ ]]; then bad="CPU_WORKERS=$CPU_WORKERS: processes per machine, 1 or more"
+  elif ! [[ $DIST_TIMEOUT =~ ^[1-9][0-9]*$ ]]; then bad="DIST_TIMEOUT=$DIST_TIMEOUT: seconds, 1 or more"
+  elif [ "$LAUNCH" = local ] && [ "$NNODES" != 1 ]; then
+    bad="NNODES=$NNODES: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm"
+  elif [ "$LAUNCH" != torchrun ] && [ "$NODE_RANK" != 0 ]; then
+    bad="NODE_RANK=$NODE_RANK with LAUNCH=$LAUNCH: only LAUNCH=torchrun runs the recipe on every machine"
+  elif [ "$LAUNCH" = torchrun ] && ! { [[ $NODE_RANK =~ ^[0-9]+$ ]] && [ "$NODE_RANK" -lt "$NNODES" ]; }; then
+    bad="NODE_RANK=$NODE_RANK: with NNODES=$NNODES, each machine's number, 0 to $((NNODES - 1))"
+  elif [ "$LAUNCH" = torchrun ] && [ "$NNODES" -gt 1 ] && [ -z "$MASTER_ADDR" ]; then
+    bad="LAUNCH=torchrun NNODES=$NNODES needs MASTER_ADDR: node 0's address, the same on every machine"
+  elif [ -n "$real" ] && [ "$LAUNCH" = slurm ] && [ -z "${SLURM_JOB_ID:-}" ]; then
+    bad="LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set"
+  elif [ -n "$real" ] && [ "$LAUNCH" = slurm ] && [ "${SLURM_JOB_NUM_NODES:-$NNODES}" != "$NNODES" ]; then
+    bad="NNODES=$NNODES, but this SLURM allocation has $SLURM_JOB_NUM_NODES nodes (sbatch --nodes)"
+  elif [ -n "$real" ] && [ "$GPUS" -gt 0 ] && [ "$(cuda_devices)" -lt "$GPUS" ]; then
+    bad="GPUS=$GPUS, but torch sees $(cuda_devices) CUDA devices on $(hostname): GPUS=0 trains on CPU_WORKERS processes"
+  fi
+  [ -n "$MASTER_ADDR" ] || MASTER_ADDR=127.0.0.1
+  [ -z "$bad" ] || { echo "$bad" >&2; exit 2; }
+}
+
+# plan_batch TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE: checks the layout (check_layout), then sets
+# PER_NODE (processes per machine), DEVICES (in all), UPDATE_FREQ and MAX_TOKENS so that
 # MAX_TOKENS x DEVICES x UPDATE_FREQ ~ TOKENS_PER_UPDATE with MAX_TOKENS <= MAX_TOKENS_PER_DEVICE.
 plan_batch() {
   local tokens=$1 cap=$2
-  if [ "$LAUNCH" = local ] && [ "$NNODES" != 1 ]; then
-    echo "NNODES=$NNODES: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm" >&2; exit 2
-  fi
-  if [ "$GPUS" -gt 0 ]; then DEVICES=$((GPUS * NNODES)); else DEVICES=$CPU_WORKERS; fi
+  check_layout
+  if [ "$GPUS" -gt 0 ]; then PER_NODE=$GPUS; else PER_NODE=$CPU_WORKERS; fi
+  DEVICES=$((PER_NODE * NNODES))
   UPDATE_FREQ=$(( (tokens + DEVICES * cap - 1) / (DEVICES * cap) ))
   MAX_TOKENS=$(( (tokens + DEVICES * UPDATE_FREQ - 1) / (DEVICES * UPDATE_FREQ) ))
-  BATCH_SUMMARY="$DEVICES $([ "$GPUS" -gt 0 ] && echo GPUs || echo CPU workers) x --max-tokens $MAX_TOKENS"
-  BATCH_SUMMARY+=" x --update-freq $UPDATE_FREQ = $((DEVICES * MAX_TOKENS * UPDATE_FREQ)) tokens per update"
+  BATCH_SUMMARY="$DEVICES $([ "$GPUS" -gt 0 ] && echo GPUs || echo CPU workers)"
+  [ "$NNODES" = 1 ] || BATCH_SUMMARY+=" ($NNODES machines x $PER_NODE)"
+  BATCH_SUMMARY+=" x --max-tokens $MAX_TOKENS x --update-freq $UPDATE_FREQ"
+  BATCH_SUMMARY+=" = $((DEVICES * MAX_TOKENS * UPDATE_FREQ)) tokens per update"
 }
 
-# train_stage ID TITLE LOG FAIRSEQ_TRAIN_ARGS...: fairseq-train as a stage, on CPU workers (GPUS=0), on
-# every GPU of this machine (LAUNCH=local: fairseq starts one process per GPU), or on NNODES machines:
-# LAUNCH=torchrun (run the recipe on every machine with NODE_RANK=0..NNODES-1 and the same
-# MASTER_ADDR; machines other than 0 stop after training) or LAUNCH=slurm (inside an allocation with
-# --ntasks-per-node=GPUS; srun starts the tasks, fairseq reads SLURM's environment).
+# data_stage [--clears DIR] ID TITLE COMMAND...: a stage whose outputs every machine reads (the data).
+# Node 0 runs it (stage). With LAUNCH=torchrun every other node waits until node 0 has done it with the
+# same settings (node 0's stamp), saying what it waits for, at most DIST_TIMEOUT seconds from its first
+# wait; a stamp made with other settings stops it at once, naming the difference.
+data_stage() {
+  if [ "${LAUNCH:-local}" != torchrun ] || [ "${NODE_RANK:-0}" = 0 ]; then
+    stage "$@"
+    return
+  fi
+  [ "$1" != --clears ] || shift 2
+  local id=$1 title=$2 stamp="$WORK/.done/$1" made_by done_by rest said=""
+  shift 2
+  printf -v made_by '%q ' "$@"
+  made_by=$(what_it_makes "${made_by% }")
+  banner "stage $id: $title (node 0's)"
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    echo "node $NODE_RANK waits until node 0 has done this stage ($stamp), at most DIST_TIMEOUT=$DIST_TIMEOUT s:"
+    show "$@"
+    return 0
+  fi
+  CURRENT_STAGE="$id: $title (node 0's)"
+  DATA_DEADLINE=${DATA_DEADLINE:-$((SECONDS + DIST_TIMEOUT))}
+  until [ -f "$stamp" ]; do
+    if [ "$SECONDS" -ge "$DATA_DEADLINE" ]; then
+      echo "node $NODE_RANK waited DIST_TIMEOUT=$DIST_TIMEOUT s for node 0's stage $id ($stamp): start node 0" \
+        "first, on storage every machine sees, or prepare the data beforehand (DATA_ONLY=1 on node 0)" >&2
+      exit 1
+    fi
+    [ -n "$said" ] || echo "node $NODE_RANK: waiting for node 0 to do this stage ($stamp), at most DIST_TIMEOUT=$DIST_TIMEOUT s"
+    said=1
+    sleep 2
+  done
+  done_by=$(what_it_makes "$(cat "$stamp")")
+  rest=${done_by#"$made_by"}  # what remains is the identity of node 0's external inputs (input_identity)
+  if [ "$rest" = "$done_by" ] || ! [[ -z $rest || $rest =~ ^( [^ ]+=[0-9a-f]{16})+$ ]]; then
+    echo "node 0 did stage $id with other settings: $(changed_words "$done_by" "$made_by"). Run every machine" \
+      "with the same variables and WORK" >&2
+    exit 2
+  fi
+  echo "node 0 has done it with these settings"
+  CURRENT_STAGE=""
+}
+
+# train_stage ID TITLE LOG FAIRSEQ_TRAIN_ARGS...: fairseq-train as a stage, with PER_NODE processes on each
+# of NNODES machines: GPUS GPUs (nccl), or, with GPUS=0, CPU_WORKERS CPU workers (gloo; legacy_ddp, as
+# fairseq's c10d DDP rejects CPU models).
+#   LAUNCH=local     this machine: fairseq starts one process per GPU; CPU workers are started by train_workers
+#   LAUNCH=torchrun  the recipe runs on every machine with its NODE_RANK and node 0's MASTER_ADDR; torchrun
+#                    starts each machine's processes; machines other than node 0 stop after training
+#   LAUNCH=slurm     the recipe runs once, as the job's batch script; srun starts PER_NODE tasks on each of
+#                    the NNODES nodes, and ends them all when one fails (--kill-on-bad-exit)
+# The machines wait for each other at most DIST_TIMEOUT seconds: in torchrun's rendezvous (--rdzv-conf
+# timeout) and in every collective (fairseq's --heartbeat-timeout, which the plugin also gives its process
+# groups: transformer_plugin/patches/process_group_timeout.py).
 train_stage() {
   local id=$1 title=$2 log=$3
   shift 3
+  local kind="GPUs" worker_args=() wait_args=(--heartbeat-timeout "$DIST_TIMEOUT")
   if [ "$GPUS" -eq 0 ]; then
-    stage "$id" "$title, $CPU_WORKERS CPU workers" train_workers "$CPU_WORKERS" "$log" fairseq-train "$@"
-    return
+    kind="CPU workers"
+    worker_args=(--cpu --distributed-backend gloo --ddp-backend legacy_ddp)
   fi
   case $LAUNCH in
     local)
-      stage "$id" "$title, $GPUS GPUs" train_workers 1 "$log" fairseq-train "$@" --distributed-world-size "$GPUS" ;;
+      if [ "$GPUS" -eq 0 ]; then
+        stage "$id" "$title, $CPU_WORKERS CPU workers" train_workers "$CPU_WORKERS" "$log" fairseq-train "$@"
+      else
+        stage "$id" "$title, $GPUS GPUs" train_workers 1 "$log" fairseq-train "$@" --distributed-world-size "$GPUS"
+      fi ;;
     torchrun)
-      stage "$id" "$title, $NNODES machines x $GPUS GPUs (torchrun, node ${NODE_RANK:?set NODE_RANK})" \
-        train_workers 1 "$log.node$NODE_RANK" \
-        torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS" --node-rank "$NODE_RANK" \
-          --master-addr "${MASTER_ADDR:?set MASTER_ADDR}" --master-port "${MASTER_PORT:-29500}" \
-          "$(command -v fairseq-train || echo fairseq-train)" "$@" --distributed-world-size "$DEVICES"
+      stage "$id" "$title, $NNODES machines x $PER_NODE $kind (torchrun, node $NODE_RANK)" \
+        launch_training "$log.node$NODE_RANK" \
+          torchrun --nnodes "$NNODES" --nproc-per-node "$PER_NODE" --node-rank "$NODE_RANK" \
+            --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" --rdzv-conf "timeout=$DIST_TIMEOUT" \
+            "$(command -v fairseq-train || echo fairseq-train)" "$@" --distributed-world-size "$DEVICES" \
+            "${worker_args[@]}" "${wait_args[@]}"
       if [ "$NODE_RANK" != 0 ]; then
         echo "node $NODE_RANK: training done; node 0 averages, generates and scores"
         exit 0
       fi ;;
     slurm)
-      stage "$id" "$title, $NNODES machines x $GPUS GPUs (srun)" train_workers 1 "$log" \
-        srun --ntasks-per-node "$GPUS" fairseq-train "$@" \
-          --distributed-world-size "$DEVICES" --distributed-port "${MASTER_PORT:-29500}" ;;
-    *) echo "LAUNCH=$LAUNCH: use local, torchrun or slurm" >&2; exit 2 ;;
+      stage "$id" "$title, $NNODES machines x $PER_NODE $kind (srun)" launch_training "$log" \
+        srun --nodes "$NNODES" --ntasks-per-node "$PER_NODE" --kill-on-bad-exit=1 \
+          fairseq-train "$@" --distributed-world-size "$DEVICES" --distributed-port "$MASTER_PORT" \
+          "${worker_args[@]}" "${wait_args[@]}" ;;
   esac
+}
+
+# launch_training LOG LAUNCHER...: a launcher (torchrun, srun) that starts the training processes, its
+# output appended to LOG. CPU workers get their share of the cores as torch threads (OMP_NUM_THREADS if
+# set, else SLURM's --cpus-per-task, else this machine's cores over PER_NODE). When training fails, says
+# why, from what the launcher printed (training_failure), and how to resume.
+launch_training() {
+  local log=$1
+  shift
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    show "$@"
+    return 0
+  fi
+  local from=0 status=0 threads=()
+  [ ! -f "$log" ] || from=$(stat -c %s "$log")
+  if [ "$GPUS" -eq 0 ]; then
+    threads=(OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-$(( $(nproc) > PER_NODE ? $(nproc) / PER_NODE : 1 ))}}")
+  fi
+  env "${threads[@]}" "$@" 2>&1 | tee -a "$log" || status=$?
+  if [ $status -ne 0 ]; then
+    echo "training stopped: $(training_failure "$log" "$from"). Once the cause is gone, run the same command" \
+      "again$([ "$LAUNCH" = torchrun ] && echo " on every machine")$([ "$LAUNCH" = slurm ] && echo " (sbatch)"):" \
+      "training resumes from checkpoint_last.pt (full log: $log)" >&2
+    return $status
+  fi
+}
+
+# training_failure LOG OFFSET: what stopped a launcher, read from LOG after byte OFFSET.
+training_failure() {
+  local out peer
+  out=$(tail -c "+$(($2 + 1))" "$1")
+  peer=$(grep -m1 -oE '\[[0-9A-Fa-f.:]+\]:[0-9]+:? Connection (reset|closed) by peer|Connection closed by peer \[[0-9A-Fa-f.:]+\]:[0-9]+' <<< "$out" |
+    grep -oE '\[[0-9A-Fa-f.:]+\]' | tr -d '[]' || true)
+  if [ -n "$peer" ]; then
+    echo "the connection to the worker at $peer was lost (it died, or its machine did: see that machine's log)"
+  elif grep -q 'waiting for clients' <<< "$out"; then
+    echo "not every machine joined torchrun's rendezvous at $MASTER_ADDR:$MASTER_PORT within DIST_TIMEOUT=$DIST_TIMEOUT s" \
+      "(start the recipe on every machine, NODE_RANK=0 to $((NNODES - 1)))"
+  elif grep -qE 'failed to connect to any network address|client socket has timed out' <<< "$out"; then
+    echo "node 0's rendezvous at $MASTER_ADDR:$MASTER_PORT did not answer within DIST_TIMEOUT=$DIST_TIMEOUT s" \
+      "(is the recipe running there with NODE_RANK=0, and is MASTER_ADDR its address?)"
+  elif grep -qE 'Timed out waiting [0-9]+ms|Killing job for not making progress' <<< "$out"; then
+    echo "no word from the other machines for DIST_TIMEOUT=$DIST_TIMEOUT s: a machine or the network between" \
+      "them was lost (or one worker spent longer than that alone, writing a checkpoint: raise DIST_TIMEOUT)"
+  elif grep -qE '^srun: error: .*task [0-9]+' <<< "$out"; then
+    echo "a task failed ($(grep -m1 -E '^srun: error: .*task [0-9]+' <<< "$out" | sed 's/^srun: error: //')), and srun ended the others"
+  elif grep -qE 'exitcode +: -?[0-9]+' <<< "$out"; then
+    echo "a training process on this machine failed ($(grep -m1 -oE 'exitcode +: -?[0-9]+( \(pid: [0-9]+\))?( \(SIG[A-Z]+\))?' <<< "$out" | tr -s ' '))"
+  else
+    echo "fairseq-train failed"
+  fi
 }

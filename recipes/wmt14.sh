@@ -13,7 +13,7 @@
 # Options:  --dry-run  print every command instead of running it (also DRY_RUN=1)
 # Toy size: TOY=1 runs the same stages on CPU in minutes: vaswani_tiny, a few updates, and, unless
 #           FROM is given, small archives in the real WMT14 layouts written by transformer_plugin_cli/data/wmt14.py.
-# Several machines: LAUNCH=torchrun or LAUNCH=slurm, see the README ("WMT14 on several machines").
+# Several machines: LAUNCH=torchrun or LAUNCH=slurm, see the README ("On several machines").
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,10 +29,14 @@ IGNORE_PINNED_MD5=${IGNORE_PINNED_MD5:-0}  # 1: test sets that differ from sacre
 PREP_WORKERS=${PREP_WORKERS:-$(nproc)}     # processes for normalisation
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}  # Section 5.1: ~25,000 source + 25,000 target tokens
 MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}  # what one GPU holds; more GPUs -> less accumulation
-GPUS=${GPUS:-$(gpu_count)}                 # GPUs per machine (0: CPU workers)
+GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}  # GPUs per machine (0: CPU workers; TOY=1: 0 unless set)
+CPU_WORKERS=${CPU_WORKERS:-2}              # data-parallel processes per machine when GPUS=0
+LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm (several machines: README, "On several machines")
 NNODES=${NNODES:-1}                        # machines (LAUNCH=torchrun / slurm)
-LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm
-CPU_WORKERS=${CPU_WORKERS:-2}              # data-parallel processes when there is no GPU
+NODE_RANK=${NODE_RANK:-0}                  # this machine's number, 0 to NNODES-1 (LAUNCH=torchrun)
+MASTER_ADDR=${MASTER_ADDR:-}               # node 0's address (LAUNCH=torchrun)
+MASTER_PORT=${MASTER_PORT:-}               # empty: 29500 (torchrun), a port from the job id (slurm)
+DIST_TIMEOUT=${DIST_TIMEOUT:-600}          # seconds a machine waits for the others: rendezvous, collectives, node 0's data
 PRECISION=${PRECISION:-fp32}               # fp32 (the paper) | fp16 | bf16 | amp
 WARMUP=${WARMUP:-}                         # Eq. (3) warmup_steps; empty: the paper's (vaswani-paper-flags training)
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-}       # eps_ls; empty: the paper's
@@ -42,7 +46,7 @@ SEED=${SEED:-1}
 EXTRA_TRAIN_ARGS=${EXTRA_TRAIN_ARGS:-}     # appended to fairseq-train (word-split)
 if [ "$TOY" = 1 ]; then                    # the same recipe at toy size, on CPU, in a few minutes
   ARCH=${TOY_ARCH:-vaswani_tiny}; VOCAB_SIZE=${TOY_VOCAB_SIZE:-500}; MAX_UPDATE=${TOY_MAX_UPDATE:-300}
-  WARMUP=${TOY_WARMUP:-150}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}; GPUS=0
+  WARMUP=${TOY_WARMUP:-150}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}
   TOKENS_PER_UPDATE=${TOY_TOKENS_PER_UPDATE:-3000}; MAX_TOKENS_PER_DEVICE=1500; AVERAGE_LAST=${TOY_AVERAGE_LAST:-3}
   MAX_PAIRS=${MAX_PAIRS:-20000}            # per corpus, when FROM holds the real archives
 fi
@@ -52,14 +56,14 @@ MAX_PAIRS=${MAX_PAIRS:-}
 PY=${PYTHON:-python}
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"
 RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
-[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 
 # ---- batch size: --max-tokens x devices x --update-freq ~ TOKENS_PER_UPDATE --------------------
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 precision_args "$PRECISION"
+[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 echo "$PAIR $CONFIG: $BATCH_SUMMARY (paper: ~25,000)"
 
-# ---- 1.-3. data (once: with LAUNCH=torchrun, machines other than NODE_RANK=0 use node 0's data) ------
+# ---- 1.-3. data (once: with LAUNCH=torchrun, machines other than NODE_RANK=0 wait for node 0's) -------
 prepare_data() {
   local PREPARE_ARGS=(--pair "$PAIR" --out "$DATA" --workers "$PREP_WORKERS")
   [ -z "$MAX_PAIRS" ] || PREPARE_ARGS+=(--max-pairs "$MAX_PAIRS")
@@ -67,35 +71,30 @@ prepare_data() {
   if [ -n "$FROM" ]; then
     PREPARE_ARGS+=(--from "$FROM")
   elif [ "$TOY" = 1 ]; then
-    stage 0 "toy archives in the WMT14 layout (synthetic text)" \
+    data_stage 0 "toy archives in the WMT14 layout (synthetic text)" \
       "$PY" -m transformer_plugin_cli.data.wmt14 toy-archives --pair "$PAIR" --out "$WORK/toy-archives"
     PREPARE_ARGS+=(--from "$WORK/toy-archives")
     [ "$IGNORE_PINNED_MD5" = 1 ] || PREPARE_ARGS+=(--ignore-pinned-md5)
   fi
-  stage 1 "WMT14 $PAIR: fetch, verify, extract, clean, normalise" \
+  data_stage 1 "WMT14 $PAIR: fetch, verify, extract, clean, normalise" \
     "$PY" -m transformer_plugin_cli.data.wmt14 prepare "${PREPARE_ARGS[@]}"
 
-  stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
+  data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
     "$PY" -m transformer_plugin_cli.data.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
       --model-prefix "$SPM/spm" --vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --threads "$PREP_WORKERS" \
       --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE"
 
-  stage 2b "encode train, valid and test into pieces" \
+  data_stage 2b "encode train, valid and test into pieces" \
     "$PY" -m transformer_plugin_cli.data.sentencepiece_vocab encode --model "$SPM/spm.model" \
       --inputs "$DATA"/{train,valid,test}."$SRC" "$DATA"/{train,valid,test}."$TGT" \
       --outputs "$SPM"/{train,valid,test}.sp."$SRC" "$SPM"/{train,valid,test}.sp."$TGT"
 
-  stage 3 "fairseq-preprocess with a joined dictionary" \
+  data_stage --clears "$BIN" 3 "fairseq-preprocess with a joined dictionary" \
     fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
       --trainpref "$SPM/train.sp" --validpref "$SPM/valid.sp" --testpref "$SPM/test.sp" \
       --joined-dictionary --destdir "$BIN" --workers "$PREP_WORKERS"
 }
-if [ "$LAUNCH" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ] && [ "$DRY_RUN" = 0 ]; then
-  [ -f "$BIN/dict.$SRC.txt" ] || { echo "$BIN/dict.$SRC.txt is missing: run node 0 with DATA_ONLY=1 first, on storage" \
-    "every machine sees (or copy $BIN here)" >&2; exit 1; }
-else
-  prepare_data
-fi
+prepare_data
 if [ "${DATA_ONLY:-0}" = 1 ]; then echo "DATA_ONLY=1: the data is ready in $BIN"; exit 0; fi
 
 # ---- 4. training -----------------------------------------------------------------------------------

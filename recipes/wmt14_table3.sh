@@ -36,6 +36,10 @@ while IFS=$'\t' read -r row recipe flags; do
 done <<< "$PLAN"
 
 [ "${DRY_RUN:-0}" = 0 ] || exit 0
+if [ "${LAUNCH:-local}" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ]; then
+  echo "node $NODE_RANK: every row trained; node 0 evaluates them and writes the table"
+  exit 0
+fi
 printf '\n######## Table 3: ours beside the paper (%s)\n' "$WORK/table3.md"
 # shellcheck disable=SC2086  # ROWS is a list of ids
 "$PYTHON" -m transformer_plugin_cli.tools.table3 collect --work "$WORK" --rows $ROWS --out "$WORK/table3.md"

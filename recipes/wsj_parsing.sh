@@ -11,7 +11,8 @@
 # vocabulary 16K or 32K words); 3 fairseq-train; 4 average the last checkpoints; 5 fairseq-generate with
 # beam 21, lenpen 0.3, max length input+300; 6 trees back from the output (repairs counted) and
 # labelled bracketing F1 with EVALB's COLLINS.prm conventions, beside the paper.
-# GPUS, NNODES, LAUNCH, CPU_WORKERS, PRECISION work as in the WMT14 recipes (recipes/wmt14.sh).
+# GPUS, CPU_WORKERS, PRECISION, and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT for
+# several machines, work as in the WMT14 recipes (recipes/wmt14.sh; README, "On several machines").
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,12 +35,14 @@ SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-1000}
 AVERAGE_LAST=${AVERAGE_LAST:-5}            # as the base model
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
 BEAM=${BEAM:-}; LENPEN=${LENPEN:-}; MAX_LEN_B=${MAX_LEN_B:-}   # Section 6.3; empty: the paper's (vaswani-paper-flags decoding --parsing)
-GPUS=${GPUS:-$(gpu_count)}
-NNODES=${NNODES:-1}; LAUNCH=${LAUNCH:-local}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
+GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}  # GPUs per machine (0: CPU workers; TOY=1: 0 unless set)
+CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
+LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}   # several machines: as the WMT14 recipes
+MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}
 SEED=${SEED:-1}
 if [ "$TOY" = 1 ]; then
   ARCH=${TOY_ARCH:-vaswani_tiny}; VOCAB_SIZE=${TOY_VOCAB_SIZE:-1000}; MAX_UPDATE=${TOY_MAX_UPDATE:-300}
-  WARMUP=${TOY_WARMUP:-100}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}; DROPOUT=0.1; GPUS=0
+  WARMUP=${TOY_WARMUP:-100}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}; DROPOUT=0.1
   TOKENS_PER_UPDATE=${TOY_TOKENS_PER_UPDATE:-4000}; MAX_TOKENS_PER_DEVICE=2000; AVERAGE_LAST=${TOY_AVERAGE_LAST:-3}
   BEAM=${TOY_BEAM:-$BEAM}
 fi
@@ -47,9 +50,9 @@ fi
 
 PY=${PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 precision_args "$PRECISION"
+[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 echo "WSJ parsing ($SETTING): $BATCH_SUMMARY"
 
 if [ -z "$TREEBANK" ]; then
@@ -57,15 +60,15 @@ if [ -z "$TREEBANK" ]; then
     echo "TREEBANK is not set: give the Penn Treebank's parsed/mrg directory (LDC99T42), or TOY=1" >&2; exit 2
   fi
   TREEBANK="$WORK/toy-treebank"
-  stage 0 "a small treebank in the LDC layout (from a grammar)" \
+  data_stage 0 "a small treebank in the LDC layout (from a grammar)" \
     "$PY" -m transformer_plugin_cli.parsing.ptb toy-treebank --out "$TREEBANK"
 fi
 PREPARE_ARGS=(--treebank "$TREEBANK" --out "$DATA")
 if [ -n "$EXTRA_TREES" ]; then read -r -a EXTRA <<< "$EXTRA_TREES"; PREPARE_ARGS+=(--extra-trees "${EXTRA[@]}"); fi
-stage 1 "WSJ: sections 02-21 train, 22 dev, 23 test; clean and linearise" \
+data_stage 1 "WSJ: sections 02-21 train, 22 dev, 23 test; clean and linearise" \
   "$PY" -m transformer_plugin_cli.parsing.ptb prepare "${PREPARE_ARGS[@]}"
 
-stage 2 "fairseq-preprocess: words -> linearised trees, $VOCAB_SIZE source words" \
+data_stage --clears "$BIN" 2 "fairseq-preprocess: words -> linearised trees, $VOCAB_SIZE source words" \
   fairseq-preprocess --source-lang words --target-lang trees \
     --trainpref "$DATA/train" --validpref "$DATA/valid" --testpref "$DATA/test" \
     --nwordssrc "$VOCAB_SIZE" --destdir "$BIN" --workers 2

@@ -1,8 +1,13 @@
-"""recipes/lib.sh: the launcher of data-parallel workers stops all of them when one fails."""
+"""recipes/lib.sh: the launcher of data-parallel workers stops all of them when one fails; stamps, what a
+stage makes, data from node 0 and failures explained on several machines."""
 
 import os
+import shlex
 import subprocess
 import sys
+import time
+
+import pytest
 
 from helpers import REPO
 
@@ -126,3 +131,126 @@ def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
     assert proc.returncode == 2 and not (tmp_path / "work").exists()
     assert ") cannot import fairseq " in proc.stderr  # the first of what it lacks
     assert "source .venv/bin/activate" in proc.stderr
+
+
+# ---- several machines: stamps, what a stage makes, data from node 0, a failure explained -------------
+
+SPEED_RECIPE = r"""#!/usr/bin/env bash
+# data prepared with a number of processes (a speed setting), binarised into a destination that must not exist
+set -euo pipefail
+source "$REPO/recipes/lib.sh"
+recipe_options "$0" "$@"
+WORKERS=${WORKERS:-2}; VOCAB=${VOCAB:-300}; GPUS=${GPUS:-0}; BIN="$WORK/bin"
+[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK"
+data_stage 1 "data" bash -c 'echo "data $1" >> "$0/log"' "$WORK" "$VOCAB" --workers "$WORKERS"
+data_stage --clears "$BIN" 2 "binarise" bash -c 'mkdir "$0/bin" && echo "binarise" >> "$0/log"' "$WORK" --threads "$WORKERS"
+"""
+
+
+def speed_recipe(tmp_path, *args, timeout=60, **variables):
+    script = tmp_path / "speed.sh"
+    script.write_text(SPEED_RECIPE)
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PYTHON=sys.executable, **variables)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def work_log(tmp_path):
+    return (tmp_path / "work" / "log").read_text().splitlines()
+
+
+def test_a_setting_that_changes_only_speed_redoes_nothing(tmp_path):
+    """PREP_WORKERS on another machine (--workers, --threads), like MASTER_ADDR or DIST_TIMEOUT, changes how
+    a stage runs, not what it makes."""
+    assert speed_recipe(tmp_path, WORKERS="2").returncode == 0
+    proc = speed_recipe(tmp_path, WORKERS="1", GPUS="1")
+    assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 2
+    assert work_log(tmp_path) == ["data 300", "binarise"]
+
+
+def test_the_redo_message_names_only_the_variables_that_changed(tmp_path):
+    """VOCAB went from 300 to 1; GPUS went from 0 to 1 too, but is not on the command line: not named,
+    although its old and new values are words of the lines that changed."""
+    speed_recipe(tmp_path, VOCAB="300", WORKERS="1", GPUS="0")
+    proc = speed_recipe(tmp_path, VOCAB="1", WORKERS="0", GPUS="1")
+    assert proc.returncode == 0, proc.stderr
+    assert "redoing it: its settings changed since it was done: VOCAB was 300, now 1\n" in proc.stdout
+    assert "GPUS was" not in proc.stdout and "WORKERS was" not in proc.stdout
+
+
+def test_a_stage_that_runs_starts_from_an_empty_destination(tmp_path):
+    """fairseq-preprocess refuses an existing destination (FileExistsError: dict.en.txt): a redone
+    binarisation, or one after a failed run, clears it first; a skipped one leaves it."""
+    speed_recipe(tmp_path)
+    (tmp_path / "work" / "bin" / "kept").write_text("")
+    assert speed_recipe(tmp_path).returncode == 0 and (tmp_path / "work" / "bin" / "kept").exists()
+    proc = speed_recipe(tmp_path, VOCAB="400")  # stage 1 redone, so stage 2 too: it would fail on bin/
+    assert proc.returncode == 0, proc.stderr
+    assert work_log(tmp_path) == ["data 300", "binarise", "data 400", "binarise"]
+    assert not (tmp_path / "work" / "bin" / "kept").exists()
+
+
+def test_node1_waits_for_node0s_data_with_the_same_settings(tmp_path):
+    """LAUNCH=torchrun, NODE_RANK=1: every data stage waits for node 0's stamp; node 1 writes none."""
+    node1 = dict(LAUNCH="torchrun", NODE_RANK="1", DIST_TIMEOUT="60")
+    script = tmp_path / "speed.sh"
+    script.write_text(SPEED_RECIPE)
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PYTHON=sys.executable, **node1)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    waiting = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(5)
+        assert waiting.poll() is None  # still waiting
+        assert speed_recipe(tmp_path, WORKERS="4").returncode == 0  # node 0, with a speed setting of its own
+        out, err = waiting.communicate(timeout=30)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 0, err
+    assert "node 1: waiting for node 0 to do this stage" in out and out.count("node 0 has done it") == 2
+    assert work_log(tmp_path) == ["data 300", "binarise"]  # node 1 ran nothing
+    assert sorted(os.listdir(tmp_path / "work" / ".done")) == ["1", "1.settings", "2", "2.settings"]
+    other = speed_recipe(tmp_path, VOCAB="400", **node1)  # node 0 made the data with other settings
+    assert other.returncode == 2 and "node 0 did stage 1 with other settings: was 300, now 400" in other.stderr
+    (tmp_path / "nowhere").mkdir()
+    alone = speed_recipe(tmp_path / "nowhere", **dict(node1, DIST_TIMEOUT="3"))  # node 0 never comes
+    assert alone.returncode == 1 and "node 1 waited DIST_TIMEOUT=3 s for node 0's stage 1" in alone.stderr
+
+
+def test_each_machines_stamps_are_its_own(tmp_path):
+    """Node 1's training stamp goes to .done/node1: it never overwrites node 0's (which a re-run of node 0
+    after a two-node run would otherwise read, and stop at)."""
+    for rank in ("1", "0"):
+        proc, _ = recipe(tmp_path, LAUNCH="torchrun", NODE_RANK=rank)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "work" / ".done" / "3").exists() and (tmp_path / "work" / ".done" / "node1" / "3").exists()
+    proc, _ = recipe(tmp_path, LAUNCH="torchrun", NODE_RANK="0")
+    assert proc.returncode == 0 and proc.stdout.count("skipping") == 4
+
+
+@pytest.mark.parametrize("output, says", [
+    ("RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [10.213.0.2]:10903: Connection reset by peer.",
+     "the connection to the worker at 10.213.0.2 was lost"),
+    ("RuntimeError: [pair.cc:589] Connection closed by peer [10.1.2.3]:62134", "the connection to the worker at 10.1.2.3 was lost"),
+    ("RuntimeError: [unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete",
+     "no word from the other machines for DIST_TIMEOUT=20 s"),
+    ("torch.distributed.DistStoreError: Timed out after 21 seconds waiting for clients. 1/2 clients joined.",
+     "not every machine joined torchrun's rendezvous at node0:29500 within DIST_TIMEOUT=20 s"),
+    ("torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (10.0.0.1, 29500)",
+     "node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=20 s"),
+    ("srun: error: node1: task 1: Killed\nsrun: Terminating StepId=12.0", "a task failed (node1: task 1: Killed), and srun ended the others"),
+    ("  exitcode  : -9 (pid: 5303)\n  error_file: <N/A>", "a training process on this machine failed (exitcode : -9 (pid: 5303))"),
+    ("Traceback: ValueError: something else", "fairseq-train failed"),
+])  # fmt: skip
+def test_a_failed_training_says_why(tmp_path, output, says):
+    """launch_training: what stopped the launcher, read from its output, and how to go on."""
+    log = tmp_path / "train.log"
+    log.write_text("an earlier run's output: Connection reset by peer [10.9.9.9]:1\n")  # not this run's
+    script = (f'set -euo pipefail; source "{REPO}/recipes/lib.sh"; LAUNCH=torchrun GPUS=0 PER_NODE=1 '
+              f'MASTER_ADDR=node0 MASTER_PORT=29500 NNODES=2 DIST_TIMEOUT=20; '
+              f'launch_training "{log}" bash -c \'printf "%s\\n" "$0"; exit 1\' {shlex.quote(output)}')  # fmt: skip
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert f"training stopped: {says}" in proc.stderr, proc.stderr
+    assert f". Once the cause is gone, run the same command again on every machine: training resumes from " \
+           f"checkpoint_last.pt (full log: {log})" in proc.stderr  # fmt: skip

@@ -140,13 +140,54 @@ def test_toy_rerun_skips_every_stage(toy_run):
 
 
 def test_toy_dry_run_without_archives_writes_its_own(tmp_path):
-    proc = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", GPUS="8")
+    proc = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1")
     assert proc.returncode == 0, proc.stderr
     assert "==== stage 0: toy archives in the WMT14 layout" in proc.stdout
     [prepare] = [c for c in commands(proc.stdout, PYTHON) if "prepare" in c]
     assert "--ignore-pinned-md5" in prepare and flag(prepare, "--from") == str(tmp_path / "w" / "toy-archives")
     trains = commands(proc.stdout, "fairseq-train")
-    assert len(trains) == 2 and flag(trains[0], "--arch") == "vaswani_tiny"  # CPU workers even where GPUS is set
+    assert len(trains) == 2 and flag(trains[0], "--arch") == "vaswani_tiny"  # CPU workers unless GPUS is set
+
+
+def test_toy_keeps_the_layout_it_is_given(tmp_path):
+    """TOY=1 changes sizes only: GPUS, LAUNCH, NNODES and NODE_RANK given with it are kept (they used to
+    be dropped silently, and every "node" trained a run of its own)."""
+    gpus = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", GPUS="1")
+    [train] = commands(gpus.stdout, "fairseq-train")
+    assert flag(train, "--arch") == "vaswani_tiny" and flag(train, "--distributed-world-size") == "1"
+    node1 = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", LAUNCH="torchrun", NNODES="2",
+                       NODE_RANK="1", MASTER_ADDR="node0", CPU_WORKERS="3", DIST_TIMEOUT="42")  # fmt: skip
+    assert node1.returncode == 0, node1.stderr
+    [line] = [line for line in node1.stdout.splitlines() if line.startswith("+ torchrun")]
+    words = shlex.split(line[2:])
+    assert [flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--rdzv-conf")] \
+        == ["2", "3", "1", "node0", "timeout=42"]  # fmt: skip
+    assert flag(words, "--distributed-world-size") == "6" and flag(words, "--heartbeat-timeout") == "42"
+    assert {"--cpu", "legacy_ddp", "gloo"} <= set(words) and flag(words, "--arch") == "vaswani_tiny"
+    assert "6 CPU workers (2 machines x 3)" in node1.stdout
+    assert node1.stdout.count("node 1 waits until node 0 has done this stage") == 5  # stages 0, 1, 2a, 2b, 3
+    assert "node 1: training done" in node1.stdout and "fairseq-generate" not in node1.stdout
+
+
+@pytest.mark.parametrize("variables, says", [
+    (dict(LAUNCH="local", NNODES="2"), "NNODES=2: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm"),
+    (dict(LAUNCH="mpirun"), "LAUNCH=mpirun: use local, torchrun or slurm"),
+    (dict(NODE_RANK="1"), "NODE_RANK=1 with LAUNCH=local: only LAUNCH=torchrun runs the recipe on every machine"),
+    (dict(LAUNCH="torchrun", NNODES="2", NODE_RANK="2", MASTER_ADDR="n0"), "NODE_RANK=2: with NNODES=2, each machine's number, 0 to 1"),
+    (dict(LAUNCH="torchrun", NNODES="2"), "LAUNCH=torchrun NNODES=2 needs MASTER_ADDR: node 0's address"),
+    (dict(GPUS="0", CPU_WORKERS="0"), "CPU_WORKERS=0: processes per machine, 1 or more"),
+    (dict(DIST_TIMEOUT="soon"), "DIST_TIMEOUT=soon: seconds, 1 or more"),
+    (dict(LAUNCH="slurm", REAL="1"), "LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set"),
+    (dict(LAUNCH="slurm", NNODES="2", SLURM_JOB_ID="7", SLURM_JOB_NUM_NODES="4", REAL="1"),
+     "NNODES=2, but this SLURM allocation has 4 nodes (sbatch --nodes)"),
+    (dict(GPUS="64", REAL="1"), "GPUS=64, but torch sees "),
+])  # fmt: skip
+def test_a_layout_that_cannot_work_stops_before_any_work(tmp_path, variables, says):
+    """Each in a dry run (which prints everything else), or in a real run where only the machine tells."""
+    real = variables.pop("REAL", None)
+    proc = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", *([] if real else ["--dry-run"]), **variables)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "w").exists() and "==== stage" not in proc.stdout
 
 
 # ---- Table 3 ------------------------------------------------------------------------------------
