@@ -4,11 +4,13 @@
 #                (tests/integration: fairseq's CLIs and the recipes at toy size)
 #   make test-unit   only the unit tier
 #   make test-gpu    only the GPU tier (tests/gpu: half precision, fused attention; skipped without CUDA)
+#   make test-cluster    the cluster tier (tests/cluster): two hosts made here, torchrun and SLURM (root)
 #   make test-transformers4   the Transformers export through transformers 4.57's pipeline("translation")
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
 #   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
 #   make bench-learning   same set-up, then how fast both learn per update on real text (benchmarks/learning.py)
 #   make bench-serving    after `make demo`: fairseq-generate against CTranslate2 fp32/int8 on the demo's model
+#   make bench-cluster    two hosts made here against one host at the same world size (root)
 #
 # Variables:
 #   PYTHON=python3            interpreter that creates the virtual environment
@@ -30,7 +32,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-slow test-gpu test-transformers4 demo bench bench-learning bench-serving clean
+.PHONY: install test test-unit test-slow test-gpu test-cluster cluster-packages test-transformers4 demo bench \
+	bench-learning bench-serving bench-cluster clean
 
 install: $(STAMP)
 
@@ -64,6 +67,20 @@ test-transformers4: $(STAMP)
 # Table 3 row at toy size); not part of `make test`.
 test-slow: $(STAMP)
 	$(PY) -m pytest tests -m slow $(PYTEST_ARGS)
+
+# The cluster tier (tests/cluster): two hosts made on this machine as network namespaces, and a SLURM cluster
+# of them (munged, slurmctld, a slurmd per host, started and ended by the tests), running the multi-machine
+# commands of docs/several-machines.md at toy size, faults included (~6 min on 2 cores). Needs root, ip netns,
+# and Debian's slurm-wlm and munge (`make cluster-packages`); skipped, naming what is missing, without them.
+test-cluster: $(STAMP)
+	$(PY) -m pytest tests/cluster -m cluster $(PYTEST_ARGS)
+
+# Two hosts against one at the same world size (updates/s under torchrun; root and ip netns; ~4 min).
+bench-cluster: $(STAMP)
+	$(PY) -m benchmarks.cluster --work runs/cluster --rounds 3 --out runs/cluster/cluster.md
+
+cluster-packages:
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge
 
 # The GPU tier (tests/gpu; skipped by `make test` where torch sees no CUDA device).
 test-gpu: $(STAMP)

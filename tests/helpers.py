@@ -195,3 +195,29 @@ def commands(output, program):
 
 def flag(words, name):
     return words[words.index(name) + 1]
+
+
+# ---- the documentation's commands ---------------------------------------------------------------
+
+
+def documents():
+    """The pages a user reads for commands: README.md and the reference pages under docs/ (not the
+    dated pages, docs/YYYY-MM-DD-*.md, which are history)."""
+    docs = os.path.join(REPO, "docs")
+    pages = sorted(f for f in os.listdir(docs) if f.endswith(".md") and not re.match(r"\d{4}-\d\d-\d\d-", f))
+    return ["README.md"] + [f"docs/{f}" for f in pages]
+
+
+def documented_commands():
+    """(page, line) for every command of the pages' ```bash blocks: continuation lines joined, a
+    trailing ``# comment`` dropped."""
+    found = []
+    for page in documents():
+        with open(os.path.join(REPO, page), encoding="utf-8") as f:
+            blocks = re.findall(r"```bash\n(.*?)```", f.read(), flags=re.S)
+        for block in blocks:
+            for line in block.replace("\\\n", " ").splitlines():
+                command = line.split(" #")[0].strip()
+                if command and not command.startswith("#"):
+                    found.append((page, command))
+    return found

@@ -1,5 +1,6 @@
-"""The README's recipe commands as a user types them: every ``bash recipes/...`` line of its code blocks
-(also inside ``sbatch --wrap "..."``), with only the variables that line shows, run with ``--dry-run``
+"""The documentation's recipe commands as a user types them: every ``bash recipes/...`` line of the code
+blocks of the README and of the reference pages under docs/ (also inside ``sbatch --wrap "..."``), with
+only the variables that line shows, run with ``--dry-run``
 from a fresh copy of the repository; every recipe's ``--dry-run`` and ``--help``; and a recipe that
 fails always says where."""
 
@@ -12,24 +13,22 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, documented_commands
 
-RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS")
+RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS",
+                    "CPU_WORKERS", "MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "DATA_ONLY")  # fmt: skip
 
 
 def readme_recipe_lines():
-    """(line, [VAR=value ...], [script and its arguments]) for each recipe command in the README's code blocks."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        blocks = re.findall(r"```bash\n(.*?)```", f.read(), flags=re.S)
+    """(line, [VAR=value ...], [script and its arguments]) for each recipe command of the README and the
+    reference pages under docs/ (helpers.documented_commands)."""
     found = []
-    for block in blocks:
-        for line in block.replace("\\\n", " ").splitlines():
-            command = line.split(" #")[0].strip()
-            wrapped = re.search(r'--wrap\s+"([^"]*)"', command)  # sbatch: the command it submits
-            words = shlex.split(wrapped.group(1) if wrapped else command) if command else []
-            if "bash" in words and words.index("bash") + 1 < len(words) and words[words.index("bash") + 1].startswith("recipes/"):
-                i = words.index("bash")
-                found.append((line.strip(), words[:i], words[i + 1 :]))
+    for _, command in documented_commands():
+        wrapped = re.search(r'--wrap\s+"([^"]*)"', command)  # sbatch: the command it submits
+        words = shlex.split(wrapped.group(1) if wrapped else command)
+        if "bash" in words and words.index("bash") + 1 < len(words) and words[words.index("bash") + 1].startswith("recipes/"):
+            i = words.index("bash")
+            found.append((command, words[:i], words[i + 1 :]))
     return found
 
 
