@@ -139,6 +139,16 @@ def test_toy_rerun_skips_every_stage(toy_run):
     assert "fairseq-train" not in proc.stderr
 
 
+def test_another_machines_core_count_redoes_nothing(toy_run):
+    """PREP_WORKERS defaults to nproc: the data prepared on one machine is the data on another (it used to
+    redo stages 1-3 there, naming variables that had not changed, and stage 3 then died on the existing
+    data-bin). A dry run says what a real run would do."""
+    work, _ = toy_run
+    proc = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **dict(TOY, PREP_WORKERS="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("a real run skips this stage") == 9 and "redoes" not in proc.stdout
+
+
 def test_toy_dry_run_without_archives_writes_its_own(tmp_path):
     proc = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1")
     assert proc.returncode == 0, proc.stderr
