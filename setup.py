@@ -1,5 +1,5 @@
-"""transformer_plugin: "Attention Is All You Need" as a fairseq --user-dir plugin, and its tools
-(transformer_plugin_cli, installed as vaswani-* console scripts).
+"""transformer_plugin: "Attention Is All You Need" as a fairseq --user-dir plugin, the data preparation of
+its recipes (preprocess) and its tools (transformer_plugin_cli), the last two as vaswani-* console scripts.
 
 Install with ``make install`` (see the README): it installs a CPU torch first, then fairseq-fixed
 built against that torch, then this package. A plain ``pip install .`` on a machine without torch
@@ -15,7 +15,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
-    packages=find_packages(include=["transformer_plugin", "transformer_plugin.*", "transformer_plugin_cli", "transformer_plugin_cli.*"]),
+    packages=find_packages(include=["transformer_plugin", "transformer_plugin.*", "preprocess",
+                                    "transformer_plugin_cli", "transformer_plugin_cli.*"]),
     # Versions and reasons: requirements.txt. torch is not pinned here so that a GPU user keeps theirs.
     install_requires=[
         "torch>=2.6",
@@ -27,7 +28,8 @@ setup(
         "transformers>=5.0",
     ],
     extras_require={"test": ["pytest>=8"]},
-    # transformer_plugin_cli/__init__.py lists them by job; tests/integration/test_package.py checks both lists
+    # preprocess/__init__.py and transformer_plugin_cli/__init__.py list them by job;
+    # tests/integration/test_package.py checks the lists
     entry_points={
         "console_scripts": [
             "vaswani-user-dir = transformer_plugin_cli.tools.user_dir:main",
@@ -40,11 +42,11 @@ setup(
             "vaswani-translate = transformer_plugin_cli.serving.translate:main",
             "vaswani-export-hf = transformer_plugin_cli.serving.export_transformers:main",
             "vaswani-evalb = transformer_plugin_cli.parsing.evalb:main",
-            "vaswani-prepare-ptb = transformer_plugin_cli.parsing.ptb:main",
-            "vaswani-prepare-wmt14 = transformer_plugin_cli.data.wmt14:main",
-            "vaswani-sentencepiece = transformer_plugin_cli.data.sentencepiece_vocab:main",
-            "vaswani-synthetic-pair = transformer_plugin_cli.data.synthetic_pair:main",
-            "vaswani-prepare-debian-l10n = transformer_plugin_cli.data.debian_l10n:main",
+            "vaswani-prepare-ptb = preprocess.ptb:main",
+            "vaswani-prepare-wmt14 = preprocess.wmt14:main",
+            "vaswani-sentencepiece = preprocess.sentencepiece_vocab:main",
+            "vaswani-synthetic-pair = preprocess.synthetic_pair:main",
+            "vaswani-prepare-debian-l10n = preprocess.debian_l10n:main",
             "vaswani-paper-flags = transformer_plugin_cli.paper:main",
         ]
     },

@@ -2,7 +2,7 @@
 
 Both models get identical sizes, data, seeds, criterion, optimizer and learning-rate curve; only the
 implementation differs. The data is a real English-German corpus that the project prepares offline
-from the gettext catalogues Debian packages ship (``transformer_plugin_cli.data.debian_l10n``: about 77,000 training
+from the gettext catalogues Debian packages ship (``preprocess.debian_l10n``: about 77,000 training
 pairs), with a joint sentencepiece BPE vocabulary. For every model and seed the benchmark trains
 for ``--updates`` updates, reads the validation nll (bits per token, fairseq's ``valid_nll_loss``)
 every ``--interval`` updates from fairseq's own log, then translates the test split with beam 4 and
@@ -53,8 +53,8 @@ def parse_arm(text: str):
 
 def prepare_data(a) -> str:
     """Corpus, joint BPE and fairseq binaries; redone when the corpus or the settings change."""
-    from transformer_plugin_cli.data import debian_l10n
-    from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
+    from preprocess import debian_l10n
+    from preprocess.sentencepiece_vocab import encode, train
 
     data, bin_dir = os.path.join(a.work, "data"), os.path.join(a.work, "data-bin")
     report = debian_l10n.prepare(data, debs=a.debs, download_dir=os.path.join(a.work, "debs"), valid=a.valid, test=a.test)

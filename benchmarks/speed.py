@@ -41,8 +41,8 @@ from transformer_plugin_cli.paper import decoding_flags, training_flags  # noqa:
 
 
 def prepare_data(work, train_pairs, vocab_size):
-    from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
-    from transformer_plugin_cli.data.synthetic_pair import generate
+    from preprocess.sentencepiece_vocab import encode, train
+    from preprocess.synthetic_pair import generate
 
     bin_dir = os.path.join(work, "data-bin")
     if os.path.exists(os.path.join(bin_dir, "test.src-tgt.tgt.idx")):

@@ -42,13 +42,13 @@ paper_flags TRAINING training --warmup-updates "$WARMUP"              # Section 
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"   # Section 6.1
 
 stage 1 "synthetic corpus: $TRAIN_PAIRS/$VALID_PAIRS/$TEST_PAIRS pairs" \
-  "$PY" -m transformer_plugin_cli.data.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
+  "$PY" -m preprocess.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
     --test "$TEST_PAIRS" --seed "$SEED"
 
 stage 2 "joint sentencepiece BPE vocabulary of $VOCAB_SIZE pieces" bash -c 'set -euo pipefail
-  "$0" -m transformer_plugin_cli.data.sentencepiece_vocab train --inputs "$1/train.src" "$1/train.tgt" \
+  "$0" -m preprocess.sentencepiece_vocab train --inputs "$1/train.src" "$1/train.tgt" \
     --model-prefix "$1/spm" --vocab-size "$2" --model-type bpe --vocab-size-name VOCAB_SIZE
-  "$0" -m transformer_plugin_cli.data.sentencepiece_vocab encode --model "$1/spm.model" \
+  "$0" -m preprocess.sentencepiece_vocab encode --model "$1/spm.model" \
     --inputs "$1"/{train,valid,test}.src "$1"/{train,valid,test}.tgt \
     --outputs "$1"/{train,valid,test}.sp.src "$1"/{train,valid,test}.sp.tgt' "$PY" "$DATA" "$VOCAB_SIZE"
 

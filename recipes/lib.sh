@@ -179,9 +179,10 @@ input_identity() {
 # preparation (PREP_WORKERS; sentencepiece's BPE is the same for any thread count, a unigram model's
 # scores differ in the sixth digit and the one made stays, consistent with what was made from it), and
 # where and how long the machines of a training wait for each other (MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT).
+# A stamp written before the data preparation moved to preprocess/ names its old modules: the same stage.
 HOW_ONLY_OPTIONS="workers|threads|heartbeat-timeout|rdzv-conf|master-addr|master-port|distributed-port"
 what_it_makes() {
-  sed -E "s/ --($HOW_ONLY_OPTIONS) [^ ]+//g" <<< "$1"
+  sed -E "s/ --($HOW_ONLY_OPTIONS) [^ ]+//g; s/transformer_plugin_cli\.(data|parsing)\.(wmt14|sentencepiece_vocab|synthetic_pair|debian_l10n|ptb) /preprocess.\2 /g" <<< "$1"
 }
 
 # stamp_dir: where this machine's stamps live. With LAUNCH=torchrun every machine runs the recipe on the

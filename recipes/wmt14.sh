@@ -1,7 +1,7 @@
 # The WMT14 recipe body, sourced by recipes/wmt14_{en_de,en_fr}_{base,big}.sh after they set their
 # configuration (PAIR, CONFIG, ARCH, ...). Read one of those first; this file holds the shared variables
 # and the stages:
-#   1 fetch, verify, extract, clean and normalise the corpora (transformer_plugin_cli/data/wmt14.py)
+#   1 fetch, verify, extract, clean and normalise the corpora (preprocess/wmt14.py)
 #   2 a joint sentencepiece vocabulary (BPE ~37k for En-De, unigram 32k word pieces for En-Fr), encode
 #   3 fairseq-preprocess --joined-dictionary
 #   4 fairseq-train, data-parallel over every GPU (or CPU workers), ~25k tokens per update
@@ -12,7 +12,7 @@
 #
 # Options:  --dry-run  print every command instead of running it (also DRY_RUN=1)
 # Toy size: TOY=1 runs the same stages on CPU in minutes: vaswani_tiny, a few updates, and, unless
-#           FROM is given, small archives in the real WMT14 layouts written by transformer_plugin_cli/data/wmt14.py.
+#           FROM is given, small archives in the real WMT14 layouts written by preprocess/wmt14.py.
 # Several machines: LAUNCH=torchrun or LAUNCH=slurm, see the README ("On several machines").
 set -euo pipefail
 
@@ -72,20 +72,20 @@ prepare_data() {
     PREPARE_ARGS+=(--from "$FROM")
   elif [ "$TOY" = 1 ]; then
     data_stage 0 "toy archives in the WMT14 layout (synthetic text)" \
-      "$PY" -m transformer_plugin_cli.data.wmt14 toy-archives --pair "$PAIR" --out "$WORK/toy-archives"
+      "$PY" -m preprocess.wmt14 toy-archives --pair "$PAIR" --out "$WORK/toy-archives"
     PREPARE_ARGS+=(--from "$WORK/toy-archives")
     [ "$IGNORE_PINNED_MD5" = 1 ] || PREPARE_ARGS+=(--ignore-pinned-md5)
   fi
   data_stage 1 "WMT14 $PAIR: fetch, verify, extract, clean, normalise" \
-    "$PY" -m transformer_plugin_cli.data.wmt14 prepare "${PREPARE_ARGS[@]}"
+    "$PY" -m preprocess.wmt14 prepare "${PREPARE_ARGS[@]}"
 
   data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
-    "$PY" -m transformer_plugin_cli.data.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
+    "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
       --model-prefix "$SPM/spm" --vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --threads "$PREP_WORKERS" \
       --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE"
 
   data_stage 2b "encode train, valid and test into pieces" \
-    "$PY" -m transformer_plugin_cli.data.sentencepiece_vocab encode --model "$SPM/spm.model" \
+    "$PY" -m preprocess.sentencepiece_vocab encode --model "$SPM/spm.model" \
       --inputs "$DATA"/{train,valid,test}."$SRC" "$DATA"/{train,valid,test}."$TGT" \
       --outputs "$SPM"/{train,valid,test}.sp."$SRC" "$SPM"/{train,valid,test}.sp."$TGT"
 

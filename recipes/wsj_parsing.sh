@@ -7,7 +7,7 @@
 #   bash recipes/wsj_parsing.sh --dry-run                             # print every command, run nothing
 #   TOY=1 bash recipes/wsj_parsing.sh     # toy size on CPU, on a small treebank this project writes
 #
-# Stages: 1 read/clean/split/linearise the trees (transformer_plugin_cli/parsing/ptb.py); 2 fairseq-preprocess (source
+# Stages: 1 read/clean/split/linearise the trees (preprocess/ptb.py); 2 fairseq-preprocess (source
 # vocabulary 16K or 32K words); 3 fairseq-train; 4 average the last checkpoints; 5 fairseq-generate with
 # beam 21, lenpen 0.3, max length input+300; 6 trees back from the output (repairs counted) and
 # labelled bracketing F1 with EVALB's COLLINS.prm conventions, beside the paper.
@@ -61,12 +61,12 @@ if [ -z "$TREEBANK" ]; then
   fi
   TREEBANK="$WORK/toy-treebank"
   data_stage 0 "a small treebank in the LDC layout (from a grammar)" \
-    "$PY" -m transformer_plugin_cli.parsing.ptb toy-treebank --out "$TREEBANK"
+    "$PY" -m preprocess.ptb toy-treebank --out "$TREEBANK"
 fi
 PREPARE_ARGS=(--treebank "$TREEBANK" --out "$DATA")
 if [ -n "$EXTRA_TREES" ]; then read -r -a EXTRA <<< "$EXTRA_TREES"; PREPARE_ARGS+=(--extra-trees "${EXTRA[@]}"); fi
 data_stage 1 "WSJ: sections 02-21 train, 22 dev, 23 test; clean and linearise" \
-  "$PY" -m transformer_plugin_cli.parsing.ptb prepare "${PREPARE_ARGS[@]}"
+  "$PY" -m preprocess.ptb prepare "${PREPARE_ARGS[@]}"
 
 data_stage --clears "$BIN" 2 "fairseq-preprocess: words -> linearised trees, $VOCAB_SIZE source words" \
   fairseq-preprocess --source-lang words --target-lang trees \

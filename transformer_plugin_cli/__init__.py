@@ -1,7 +1,9 @@
-"""The plugin's tools, beside the plugin (as ``fairseq_cli`` sits beside ``fairseq``).
+"""The plugin's tools, beside the plugin (as ``fairseq_cli`` sits beside ``fairseq``): what works on models
+and their outputs.
 
-``transformer_plugin`` is what fairseq's ``--user-dir`` loads; this package is everything a user runs
-around fairseq's own commands. Each tool is a console script and runs with ``python -m`` too:
+``transformer_plugin`` is what fairseq's ``--user-dir`` loads; ``preprocess`` prepares the corpora before
+any model exists; this package is everything a user runs on a model or its output around fairseq's own
+commands. Each tool is a console script and runs with ``python -m`` too:
 
     tools/    vaswani-user-dir             the directory to give fairseq as --user-dir
               vaswani-average-checkpoints  Section 6.1: average the last checkpoints
@@ -12,17 +14,13 @@ around fairseq's own commands. Each tool is a console script and runs with ``pyt
     serving/  vaswani-export-ct2           a checkpoint into a CTranslate2 model
               vaswani-translate            translate text with that model
               vaswani-export-hf            a checkpoint into a Hugging Face Transformers MarianMT model
-    parsing/  vaswani-evalb                EVALB-conformant bracket scores (Section 6.3)
-              vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised
-    data/     vaswani-prepare-wmt14        WMT14 En-De / En-Fr: fetch, verify, extract, clean
-              vaswani-sentencepiece        train and apply a joint sentencepiece vocabulary
-              vaswani-synthetic-pair       the demo's synthetic language pair
-              vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's translation catalogues)
+    parsing/  vaswani-evalb                EVALB-conformant bracket scores of parses (Section 6.3)
     paper.py  vaswani-paper-flags          the paper's fairseq-train / fairseq-generate flags
 
-Shared: ``fairseq_output.py`` reads fairseq's logs and generate output; ``files.py`` writes files
-atomically. Tools that need no model (evalb, the trees, Table 3's plan, evaluate, the data
-preparations, the decoding flags) do not import fairseq.
+Shared, with ``preprocess`` too: ``files.py`` writes files atomically; ``parsing/trees.py`` is the tree
+model (the treebank's preparation linearises trees, EVALB scoring reads them back).
+``fairseq_output.py`` reads fairseq's logs and generate output. Tools that need no model (evalb, the
+trees, Table 3's plan, evaluate, the decoding flags) do not import fairseq.
 """
 
 __version__ = "0.1.0"

@@ -5,7 +5,7 @@ import random
 import pytest
 from helpers import PLUGIN, TRAIN_FLAGS, run_in_process
 
-from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
+from preprocess.sentencepiece_vocab import encode, train
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
 

@@ -23,8 +23,8 @@ import pytest
 import torch
 
 from helpers import BIN, PLUGIN, TRAIN_FLAGS, run_in_process
-from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
-from transformer_plugin_cli.data.synthetic_pair import generate as synthetic_pair
+from preprocess.sentencepiece_vocab import encode, train
+from preprocess.synthetic_pair import generate as synthetic_pair
 from transformer_plugin_cli.fairseq_output import sentence_lines
 from transformer_plugin_cli.paper import decoding_flags
 from transformer_plugin_cli.serving import export_transformers

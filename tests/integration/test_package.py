@@ -1,7 +1,9 @@
-"""The packages' layout: the plugin holds what --user-dir registers, registered on import; the tools
-are a sibling package, each a console script, and those that need no model start without fairseq."""
+"""The packages' layout: the plugin holds what --user-dir registers, registered on import; the data
+preparation (preprocess) and the tools on models and outputs (transformer_plugin_cli) are sibling
+packages, each module with a main() a console script; those that need no model start without fairseq."""
 
 import ast
+import importlib
 import importlib.metadata
 import os
 import pkgutil
@@ -13,12 +15,13 @@ import pytest
 from helpers import REPO
 
 LIGHT_TOOLS = [
-    "transformer_plugin_cli.parsing.evalb", "transformer_plugin_cli.parsing.trees", "transformer_plugin_cli.parsing.ptb",
+    "transformer_plugin_cli.parsing.evalb", "transformer_plugin_cli.parsing.trees",
     "transformer_plugin_cli.tools.table3", "transformer_plugin_cli.tools.evaluate", "transformer_plugin_cli.tools.user_dir",
-    "transformer_plugin_cli.data.wmt14", "transformer_plugin_cli.data.synthetic_pair",
-    "transformer_plugin_cli.data.sentencepiece_vocab", "transformer_plugin_cli.data.debian_l10n",
     "transformer_plugin_cli.paper", "transformer_plugin_cli.fairseq_output", "transformer_plugin_cli.files",
+    "preprocess.wmt14", "preprocess.synthetic_pair", "preprocess.sentencepiece_vocab", "preprocess.debian_l10n",
+    "preprocess.ptb",
 ]  # fmt: skip
+PACKAGES = ("preprocess", "transformer_plugin_cli")  # the ones with console scripts
 
 
 def python(code: str) -> str:
@@ -60,11 +63,11 @@ def test_the_plugin_holds_what_user_dir_registers_and_nothing_else():
     assert entries == ["__init__.py", "config.py", "criterions", "lr_scheduler", "models", "modules", "patches"]
 
 
-def _tool_modules():
-    """transformer_plugin_cli's modules that define main(), by their source (nothing imported)."""
-    root = os.path.join(REPO, "transformer_plugin_cli")
+def _tool_modules(package):
+    """The package's modules that define main(), by their source (nothing imported)."""
+    root = os.path.join(REPO, package)
     found = set()
-    for info in pkgutil.walk_packages([root], prefix="transformer_plugin_cli."):
+    for info in pkgutil.walk_packages([root], prefix=f"{package}."):
         path = os.path.join(REPO, *info.name.split(".")) + ("/__init__.py" if info.ispkg else ".py")
         tree = ast.parse(open(path, encoding="utf-8").read())
         if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
@@ -72,14 +75,35 @@ def _tool_modules():
     return found
 
 
-def test_every_tool_is_a_console_script_named_in_the_package_docstring():
+def test_every_tool_is_a_console_script_named_in_its_package_docstring():
     scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts") if e.name.startswith("vaswani-")}
-    assert {value.split(":")[0] for value in scripts.values()} == _tool_modules()
+    assert {value.split(":")[0] for value in scripts.values()} == set().union(*map(_tool_modules, PACKAGES))
     assert all(value.endswith(":main") for value in scripts.values())
-    import transformer_plugin_cli
+    for package in PACKAGES:
+        docstring = importlib.import_module(package).__doc__
+        listed = {word for line in docstring.splitlines() for word in line.split() if word.startswith("vaswani-")}
+        assert listed == {name for name, value in scripts.items() if value.startswith(f"{package}.")}, package
 
-    listed = {word for line in transformer_plugin_cli.__doc__.splitlines() for word in line.split() if word.startswith("vaswani-")}
-    assert listed == set(scripts)
+
+def test_the_top_level_is_the_designs():
+    """transformer_plugin/, preprocess/, recipes/, tests/, setup.py, README.md (and the rest beside them)."""
+    for entry in ("transformer_plugin", "preprocess", "recipes", "tests", "setup.py", "README.md"):
+        assert os.path.exists(os.path.join(REPO, entry)), entry
+    modules = sorted(f for f in os.listdir(os.path.join(REPO, "preprocess")) if f.endswith(".py"))
+    assert modules == ["__init__.py", "debian_l10n.py", "ptb.py", "sentencepiece_vocab.py", "synthetic_pair.py", "wmt14.py"]
+    tests = sorted(f for f in os.listdir(os.path.join(REPO, "tests", "unit", "preprocess")) if f.endswith(".py"))
+    assert tests == [f"test_{m}" for m in modules[1:]]  # mirrored
+
+
+def test_the_tools_never_import_the_data_preparation():
+    root = os.path.join(REPO, "transformer_plugin_cli")
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                tree = ast.parse(open(os.path.join(directory, name), encoding="utf-8").read())
+                imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+                imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+                assert not [m for m in imported if m.split(".")[0] == "preprocess"], os.path.join(directory, name)
 
 
 @pytest.mark.parametrize("script", ["vaswani-user-dir", "vaswani-evalb --help", "vaswani-paper-flags training"])

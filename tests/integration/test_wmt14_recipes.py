@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from helpers import PYTHON, commands, flag, run_recipe
-from transformer_plugin_cli.data import wmt14
+from preprocess import wmt14
 
 @pytest.mark.parametrize("script, arch, steps, keep, vocab, spm, paper", [
     ("wmt14_en_de_base.sh", "vaswani_base", "100000", "5", "37000", "bpe", "27.3"),
@@ -35,7 +35,7 @@ def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, 
     [generate] = commands(out, "fairseq-generate")
     assert {k: flag(generate, k) for k in ("--beam", "--lenpen", "--max-len-a", "--max-len-b", "--gen-subset")} == {
         "--beam": "4", "--lenpen": "0.6", "--max-len-a": "1", "--max-len-b": "50", "--gen-subset": "test"}
-    [vocabulary] = [c for c in commands(out, PYTHON) if "train" in c and "transformer_plugin_cli.data.sentencepiece_vocab" in c]
+    [vocabulary] = [c for c in commands(out, PYTHON) if "train" in c and "preprocess.sentencepiece_vocab" in c]
     assert (flag(vocabulary, "--vocab-size"), flag(vocabulary, "--model-type")) == (vocab, spm)
     [score] = [c for c in commands(out, PYTHON) if "transformer_plugin_cli.tools.evaluate" in c]
     assert flag(score, "--paper").startswith(paper) and "--tokenized-bleu" in score
@@ -137,6 +137,22 @@ def test_toy_rerun_skips_every_stage(toy_run):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("done already") == 9
     assert "fairseq-train" not in proc.stderr
+
+
+def test_stamps_from_before_the_move_to_preprocess_still_hold(toy_run):
+    """Runs made before the data preparation moved from transformer_plugin_cli.data to preprocess/ keep
+    their stages (a redone stage 1 would stop the recipe at its finished training)."""
+    work, _ = toy_run
+    stamps = {p: p.read_text() for p in (work / ".done").iterdir() if "." not in p.name}
+    try:
+        for path, text in stamps.items():
+            path.write_text(text.replace("-m preprocess.", "-m transformer_plugin_cli.data."))
+        assert any("transformer_plugin_cli.data.wmt14" in p.read_text() for p in stamps)
+        proc = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **TOY)
+        assert proc.returncode == 0 and proc.stdout.count("a real run skips this stage") == 9, proc.stdout[-3000:]
+    finally:
+        for path, text in stamps.items():
+            path.write_text(text)
 
 
 def test_another_machines_core_count_redoes_nothing(toy_run):

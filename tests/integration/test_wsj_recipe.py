@@ -16,7 +16,7 @@ def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
                EXTRA_TREES=extra)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "w").exists()
-    [prepare] = [c for c in commands(proc.stdout, PYTHON) if "transformer_plugin_cli.parsing.ptb" in c]
+    [prepare] = [c for c in commands(proc.stdout, PYTHON) if "preprocess.ptb" in c]
     assert flag(prepare, "--treebank") == "/ldc/treebank_3/parsed/mrg"
     assert ("--extra-trees" in prepare) == bool(extra)
     [binarize] = commands(proc.stdout, "fairseq-preprocess")

@@ -3,7 +3,7 @@
 import hashlib
 import random
 
-from transformer_plugin_cli.data.synthetic_pair import TARGET_DETERMINERS, Grammar, generate, make_lexicon
+from preprocess.synthetic_pair import TARGET_DETERMINERS, Grammar, generate, make_lexicon
 
 
 def digest(directory):

@@ -9,8 +9,8 @@ these); the line count is checked, and outputs are written to a temporary name a
 
 fairseq-generate ``--post-process sentencepiece`` turns pieces back into text.
 
-    python -m transformer_plugin_cli.data.sentencepiece_vocab train --inputs train.en train.de --model-prefix spm --vocab-size 37000
-    python -m transformer_plugin_cli.data.sentencepiece_vocab encode --model spm.model --inputs train.en --outputs train.sp.en
+    python -m preprocess.sentencepiece_vocab train --inputs train.en train.de --model-prefix spm --vocab-size 37000
+    python -m preprocess.sentencepiece_vocab encode --model spm.model --inputs train.en --outputs train.sp.en
 """
 
 import argparse
@@ -19,7 +19,7 @@ import re
 import sys
 from typing import List
 
-from ..files import atomic_path
+from transformer_plugin_cli.files import atomic_path
 
 
 class VocabularyTooLargeError(ValueError):

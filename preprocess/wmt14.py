@@ -26,9 +26,9 @@ Outputs in ``--out``: ``{train,valid,test}.{src,tgt}``, ``{valid,test}.ref.<tgt>
 ``report.json`` with every count. They appear under their final names only when the whole
 preparation succeeded (written under temporary names, renamed at the end, the report last).
 
-    python -m transformer_plugin_cli.data.wmt14 prepare --pair en-de --out data/wmt14_en_de [--from ~/archives] [--workers 8]
-    python -m transformer_plugin_cli.data.wmt14 urls --pair en-fr          # what would be downloaded, and from where
-    python -m transformer_plugin_cli.data.wmt14 toy-archives --out DIR     # small archives in the real layouts, for a toy run
+    python -m preprocess.wmt14 prepare --pair en-de --out data/wmt14_en_de [--from ~/archives] [--workers 8]
+    python -m preprocess.wmt14 urls --pair en-fr          # what would be downloaded, and from where
+    python -m preprocess.wmt14 toy-archives --out DIR     # small archives in the real layouts, for a toy run
 """
 
 import argparse
@@ -48,7 +48,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..files import publish, write_json
+from transformer_plugin_cli.files import publish, write_json
 
 
 
@@ -522,7 +522,7 @@ def _sgml(lines: Sequence[str], kind: str, setid: str, lang: str, docs: int = 3)
 
 def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 700, test: int = 60, seed: int = 1):
     """Small archives with the original names and inner layouts of ``pair``, filled with the synthetic
-    language pair of :mod:`transformer_plugin_cli.data.synthetic_pair` (English-like source, made-up target, every fifth
+    language pair of :mod:`preprocess.synthetic_pair` (English-like source, made-up target, every fifth
     pair in quotes, typographic on the target side); every member the preparation reads is there.
     For trying a recipe offline and for the tests."""
     import io

@@ -15,8 +15,8 @@ Vinyals & Kaiser et al. (2014). It writes, in ``--out``:
 BerkeleyParser output on news text) to the training set only. This is the paper's semi-supervised
 setting, with a 32K vocabulary.
 
-    python -m transformer_plugin_cli.parsing.ptb prepare --treebank /data/LDC99T42/treebank_3/parsed/mrg --out data/wsj
-    python -m transformer_plugin_cli.parsing.ptb toy-treebank --out /tmp/toy_ptb    # a small treebank in the LDC layout
+    python -m preprocess.ptb prepare --treebank /data/LDC99T42/treebank_3/parsed/mrg --out data/wsj
+    python -m preprocess.ptb toy-treebank --out /tmp/toy_ptb    # a small treebank in the LDC layout
 """
 
 import argparse
@@ -26,8 +26,8 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from ..files import publish, write_text
-from .trees import Tree, TreeError, clean, linearise, read_trees
+from transformer_plugin_cli.files import publish, write_text
+from transformer_plugin_cli.parsing.trees import Tree, TreeError, clean, linearise, read_trees
 
 SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
 

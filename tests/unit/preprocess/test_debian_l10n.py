@@ -1,4 +1,4 @@
-"""transformer_plugin_cli/data/debian_l10n.py offline: packages in the real Debian layout, built here with dpkg-deb;
+"""preprocess/debian_l10n.py offline: packages in the real Debian layout, built here with dpkg-deb;
 cleaning counts; the split; apt-get replaced by a script on PATH; errors that name the file."""
 
 import json
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from transformer_plugin_cli.data import debian_l10n as l10n
+from preprocess import debian_l10n as l10n
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb (Debian's dpkg)")
 

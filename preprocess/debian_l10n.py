@@ -29,9 +29,9 @@ re-run with the same packages and settings leaves them as they are.
 The package names are Debian 12 (bookworm) ones (``packages`` lists them); on another release give
 ``--packages``.
 
-    python -m transformer_plugin_cli.data.debian_l10n prepare --out data/debian_en_de [--debs DIR]
-    python -m transformer_plugin_cli.data.debian_l10n packages
-    python -m transformer_plugin_cli.data.debian_l10n toy-debs --out DIR     # small packages in the real layout, for tests
+    python -m preprocess.debian_l10n prepare --out data/debian_en_de [--debs DIR]
+    python -m preprocess.debian_l10n packages
+    python -m preprocess.debian_l10n toy-debs --out DIR     # small packages in the real layout, for tests
 """
 
 import argparse
@@ -51,7 +51,7 @@ import unicodedata
 from collections import Counter
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..files import publish
+from transformer_plugin_cli.files import publish
 
 WESNOTH_CAMPAIGNS = "did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs".split()
 PACKAGES = [

@@ -2,8 +2,8 @@
 
 import sentencepiece as spm
 
-from transformer_plugin_cli.data.sentencepiece_vocab import encode, train
-from transformer_plugin_cli.data.synthetic_pair import generate
+from preprocess.sentencepiece_vocab import encode, train
+from preprocess.synthetic_pair import generate
 
 
 def test_joint_bpe_round_trip(tmp_path):
@@ -22,7 +22,7 @@ def test_joint_bpe_round_trip(tmp_path):
 
 
 def test_a_vocabulary_too_large_for_the_text_is_named(tmp_path, capsys):
-    from transformer_plugin_cli.data.sentencepiece_vocab import main
+    from preprocess.sentencepiece_vocab import main
 
     text = tmp_path / "train.txt"
     text.write_text("a few words\nand a few more\n")

@@ -15,7 +15,7 @@ The two languages are made up, but translating between them needs what real tran
 Writes ``{train,valid,test}.{src,tgt}`` into the output directory, one sentence per line, UTF-8;
 the same seed always gives the same files, and no valid or test source sentence occurs in train.
 
-    python -m transformer_plugin_cli.data.synthetic_pair --out-dir data/synthetic --train 30000 --valid 1000 --test 1000
+    python -m preprocess.synthetic_pair --out-dir data/synthetic --train 30000 --valid 1000 --test 1000
 """
 
 import argparse
@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from ..files import write_lines
+from transformer_plugin_cli.files import write_lines
 
 SOURCE_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 TARGET_SYLLABLES = [c + v for c in ["sch", "h", "j", "w", "r", "b", "t", "k", "l", "m", "n", "d"] for v in "aeiouy"]

@@ -1,4 +1,4 @@
-"""transformer_plugin_cli/data/wmt14.py offline: archives in the real WMT14 layouts, built here; cleaning counts; SGML;
+"""preprocess/wmt14.py offline: archives in the real WMT14 layouts, built here; cleaning counts; SGML;
 downloads with resume from a local HTTP server; errors that name the file."""
 
 import gzip
@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from transformer_plugin_cli.data import wmt14
+from preprocess import wmt14
 
-# The original inner names of the WMT14 archives, written out independently of transformer_plugin_cli/data/wmt14.py
+# The original inner names of the WMT14 archives, written out independently of preprocess/wmt14.py
 EN_DE_MEMBERS = {
     "training-parallel-europarl-v7.tgz": ["training/europarl-v7.de-en.de", "training/europarl-v7.de-en.en"],
     "training-parallel-commoncrawl.tgz": ["commoncrawl.de-en.de", "commoncrawl.de-en.en"],
