@@ -1,8 +1,9 @@
 # Set-up and entry points. On a fresh machine:
-#   make test    create .venv, install everything (CPU torch by default), run the default test suite:
-#                the unit tier (tests/unit, in-process, about a minute) and the integration tier
-#                (tests/integration: fairseq's CLIs and the recipes at toy size)
+#   make test    create .venv, install everything, run the default test suite: the unit tier (tests/unit,
+#                in-process, about a minute) and the integration tier (tests/integration: fairseq's CLIs
+#                and the recipes at toy size)
 #   make test-unit   only the unit tier
+#   make test-pythons    the unit tier and the recipe tests on each of Python 3.11, 3.12 and 3.13 here
 #   make test-gpu    only the GPU tier (tests/gpu: half precision, fused attention; skipped without CUDA)
 #   make test-cluster    the cluster tier (tests/cluster): two hosts made here, torchrun and SLURM (root)
 #   make test-transformers4   the Transformers export through transformers 4.57's pipeline("translation")
@@ -13,33 +14,60 @@
 #   make bench-cluster    two hosts made here against one host at the same world size (root)
 #
 # Variables:
-#   PYTHON=python3            interpreter that creates the virtual environment
-#   VENV=.venv                where the environment lives
-#   TORCH=torch==2.13.0       torch to install (the CPU build on this kind of machine). A GPU user who
-#                             has torch already: `make test TORCH= VENV_FLAGS=--system-site-packages`
+#   PYTHON=python3            the interpreter that creates the environment: Python 3.11, 3.12 or 3.13
+#                             (SUPPORTED_PYTHONS, as setup.py's python_requires). The recipes never read it:
+#                             they run the environment's python (VENV_PYTHON, default `python` on PATH).
+#   VENV=.venv                where the environment lives; one Python per environment (.venv made with
+#                             another Python stops the install, saying so)
+#   TORCH=torch==2.13.0       the torch to install, as pip finds it: from PyPI on Linux that is the CUDA
+#                             build (about 3 GB with its CUDA libraries); on this project's CPU machines a
+#                             CPU build of it lies on disk for Python 3.11, and pip takes that. A wheel file
+#                             works too: TORCH=/path/torch-2.13.0+cpu-cp312-cp312-linux_x86_64.whl
+#   TORCH_INDEX=              where pip looks for torch alone, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu
+#                             for the CPU build (about 200 MB); empty: pip's own index
+#                             A GPU user who has torch already: `make test TORCH= VENV_FLAGS=--system-site-packages`
 #                             keeps that torch (fairseq's extensions are then built against it).
 #   VENV_FLAGS=               extra flags for `python -m venv`
 #   PYTEST_ARGS=              extra pytest arguments, e.g. PYTEST_ARGS="-k parity -x"
+#   PYTHONS="3.11 3.12 3.13"  the versions make test-pythons tries
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 VENV_FLAGS ?=
 PYTEST_ARGS ?=
 FAIRSEQ := fairseq-fixed==0.12.3.1
+SUPPORTED_PYTHONS := 3.11 3.12 3.13
+PYTHONS ?= $(SUPPORTED_PYTHONS)
 
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-slow test-gpu test-cluster cluster-packages test-transformers4 demo bench \
-	bench-learning bench-serving bench-cluster clean
+.PHONY: install check-python test test-unit test-pythons test-slow test-gpu test-cluster cluster-packages \
+	test-transformers4 demo bench bench-learning bench-serving bench-cluster clean
 
 install: $(STAMP)
 
-$(STAMP): setup.py requirements.txt
+# Before any install: PYTHON is one of SUPPORTED_PYTHONS, and VENV, if it exists, was made with it.
+check-python:
+	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || \
+		{ echo "PYTHON=$(PYTHON) does not run here (not on PATH, or a pyenv shim of a version not selected:" \
+			"give its path, e.g. PYTHON=$$(pyenv root 2>/dev/null || echo ~/.pyenv)/versions/3.12.1/bin/python3.12)" >&2; exit 1; }; \
+	case " $(SUPPORTED_PYTHONS) " in *" $$v "*) ;; *) case $$v in \
+		3.[0-9]) echo "Python $$v ($(PYTHON)): torch 2.13.0, which this project pins, has no build for it;" \
+			"use Python 3.11, 3.12 or 3.13 (make test PYTHON=python3.12)" >&2; exit 1 ;; \
+		*) echo "Python $$v ($(PYTHON)): not one this project is tested on ($(SUPPORTED_PYTHONS), setup.py's" \
+			"python_requires, which would refuse it); use one of those (make test PYTHON=python3.12)" >&2; exit 1 ;; \
+	esac ;; esac; \
+	if [ -x $(PY) ]; then w=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+		[ "$$w" = "$$v" ] || { echo "$(VENV) was made with Python $$w, and PYTHON=$(PYTHON) is $$v:" \
+			"make clean first, or give this Python an environment of its own (VENV=.venv-$$v)" >&2; exit 1; }; fi
+
+$(STAMP): setup.py requirements.txt | check-python
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
-	@if [ -n "$(TORCH)" ]; then $(PIP) install "$(TORCH)"; \
+	@if [ -n "$(TORCH)" ]; then $(PIP) install $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH)"; \
 	else $(PY) -c "import torch" || { echo "TORCH= given but no torch is importable in $(VENV)" >&2; exit 1; }; fi
 	$(PIP) install -r requirements.txt
 	@# fairseq-fixed is an sdist: build its extensions against the torch above, without pip's
@@ -50,11 +78,34 @@ $(STAMP): setup.py requirements.txt
 	$(PY) -c "import transformer_plugin, fairseq; print('fairseq', fairseq.__version__, 'plugin', transformer_plugin.__version__)"
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) | check-python
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-test-unit: $(STAMP)
+test-unit: $(STAMP) | check-python
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The unit tier and the recipe tests (every documented recipe command, the recipes' machinery, the En-De
+# recipe at toy size end to end) on each of PYTHONS this machine has, each in an environment of its own:
+# $(VENV) where it was made with that version, else .venv-3.X (made here). A version found neither as
+# python3.X on PATH nor under pyenv is skipped, named. Prints one line per version; fails if any failed.
+PYTHON_TESTS := tests/unit tests/integration/test_readme_recipes.py tests/integration/test_recipes_lib.py \
+	tests/integration/test_wmt14_recipes.py::test_toy_run_end_to_end
+test-pythons:
+	@status=0; summary=""; \
+	for v in $(PYTHONS); do \
+		py=""; \
+		for c in $$(command -v python$$v) $$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V -r); do \
+			$$c -c '' 2>/dev/null && { py=$$c; break; }; done; \
+		if [ -z "$$py" ]; then summary="$$summary\nPython $$v: skipped, not on this machine (no python$$v on PATH or under pyenv)"; continue; fi; \
+		venv=.venv-$$v; \
+		[ "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$$v" ] || venv=$(VENV); \
+		echo "==== Python $$v ($$py), environment $$venv"; \
+		if $(MAKE) --no-print-directory install PYTHON=$$py VENV=$$venv && \
+			$$venv/bin/python -m pytest $(PYTHON_TESTS) -q $(PYTEST_ARGS); \
+		then summary="$$summary\nPython $$v ($$py): passed"; \
+		else summary="$$summary\nPython $$v ($$py): FAILED"; status=1; fi; \
+	done; \
+	printf "$$summary\n"; exit $$status
 
 # The Transformers export through transformers 4.57, whose pipeline("translation") transformers 5 removed:
 # that version goes into .transformers4 (pip --target, beside the pinned 5.x), and the test puts it first

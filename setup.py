@@ -14,7 +14,7 @@ setup(
     description='"Attention Is All You Need" (Vaswani et al., 2017) as a fairseq user-dir plugin',
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.9",
+    python_requires=">=3.11,<3.14",  # what is tested: the Makefile's SUPPORTED_PYTHONS (make test-pythons)
     packages=find_packages(include=["transformer_plugin", "transformer_plugin.*", "preprocess",
                                     "transformer_plugin_cli", "transformer_plugin_cli.*"]),
     # Versions and reasons: requirements.txt. torch is not pinned here so that a GPU user keeps theirs.

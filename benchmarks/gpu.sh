@@ -16,7 +16,7 @@ OUT=${1:?usage: bash benchmarks/gpu.sh OUT [tests|kernels|speed-base|speed-big].
 shift
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels speed-base speed-big)
-PYTHON=${PYTHON:-python}
+VENV_PYTHON=${VENV_PYTHON:-python}
 WORK=${WORK:-runs/bench}          # the speed benchmark's data (made on first use, then reused)
 MAX_TOKENS=${MAX_TOKENS:-16384}   # per update, one GPU
 UPDATES=${UPDATES:-300}
@@ -31,16 +31,16 @@ for part in "${PARTS[@]}"; do
   echo "== $part ($(date -u +%H:%M:%S))"
   case $part in
     tests)
-      "$PYTHON" -m pytest tests/gpu -p no:cacheprovider -q -rs 2>&1 | tee "$OUT/tests.log" ;;
+      "$VENV_PYTHON" -m pytest tests/gpu -p no:cacheprovider -q -rs 2>&1 | tee "$OUT/tests.log" ;;
     kernels)
       for size in base big; do
-        "$PYTHON" -m benchmarks.attention_kernels --device cuda --dtype bfloat16 --arch "vaswani_$size" \
+        "$VENV_PYTHON" -m benchmarks.attention_kernels --device cuda --dtype bfloat16 --arch "vaswani_$size" \
           --out "$OUT/kernels_$size.md" > "$OUT/kernels_$size.log" 2>&1
         cat "$OUT/kernels_$size.md"
       done ;;
     speed-base | speed-big)
       size=${part#speed-}
-      "$PYTHON" -m benchmarks.speed --work "$WORK" --size "$size" --train-args "--bf16" --generate-args "--bf16" \
+      "$VENV_PYTHON" -m benchmarks.speed --work "$WORK" --size "$size" --train-args "--bf16" --generate-args "--bf16" \
         --max-tokens "$MAX_TOKENS" --updates "$UPDATES" --log-interval 50 --repeats "$REPEATS" \
         --generate-repeats "$GENERATE_REPEATS" --gen-batch-size 256 --out "$OUT/speed_$size.md" \
         > "$OUT/speed_$size.log" 2>&1

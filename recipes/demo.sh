@@ -35,7 +35,7 @@ BLEU_BAR=${BLEU_BAR:-65}                # the demo's bar for the averaged model 
 SEED=${SEED:-1}
 # -----------------------------------------------------------------------------------------------
 
-PY=${PYTHON:-python}
+PY=${VENV_PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 paper_flags TRAINING training --warmup-updates "$WARMUP"              # Section 5.3, Eq. (3), Section 5.4

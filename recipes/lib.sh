@@ -23,16 +23,16 @@ recipe_options() {
 # environment that `make install` made. Another `python` (no environment activated) stops the recipe
 # at once, saying what it lacks and how to go on, before any stage (in a dry run too).
 require_environment() {
-  local py=${PYTHON:-python} missing
+  local py=${VENV_PYTHON:-python} missing
   local how="activate the environment that \`make install\` made (source .venv/bin/activate)"
   if ! command -v "$py" > /dev/null; then
-    echo "no $py on PATH: $how or set PYTHON" >&2
+    echo "no $py on PATH: $how or set VENV_PYTHON" >&2
     exit 2
   fi
   missing=$("$py" -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
     fairseq transformer_plugin transformer_plugin_cli sentencepiece sacremoses sacrebleu 2>&1) || missing="anything ($missing)"
   if [ -n "$missing" ]; then
-    echo "$py ($(command -v "$py")) cannot import $missing: $how or set PYTHON to its python" >&2
+    echo "$py ($(command -v "$py")) cannot import $missing: $how or set VENV_PYTHON to its python" >&2
     exit 2
   fi
   if ! command -v fairseq-train > /dev/null; then
@@ -251,7 +251,7 @@ capture() {
 }
 
 free_port() {
-  "${PYTHON:-python}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  "${VENV_PYTHON:-python}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 # train_workers N LOG fairseq-train ARGS...: N data-parallel processes on this machine (gloo over

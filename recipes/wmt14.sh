@@ -53,7 +53,7 @@ fi
 MAX_PAIRS=${MAX_PAIRS:-}
 # -----------------------------------------------------------------------------------------------
 
-PY=${PYTHON:-python}
+PY=${VENV_PYTHON:-python}
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"
 RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
 

@@ -20,14 +20,14 @@ recipe_options "$0" "$@"
 # ---- variables ----------------------------------------------------------------------------------
 TOY=${TOY:-0}
 WORK=${WORK:-runs/wmt14_en_de$([ "$TOY" != 1 ] || echo _toy)}  # shared with recipes/wmt14_en_de_*.sh
-PYTHON=${PYTHON:-python}
+VENV_PYTHON=${VENV_PYTHON:-python}      # the python of the environment `make install` made (default: python on PATH)
 ROWS=${ROWS:-}                             # row ids (python -m transformer_plugin_cli.tools.table3 rows); empty: all
 # everything else (GPUS, LAUNCH, PRECISION, FROM, MAX_UPDATE, ...) is read by recipes/wmt14.sh
 # -------------------------------------------------------------------------------------------------
 
-export WORK TOY PYTHON
+export WORK TOY VENV_PYTHON
 # shellcheck disable=SC2086  # ROWS is a list of ids
-PLAN=$("$PYTHON" -m transformer_plugin_cli.tools.table3 plan $ROWS)  # id, recipe, flags per row; fails on an unknown id
+PLAN=$("$VENV_PYTHON" -m transformer_plugin_cli.tools.table3 plan $ROWS)  # id, recipe, flags per row; fails on an unknown id
 ROWS=$(cut -f1 <<< "$PLAN")
 while IFS=$'\t' read -r row recipe flags; do
   printf '\n######## Table 3 row %s: %s %s\n' "$row" "$recipe" "${flags:-(the base model)}"
@@ -42,4 +42,4 @@ if [ "${LAUNCH:-local}" = torchrun ] && [ "${NODE_RANK:-0}" != 0 ]; then
 fi
 printf '\n######## Table 3: ours beside the paper (%s)\n' "$WORK/table3.md"
 # shellcheck disable=SC2086  # ROWS is a list of ids
-"$PYTHON" -m transformer_plugin_cli.tools.table3 collect --work "$WORK" --rows $ROWS --out "$WORK/table3.md"
+"$VENV_PYTHON" -m transformer_plugin_cli.tools.table3 collect --work "$WORK" --rows $ROWS --out "$WORK/table3.md"

@@ -175,7 +175,7 @@ def free_port():
 def run_recipe(script, work, *args, **variables):
     """bash recipes/SCRIPT ARGS with WORK=work and the given variables, from the repository root."""
     env = {k: v for k, v in os.environ.items() if k not in ("GPUS", "LAUNCH", "NNODES", "DRY_RUN", "TOY", "FROM")}
-    env.update(WORK=str(work), PYTHON=sys.executable, **variables)
+    env.update(WORK=str(work), VENV_PYTHON=sys.executable, **variables)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     return subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=1200)  # fmt: skip

@@ -17,7 +17,7 @@ SMALL = dict(
 
 
 def run_demo(work, DRY="0", **variables):
-    env = dict(os.environ, WORK=str(work), PYTHON=sys.executable, **variables)
+    env = dict(os.environ, WORK=str(work), VENV_PYTHON=sys.executable, **variables)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     return subprocess.run(
         ["bash", os.path.join(REPO, "recipes", "demo.sh"), *(["--dry-run"] if DRY == "1" else [])], cwd=REPO,

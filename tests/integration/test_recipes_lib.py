@@ -26,7 +26,7 @@ def test_one_failing_worker_stops_the_others(tmp_path):
     worker.chmod(0o755)
     script = f'set -euo pipefail; WORK="{tmp_path}"; source "{REPO}/recipes/lib.sh"; ' \
              f'train_workers 2 "{tmp_path}/train.log" "{worker}" --some-flag'
-    env = dict(os.environ, MARKERS=str(tmp_path), PYTHON=sys.executable)
+    env = dict(os.environ, MARKERS=str(tmp_path), VENV_PYTHON=sys.executable)
     # rank 0 alone would take 60 s: finishing within the timeout means it was stopped, not waited for
     proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=45)
     assert proc.returncode == 3, proc.stderr
@@ -51,7 +51,7 @@ stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK"
 def recipe(tmp_path, *args, **variables):
     script = tmp_path / "recipe.sh"
     script.write_text(RECIPE)
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PYTHON=sys.executable, **variables)
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), VENV_PYTHON=sys.executable, **variables)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # the project's .venv, as after make
     proc = subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
     log = tmp_path / "work" / "log"
@@ -112,6 +112,14 @@ def test_a_changed_input_outside_work_redoes_its_stage(tmp_path):
     assert log == ["data", "vocab 300", "score", "data", "vocab 300", "score"]
 
 
+def test_the_recipes_do_not_read_the_makefiles_python(tmp_path):
+    """`make test PYTHON=python3.12` exports PYTHON, the interpreter that makes the environment, to
+    everything make runs; the recipes run the environment's python (VENV_PYTHON, or python on PATH)."""
+    proc, log = recipe(tmp_path, PYTHON="/usr/bin/no-such-python3.12")
+    assert proc.returncode == 0, proc.stderr
+    assert log == ["data", "vocab 300", "train 10", "score"]
+
+
 def test_precision_names_give_fairseq_train_flags():
     script = f'source "{REPO}/recipes/lib.sh"; for p in fp32 fp16 bf16 amp; do precision_args $p; echo "$p:${{PRECISION_ARGS[*]:-}}"; done'
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
@@ -124,7 +132,7 @@ def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
     fake.mkdir()
     (fake / "python").symlink_to(sys._base_executable)  # a Python without this project's packages
     env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PATH=f"{fake}:/usr/bin:/bin")
-    env.pop("PYTHON", None)
+    env.pop("VENV_PYTHON", None)
     script = tmp_path / "recipe.sh"
     script.write_text(RECIPE)
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
@@ -150,7 +158,7 @@ data_stage --clears "$BIN" 2 "binarise" bash -c 'mkdir "$0/bin" && echo "binaris
 def speed_recipe(tmp_path, *args, timeout=60, **variables):
     script = tmp_path / "speed.sh"
     script.write_text(SPEED_RECIPE)
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PYTHON=sys.executable, **variables)
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), VENV_PYTHON=sys.executable, **variables)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -195,7 +203,7 @@ def test_node1_waits_for_node0s_data_with_the_same_settings(tmp_path):
     node1 = dict(LAUNCH="torchrun", NODE_RANK="1", DIST_TIMEOUT="60")
     script = tmp_path / "speed.sh"
     script.write_text(SPEED_RECIPE)
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PYTHON=sys.executable, **node1)
+    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), VENV_PYTHON=sys.executable, **node1)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     waiting = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

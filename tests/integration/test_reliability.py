@@ -117,7 +117,7 @@ def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
               f'train_workers 2 "{tmp_path}/train.log" "{BIN}/fairseq-train" ' + " ".join(
                   f"'{a}'" for a in [str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update",
                                      "100000", "--save-dir", str(save_dir), "--no-save"]))  # fmt: skip
-    env = dict(os.environ, PYTHON=sys.executable)
+    env = dict(os.environ, VENV_PYTHON=sys.executable)
     launcher = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)  # fmt: skip
     try:
