@@ -120,6 +120,12 @@ def test_the_directory_loads_with_no_missing_or_unexpected_weights(exported, cap
     # fairseq's beam search never emits <pad>, nor </s> first (--min-len 1): the trained models here never
     # try either, so the settings themselves are checked
     assert generation["bad_words_ids"] == [[1]] and generation["min_new_tokens"] == 1 and generation["early_stopping"]
+    # the default bound: fairseq's (input + 50, then </s>) for the longest source binarized in the data dir
+    from fairseq.data import data_utils
+
+    splits = [data_utils.load_indexed_dataset(str(exported.bin / f"{s}.src-tgt.src"), None) for s in ("train", "valid", "test")]
+    longest = max(int(split.sizes.max()) for split in splits)
+    assert generation["max_new_tokens"] == longest + 51 and "max_length" not in generation
 
 
 def test_the_tokenizer_gives_fairseqs_ids(exported):
@@ -228,7 +234,8 @@ def test_raw_text_translates_as_fairseq_interactive(shared, interactive):
     tokenizer = MarianTokenizer.from_pretrained(shared.hf)
     model = MarianMTModel.from_pretrained(shared.hf)
     batch = tokenizer(lines, return_tensors="pt", padding=True)
-    translated = tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True)
+    output = model.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + 51)
+    translated = tokenizer.batch_decode(output, skip_special_tokens=True)
     assert translated == interactive
     assert sum(t == line for t, line in zip(translated, lines)) >= len(lines) // 2  # it learned to copy
 
@@ -250,6 +257,7 @@ def test_the_console_script_and_the_model_card(shared, tmp_path):
     assert "| copy test | 71.25 | 80.5 |" in card and "`nrefs:1|case:mixed|tok:13a`" in card
     assert "updates: 300;" in card and "a copying task" in card and "`vaswani_label_smoothed_cross_entropy`" in card
     assert f"MarianMTModel.from_pretrained({str(tmp_path / 'm')!r})" in card and "(beam 5, length penalty 1.0)" in card
+    assert 'model.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + 51)' in card
     generation = json.loads((tmp_path / "m" / "generation_config.json").read_text())
     assert (generation["num_beams"], generation["length_penalty"]) == (5, 1.0)
 
@@ -315,6 +323,51 @@ def test_the_exporters_own_check_catches_a_weight_out_of_place(shared, tmp_path,
     assert not os.path.exists(tmp_path / "out") and not os.path.exists(tmp_path / "out.partial")
 
 
+@pytest.fixture(scope="module")
+def looping(shared, tmp_path_factory):
+    """The shared model made to loop: its last decoder layer's final layer norm outputs one constant vector,
+    the embedding of a word piece, so every step predicts the same pieces and never </s>. Exported."""
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
+
+    root = tmp_path_factory.mktemp("looping")
+    state = load_checked(str(shared.checkpoint))
+    layers = state["cfg"]["model"]["decoder_layers"]
+    norm = f"decoder.layers.{layers - 1}.ffn_sublayer.layer_norm"
+    embeddings = state["model"]["decoder.output_projection.weight"]  # the shared embeddings
+    state["model"][f"{norm}.weight"] = torch.zeros_like(state["model"][f"{norm}.weight"])
+    state["model"][f"{norm}.bias"] = 4 * embeddings[10]
+    logits = embeddings @ (4 * embeddings[10])
+    assert int((logits > logits[2]).sum()) > 8  # </s> (id 2) is never among beam search's 2 x 4 candidates
+    torch.save(state, root / "looping.pt")
+    model = Model(**{**vars(shared), "checkpoint": root / "looping.pt", "hf": root / "hf"})
+    assert export(model, model.hf) == 0
+    return model
+
+
+def test_a_model_that_never_ends_stops_where_fairseq_stops(looping):
+    """A hypothesis that never ends: fairseq-generate stops it at the input + 50 tokens; generate() with the
+    README's max_new_tokens stops at the same length, and without it at the exported bound (here the
+    longest source + 50), not at the model's 1,024 positions."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    out = run_in_process("fairseq-generate", str(looping.bin), "--user-dir", PLUGIN, "--path", str(looping.checkpoint),
+                         "--gen-subset", "test", *decoding_flags(), "--batch-size", "1")  # fmt: skip
+    fairseq_lengths = {i: len(fields[1].split()) for i, fields in sentence_lines(out, "H").items()}
+    sources = {i: len(fields[0].split()) + 1 for i, fields in sentence_lines(out, "S").items()}  # with </s>
+    assert all(fairseq_lengths[i] == sources[i] + 50 for i in sources)  # every hypothesis ran to fairseq's bound
+    tokenizer, model = MarianTokenizer.from_pretrained(looping.hf), MarianMTModel.from_pretrained(looping.hf).eval()
+    lines = (looping.root / "test.src").read_text().splitlines()
+    with torch.no_grad():
+        for i in range(0, len(lines), 16):
+            batch = tokenizer(lines[i], return_tensors="pt")
+            assert batch["input_ids"].shape[1] == sources[i]
+            bounded = model.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + 51)
+            assert bounded.shape[1] - 2 == fairseq_lengths[i]  # less the decoder's start and the forced </s>
+            if i == 0:
+                unbounded = model.generate(**batch)
+                assert unbounded.shape[1] - 1 == model.generation_config.max_new_tokens < 1024
+
+
 @pytest.mark.transformers4
 def test_pipeline_translation_under_transformers_4(shared, interactive):
     """``pipeline("translation", model=DIR)``, which transformers 5 removed, under transformers 4.57
@@ -323,8 +376,10 @@ def test_pipeline_translation_under_transformers_4(shared, interactive):
     if not path:
         pytest.skip("needs transformers 4 beside the pinned 5: make test-transformers4")
     lines, expected = interactive
+    # one sentence per call, each bounded as fairseq bounds it: its input + 50 tokens, then </s>
     code = ("import json, sys, transformers; t = transformers.pipeline('translation', model=sys.argv[1]);"
-            "print(transformers.__version__); print(json.dumps([r['translation_text'] for r in t(json.load(sys.stdin))]))")
+            "print(transformers.__version__); print(json.dumps([t(line, max_new_tokens=len(t.tokenizer(line).input_ids)"
+            " + 51)[0]['translation_text'] for line in json.load(sys.stdin)]))")
     result = subprocess.run([sys.executable, "-c", code, str(shared.hf)], input=json.dumps(lines), capture_output=True,
                             text=True, env={**os.environ, "PYTHONPATH": os.path.abspath(path)})  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

@@ -11,8 +11,14 @@ writes a directory that ``MarianMTModel.from_pretrained`` and ``MarianTokenizer.
   settings (Section 6.1: beam 4, length penalty alpha 0.6; ``--beam`` and ``--lenpen`` change them;
   the score normalised by length^alpha as fairseq does), the
   decoder started from ``</s>`` (fairseq's), ``<pad>`` never generated and no empty output (fairseq's
-  ``--min-len 1``). Not representable: fairseq's length limit "input + 50"; ``max_length`` is the
-  model's longest target instead;
+  ``--min-len 1``). fairseq bounds each batch's output by its input: at most the batch's longest input
+  + 50 tokens (``--max-len-a 1 --max-len-b 50``), then ``</s>``. A generation config cannot follow the
+  input, so ``generate()`` takes it per call: ``max_new_tokens=batch["input_ids"].shape[1] + 51`` (the
+  README and the model card show it). The config's own bound, for a call without it, is that of the
+  longest source in the data the model was trained and tested on (the binarized splits in
+  ``--data_dir``): ``max_new_tokens`` = its length + 51, never more than the model's positions. Without
+  a bound, one hypothesis that never ends (a model that loops) makes its whole batch run to the model's
+  1,024 positions;
 - the tokenizer: ``source.spm`` and ``target.spm`` (the sentencepiece models), ``vocab.json`` (and
   ``target_vocab.json`` for separate vocabularies) giving every piece fairseq's dictionary id, so that
   ``<s>``, ``<pad>``, ``</s>``, ``<unk>`` and every piece have the ids the model was trained with; a
@@ -58,6 +64,7 @@ padding_idx + 1), ``--d-k``/``--d-v`` other than d_model/h (Marian splits d_mode
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import shutil
@@ -197,7 +204,7 @@ def marian_config(cfg, source_dictionary, target_dictionary):
     )
 
 
-def generation_config(config, beam: int, lenpen: float):
+def generation_config(config, beam: int, lenpen: float, max_new_tokens: int):
     """Beam search as fairseq-generate's (see the module doc)."""
     from transformers import GenerationConfig
 
@@ -206,13 +213,38 @@ def generation_config(config, beam: int, lenpen: float):
         length_penalty=lenpen,  # score / length^alpha, length counting the generated tokens and </s>: fairseq's
         early_stopping=True,  # a sentence is done when `beam` hypotheses have ended, as in fairseq
         min_new_tokens=1,  # fairseq's --min-len 1: </s> cannot come first
-        max_length=config.max_position_embeddings,
+        max_new_tokens=max_new_tokens,  # fairseq's bound for the longest source of the data (see default_bound)
         bad_words_ids=[[config.pad_token_id]],  # fairseq never generates <pad>
         decoder_start_token_id=config.decoder_start_token_id,
         eos_token_id=config.eos_token_id,
         forced_eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
     )
+
+
+def longest_source(data_dir: str, source_lang: str, target_lang: str) -> Optional[int]:
+    """The longest source sentence, in tokens with its </s>, of the splits binarized in data_dir (None if
+    there are none): fairseq's index files hold every sentence's length."""
+    from fairseq.data import data_utils
+
+    longest = None
+    for pair in (f"{source_lang}-{target_lang}", f"{target_lang}-{source_lang}"):
+        for index in glob.glob(os.path.join(data_dir, f"*.{pair}.{source_lang}.idx")):
+            dataset = data_utils.load_indexed_dataset(index[: -len(".idx")], None)  # its sizes are a view of its mmap
+            if len(dataset.sizes):
+                longest = max(longest or 0, int(dataset.sizes.max()))
+            del dataset
+    return longest
+
+
+def default_bound(data_dir: str, source_lang: str, target_lang: str, max_len_b: int, positions: int) -> int:
+    """generate()'s max_new_tokens when a call gives none: fairseq-generate's bound (input + max_len_b,
+    then </s>) for the longest source in data_dir, within the model's positions."""
+    longest = longest_source(data_dir, source_lang, target_lang)
+    if longest is None:
+        raise ExportError(f"{data_dir} holds no binarized {source_lang}-{target_lang} split to take the longest source "
+                          "from, for generate()'s default bound: give --max_new_tokens")  # fmt: skip
+    return min(longest + max_len_b + 1, positions)
 
 
 def vocabulary(dictionary, spm_path: str) -> Dict[str, int]:
@@ -260,8 +292,8 @@ def check_equivalent(model, marian, source_dictionary, target_dictionary, perm, 
     return difference
 
 
-def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]], command: str,
-               dataset: Optional[str], directory: str, difference: float, beam: int, lenpen: float) -> str:  # fmt: skip
+def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]], command: str, dataset: Optional[str],
+               directory: str, difference: float, beam: int, lenpen: float, max_len_b: int, max_new_tokens: int) -> str:  # fmt: skip
     """README.md: what the model is, how it was trained, and what it scored."""
     from transformer_plugin import __version__
 
@@ -329,13 +361,16 @@ def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]]
         f"tokenizer = MarianTokenizer.from_pretrained({directory!r})",
         f"model = MarianMTModel.from_pretrained({directory!r})",
         'batch = tokenizer(["A sentence to translate."], return_tensors="pt", padding=True)',
-        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))",
+        f'output = model.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + {max_len_b + 1})',
+        "print(tokenizer.batch_decode(output, skip_special_tokens=True))",
         "```",
         "",
-        f"`generate()` runs beam search (beam {beam}, length penalty {lenpen}) as fairseq-generate does. Two"
-        " differences: fairseq limits the output to the input's length + 50 tokens, this configuration to"
-        f" {max(m.max_source_positions, m.max_target_positions)} tokens; and `skip_special_tokens=True` drops"
-        " `<unk>` where fairseq prints it.",
+        f"`generate()` runs beam search (beam {beam}, length penalty {lenpen}) as fairseq-generate does, and"
+        f" `max_new_tokens` bounds the output as fairseq does: the batch's longest input + {max_len_b} tokens,"
+        " then `</s>`. A generation config cannot follow the input; without the argument the output stops after"
+        f" {max_new_tokens} new tokens (that bound for the longest source in the data the model was exported"
+        " with), and a hypothesis that never ends makes its whole batch run that long. `skip_special_tokens=True`"
+        " drops `<unk>` where fairseq prints it.",
         "",
         f"Exported on {datetime.date.today().isoformat()} with `{command}`.",
         "",
@@ -363,7 +398,8 @@ def read_scores(specs: Sequence[str]) -> List[Tuple[str, Dict]]:
 def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm: Optional[str] = None,
            source_lang: Optional[str] = None, target_lang: Optional[str] = None, scores: Sequence[str] = (),
            dataset: Optional[str] = None, force: bool = False, command: str = "", beam: int = DECODING.beam,
-           lenpen: float = DECODING.lenpen) -> float:  # fmt: skip
+           lenpen: float = DECODING.lenpen, max_len_b: int = DECODING.max_len_b,
+           max_new_tokens: Optional[int] = None) -> float:  # fmt: skip
     """Write the model directory (see the module doc); returns the probe's largest log-probability
     difference. Everything is checked before ``output_dir`` appears; it appears complete or not at all."""
     import torch
@@ -390,7 +426,10 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
     if missing or unexpected:
         raise ExportError(f"weights not mapped: missing {missing[:5]}, unexpected {unexpected[:5]}")
     difference = check_equivalent(model, marian, src_dict, tgt_dict, perm)
-    marian.generation_config = generation_config(config, beam, lenpen)
+    if max_new_tokens is None:
+        max_new_tokens = default_bound(data_dir, task.cfg.source_lang, task.cfg.target_lang, max_len_b,
+                                       config.max_position_embeddings)  # fmt: skip
+    marian.generation_config = generation_config(config, beam, lenpen, max_new_tokens)
 
     partial = output_dir.rstrip("/") + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
@@ -414,7 +453,7 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
         tokenizer.save_pretrained(partial)
         parameters = sum(p.numel() for p in model.parameters())
         card = model_card(cfg, task, state, parameters, score_list, command or "vaswani-export-hf", dataset,
-                          output_dir, difference, beam, lenpen)  # fmt: skip
+                          output_dir, difference, beam, lenpen, max_len_b, max_new_tokens)  # fmt: skip
         with open(os.path.join(partial, "README.md"), "w", encoding="utf-8") as f:
             f.write(card)
         if os.path.exists(output_dir):
@@ -449,6 +488,12 @@ def main(argv=None) -> int:
     parser.add_argument("--beam", type=int, default=DECODING.beam, help="generate()'s beam (default: Section 6.1's)")
     parser.add_argument("--lenpen", type=float, default=DECODING.lenpen,
                         help="generate()'s length penalty alpha (default: Section 6.1's; parsing, Section 6.3: 0.3)")
+    parser.add_argument("--max_len_b", type=int, default=DECODING.max_len_b,
+                        help="fairseq's --max-len-b: outputs at most the input + this many tokens (default: Section 6.1's"
+                             " 50; parsing, Section 6.3: 300)")  # fmt: skip
+    parser.add_argument("--max_new_tokens", type=int,
+                        help="generate()'s bound when a call gives none (default: --max_len_b + 1 past the longest source"
+                             " binarized in --data_dir)")  # fmt: skip
     parser.add_argument("--force", action="store_true", help="replace a non-empty --output_dir")
     args = parser.parse_args(argv)
     from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
@@ -457,7 +502,7 @@ def main(argv=None) -> int:
     try:
         difference = export(args.model_path, args.data_dir, args.spm, args.output_dir, args.target_spm,
                             args.source_lang, args.target_lang, args.scores, args.dataset, args.force, command,
-                            args.beam, args.lenpen)  # fmt: skip
+                            args.beam, args.lenpen, args.max_len_b, args.max_new_tokens)  # fmt: skip
     except (UnsupportedModelError, ExportError, CorruptCheckpointError, UnsafeCheckpointError, FileNotFoundError) as e:
         print(f"export_transformers: error: {e}", file=sys.stderr)
         return 1
