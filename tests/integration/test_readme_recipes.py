@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, documented_commands
+from helpers import REPO, documented_commands, documents
 
 RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS",
                     "CPU_WORKERS", "MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "DATA_ONLY")  # fmt: skip
@@ -102,3 +102,41 @@ def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
     proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(f"{k}={v}" for k, v in variables.items()))
     assert proc.returncode != 0
     assert says in proc.stderr, proc.stderr
+
+
+# ---- the README as a front page -------------------------------------------------------------------
+
+
+def heading_anchors(path):
+    """GitHub's anchors of a markdown page's headings."""
+    with open(path, encoding="utf-8") as f:
+        headings = re.findall(r"^#+ (.*)$", f.read(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_the_readme_is_a_front_page_whose_links_lead_somewhere():
+    """At most 250 lines (the reference material is under docs/); every relative link of the README and of
+    the reference pages names a file that exists, and a heading of it where it names one."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        assert len(f.read().splitlines()) <= 250
+    for page in documents():
+        with open(os.path.join(REPO, page), encoding="utf-8") as f:
+            links = re.findall(r"\]\(([^)\s]+)\)", f.read())
+        for link in links:
+            if re.match(r"^[a-z]+://", link):
+                continue
+            target, _, anchor = link.partition("#")
+            path = os.path.normpath(os.path.join(REPO, os.path.dirname(page), target)) if target else os.path.join(REPO, page)
+            assert os.path.exists(path), f"{page}: {link} leads nowhere"
+            if anchor:
+                assert anchor in heading_anchors(path), f"{page}: {link}: no such heading"
+
+
+def test_the_tested_pythons_are_the_ones_setup_py_allows():
+    with open(os.path.join(REPO, "Makefile"), encoding="utf-8") as f:
+        supported = re.search(r"^SUPPORTED_PYTHONS := (.*)$", f.read(), flags=re.M).group(1).split()
+    with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
+        allowed = re.search(r'python_requires="([^"]*)"', f.read()).group(1)
+    low, high = re.fullmatch(r">=(3\.\d+),<(3\.\d+)", allowed).groups()
+    assert supported == [f"3.{m}" for m in range(int(low.split(".")[1]), int(high.split(".")[1]))]
+    assert sys.version_info[:2] >= (3, int(low.split(".")[1]))
