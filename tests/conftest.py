@@ -28,3 +28,16 @@ def data_bin(tmp_path_factory):
         "--joined-dictionary", "--destdir", str(root / "bin"), "--workers", "1",
     )  # fmt: skip
     return root
+
+
+@pytest.fixture(scope="module")
+def toy_gold(tmp_path_factory):
+    """The project's small treebank (LDC layout) prepared by preprocess.ptb: (directory, report, the
+    test split's gold trees). For the treebank's preparation and for EVALB scoring."""
+    from preprocess import ptb
+    from transformer_plugin_cli.parsing.trees import parse_tree
+
+    root = tmp_path_factory.mktemp("ptb")
+    ptb.write_toy_treebank(str(root / "tb"), sentences_per_file=10, files_per_section=1)
+    report = ptb.prepare(str(root / "tb"), str(root / "out"), log=lambda *_: None)
+    return root, report, [parse_tree(line) for line in (root / "out" / "test.gold").read_text().splitlines()]

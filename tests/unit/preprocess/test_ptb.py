@@ -1,18 +1,8 @@
 """preprocess/ptb.py: the WSJ trees read, cleaned, split and linearised (on the project's own small
 treebank in the LDC layout), errors that name the file, all-or-nothing output, extra trees."""
 
-import pytest
-
 from preprocess import ptb
-from transformer_plugin_cli.parsing.trees import linearise, parse_tree
-
-
-@pytest.fixture(scope="module")
-def toy_gold(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ptb")
-    ptb.write_toy_treebank(str(root / "tb"), sentences_per_file=10, files_per_section=1)
-    report = ptb.prepare(str(root / "tb"), str(root / "out"), log=lambda *_: None)
-    return root, report, [parse_tree(line) for line in (root / "out" / "test.gold").read_text().splitlines()]
+from transformer_plugin_cli.parsing.trees import linearise
 
 
 def test_prepare_splits_and_files(toy_gold):

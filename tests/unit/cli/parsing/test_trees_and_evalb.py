@@ -6,7 +6,6 @@ import random
 import pytest
 
 from transformer_plugin_cli.parsing import evalb
-from preprocess import ptb  # the project's small treebank, as gold trees
 from transformer_plugin_cli.parsing.trees import REPAIR_KINDS, TreeError, clean, delinearise, linearise, parse_tree, read_trees
 
 MRG = """(
@@ -40,14 +39,6 @@ def test_unbalanced_input_is_named():
 def test_linearisation_as_vinyals_et_al():
     tree = parse_tree("(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))")
     assert " ".join(linearise(tree)) == "(S (NP XX XX )NP (VP XX )VP XX )S"
-
-
-@pytest.fixture(scope="module")
-def toy_gold(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ptb")
-    ptb.write_toy_treebank(str(root / "tb"), sentences_per_file=10, files_per_section=1)
-    report = ptb.prepare(str(root / "tb"), str(root / "out"), log=lambda *_: None)
-    return root, report, [parse_tree(line) for line in (root / "out" / "test.gold").read_text().splitlines()]
 
 
 def test_well_formed_output_needs_no_repair(toy_gold):
