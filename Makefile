@@ -121,12 +121,12 @@ test-slow: $(STAMP)
 
 # The cluster tier (tests/cluster): two hosts made on this machine as network namespaces, and a SLURM cluster
 # of them (munged, slurmctld, a slurmd per host, started and ended by the tests), running the multi-machine
-# commands of docs/several-machines.md at toy size, faults included (~6 min on 2 cores). Needs root, ip netns,
+# commands of docs/several-machines.md at toy size, faults included (5 min on 2 cores). Needs root, ip netns,
 # and Debian's slurm-wlm and munge (`make cluster-packages`); skipped, naming what is missing, without them.
 test-cluster: $(STAMP)
 	$(PY) -m pytest tests/cluster -m cluster $(PYTEST_ARGS)
 
-# Two hosts against one at the same world size (updates/s under torchrun; root and ip netns; ~4 min).
+# Two hosts against one at the same world size (updates/s under torchrun; root and ip netns; 3 min).
 bench-cluster: $(STAMP)
 	$(PY) -m benchmarks.cluster --work runs/cluster --rounds 3 --out runs/cluster/cluster.md
 

@@ -1,7 +1,7 @@
 """transformer_plugin: "Attention Is All You Need" as a fairseq --user-dir plugin, the data preparation of
 its recipes (preprocess) and its tools (transformer_plugin_cli), the last two as vaswani-* console scripts.
 
-Install with ``make install`` (see the README): it installs a CPU torch first, then fairseq-fixed
+Install with ``make install`` (see the README): it installs torch first, then fairseq-fixed
 built against that torch, then this package. A plain ``pip install .`` on a machine without torch
 would let pip pick a CUDA build of torch; a GPU user who already has torch keeps it.
 """

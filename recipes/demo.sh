@@ -31,7 +31,7 @@ LOG_INTERVAL=${LOG_INTERVAL:-50}        # updates between progress lines
 AVERAGE_LAST=${AVERAGE_LAST:-5}         # the paper: last 5 (base) / 20 (big)
 BEAM=${BEAM:-}                          # empty: the paper's (vaswani-paper-flags decoding)
 LENPEN=${LENPEN:-}                      # length penalty alpha; empty: the paper's
-BLEU_BAR=${BLEU_BAR:-65}                # the demo's bar for the averaged model (README)
+BLEU_BAR=${BLEU_BAR:-65}                # the demo's bar for the averaged model (docs/recipes.md)
 SEED=${SEED:-1}
 # -----------------------------------------------------------------------------------------------
 

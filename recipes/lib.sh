@@ -321,8 +321,8 @@ paper_flags() {
 
 # ---- GPU and multi-machine training (the WMT14 and WSJ recipes) ----------------------------------
 # Both read GPUS (per machine; 0: CPU workers), CPU_WORKERS (per machine, when GPUS=0), NNODES, LAUNCH
-# (local | torchrun | slurm), NODE_RANK, MASTER_ADDR, MASTER_PORT and DIST_TIMEOUT (README, "On several
-# machines").
+# (local | torchrun | slurm), NODE_RANK, MASTER_ADDR, MASTER_PORT and DIST_TIMEOUT
+# (docs/several-machines.md).
 
 # gpu_count: the GPUs nvidia-smi lists on this machine (0 without one)
 gpu_count() { (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true; }
@@ -331,7 +331,7 @@ gpu_count() { (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true; }
 cuda_devices() { "${PY:-python}" -c 'import torch; print(torch.cuda.device_count())' 2> /dev/null || echo 0; }
 
 # precision_args PRECISION: sets PRECISION_ARGS to fairseq-train's flags for fp32 (the paper), fp16, bf16
-# or amp (README, "Precision"); anything else stops the recipe before any work is done.
+# or amp (docs/precision.md); anything else stops the recipe before any work is done.
 precision_args() {
   case $1 in
     fp32) PRECISION_ARGS=() ;;

@@ -13,7 +13,7 @@
 # Options:  --dry-run  print every command instead of running it (also DRY_RUN=1)
 # Toy size: TOY=1 runs the same stages on CPU in minutes: vaswani_tiny, a few updates, and, unless
 #           FROM is given, small archives in the real WMT14 layouts written by preprocess/wmt14.py.
-# Several machines: LAUNCH=torchrun or LAUNCH=slurm, see the README ("On several machines").
+# Several machines: LAUNCH=torchrun or LAUNCH=slurm, see docs/several-machines.md.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,7 +31,7 @@ TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}  # Section 5.1: ~25,000 source + 2
 MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}  # what one GPU holds; more GPUs -> less accumulation
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}  # GPUs per machine (0: CPU workers; TOY=1: 0 unless set)
 CPU_WORKERS=${CPU_WORKERS:-2}              # data-parallel processes per machine when GPUS=0
-LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm (several machines: README, "On several machines")
+LAUNCH=${LAUNCH:-local}                    # local | torchrun | slurm (several machines: docs/several-machines.md)
 NNODES=${NNODES:-1}                        # machines (LAUNCH=torchrun / slurm)
 NODE_RANK=${NODE_RANK:-0}                  # this machine's number, 0 to NNODES-1 (LAUNCH=torchrun)
 MASTER_ADDR=${MASTER_ADDR:-}               # node 0's address (LAUNCH=torchrun)

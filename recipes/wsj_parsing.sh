@@ -12,7 +12,7 @@
 # beam 21, lenpen 0.3, max length input+300; 6 trees back from the output (repairs counted) and
 # labelled bracketing F1 with EVALB's COLLINS.prm conventions, beside the paper.
 # GPUS, CPU_WORKERS, PRECISION, and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT for
-# several machines, work as in the WMT14 recipes (recipes/wmt14.sh; README, "On several machines").
+# several machines, work as in the WMT14 recipes (recipes/wmt14.sh; docs/several-machines.md).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
