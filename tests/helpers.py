@@ -197,6 +197,19 @@ def flag(words, name):
     return words[words.index(name) + 1]
 
 
+def copy_repository(directory):
+    """The repository's files as a clone of it gives them (tracked files, and new ones git does not
+    ignore: nothing built, no runs/) copied into directory."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True).stdout.split(b"\0")  # fmt: skip
+    tar = subprocess.Popen(["tar", "-cf", "-", "--null", "-T", "-"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    untar = subprocess.Popen(["tar", "-xf", "-"], cwd=directory, stdin=tar.stdout)
+    tar.stdin.write(b"\0".join(f for f in files if f and os.path.exists(os.path.join(REPO, f.decode()))))
+    tar.stdin.close()
+    assert untar.wait() == 0 and tar.wait() == 0
+    return directory
+
+
 # ---- the documentation's commands ---------------------------------------------------------------
 
 

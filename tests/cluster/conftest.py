@@ -15,7 +15,7 @@ import time
 
 import pytest
 import torch
-from helpers import REPO, documented_commands
+from helpers import copy_repository, documented_commands
 from machines import Network, Slurm, missing, wait_for
 
 from transformer_plugin.patches.checkpoint_allowlist import load_checked
@@ -115,16 +115,8 @@ def network(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def clone(tmp_path_factory):
-    """The repository as a user's clone has it (tracked and new files, nothing built), to run from."""
-    copy = tmp_path_factory.mktemp("clone")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, check=True).stdout.split(b"\0")  # fmt: skip
-    tar = subprocess.Popen(["tar", "-cf", "-", "--null", "-T", "-"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    untar = subprocess.Popen(["tar", "-xf", "-"], cwd=copy, stdin=tar.stdout)
-    tar.stdin.write(b"\0".join(f for f in files if f and os.path.exists(os.path.join(REPO, f.decode()))))
-    tar.stdin.close()
-    assert untar.wait() == 0 and tar.wait() == 0
-    return copy
+    """The repository as a user's clone has it, to run from."""
+    return copy_repository(tmp_path_factory.mktemp("clone"))
 
 
 @pytest.fixture(scope="session")

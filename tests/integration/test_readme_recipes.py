@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, documented_commands, documents
+from helpers import REPO, copy_repository, documented_commands, documents
 
 RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS",
                     "CPU_WORKERS", "MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "DATA_ONLY")  # fmt: skip
@@ -37,15 +37,8 @@ LINES = readme_recipe_lines()
 
 @pytest.fixture(scope="module")
 def fresh_copy(tmp_path_factory):
-    """The tracked files, as ``git clone`` gives them: no runs/, nothing built."""
-    copy = tmp_path_factory.mktemp("fresh")
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
-    tar = subprocess.Popen(["tar", "-cf", "-", "--null", "-T", "-"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    untar = subprocess.Popen(["tar", "-xf", "-"], cwd=copy, stdin=tar.stdout)
-    tar.stdin.write(b"\0".join(f for f in files if f))
-    tar.stdin.close()
-    assert untar.wait() == 0 and tar.wait() == 0
-    return copy
+    """The repository as ``git clone`` gives it: no runs/, nothing built."""
+    return copy_repository(tmp_path_factory.mktemp("fresh"))
 
 
 def run(args, cwd, env, timeout=300):
