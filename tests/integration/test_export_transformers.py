@@ -326,6 +326,21 @@ def test_the_exporters_own_check_catches_a_weight_out_of_place(shared, tmp_path,
     assert not os.path.exists(tmp_path / "out") and not os.path.exists(tmp_path / "out.partial")
 
 
+def test_without_binarized_data_the_default_bound_is_asked_for(shared, tmp_path, capsys):
+    """Only the dictionaries: no longest source to take generate()'s default bound from."""
+    dictionaries = tmp_path / "dicts"
+    dictionaries.mkdir()
+    for name in ("dict.src.txt", "dict.tgt.txt"):
+        shutil.copy(shared.bin / name, dictionaries / name)
+    model = Model(**{**vars(shared), "bin": dictionaries})
+    languages = ("--source_lang", "src", "--target_lang", "tgt")  # which the data files would have said
+    assert export(model, tmp_path / "out", *languages) == 1
+    assert f"{dictionaries} holds no binarized src-tgt split" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "out")
+    assert export(model, tmp_path / "out", *languages, "--max_new_tokens", "77") == 0
+    assert json.loads((tmp_path / "out" / "generation_config.json").read_text())["max_new_tokens"] == 77
+
+
 @pytest.fixture(scope="module")
 def looping(shared, tmp_path_factory):
     """The shared model made to loop: its last decoder layer's final layer norm outputs one constant vector,

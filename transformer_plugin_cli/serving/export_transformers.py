@@ -419,6 +419,9 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
     perm = paper_to_marian(cfg.model.d_model)
 
     config = marian_config(cfg.model, src_dict, tgt_dict)
+    if max_new_tokens is None:
+        max_new_tokens = default_bound(data_dir, task.cfg.source_lang, task.cfg.target_lang, max_len_b,
+                                       config.max_position_embeddings)  # fmt: skip
     marian = MarianMTModel(config).eval()
     with torch.no_grad():
         missing, unexpected = marian.load_state_dict(marian_state_dict(model, perm), strict=False)
@@ -426,9 +429,6 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
     if missing or unexpected:
         raise ExportError(f"weights not mapped: missing {missing[:5]}, unexpected {unexpected[:5]}")
     difference = check_equivalent(model, marian, src_dict, tgt_dict, perm)
-    if max_new_tokens is None:
-        max_new_tokens = default_bound(data_dir, task.cfg.source_lang, task.cfg.target_lang, max_len_b,
-                                       config.max_position_embeddings)  # fmt: skip
     marian.generation_config = generation_config(config, beam, lenpen, max_new_tokens)
 
     partial = output_dir.rstrip("/") + ".partial"
