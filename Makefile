@@ -32,7 +32,7 @@
 #   TEST_WORKERS=auto         pytest-xdist processes for make test, test-unit and test-pythons: one per CPU
 #                             core (auto), or a number; 0 runs one process. Each test file runs whole in one
 #                             of them (its fixtures made once), each process with one torch thread unless
-#                             OMP_NUM_THREADS says otherwise: on 2 cores, 5 min 38 s against 10 min 6 s for
+#                             OMP_NUM_THREADS says otherwise: on 2 cores, 5 min 13-38 s against 10 min 6 s for
 #                             one process with 2 threads, and 11 min 8 s for 2 processes with 2 threads each
 #                             (their threads fight for the cores), measured one after the other, 2026-11-25.
 #                             The cluster tier and the slow tier always run in one process.
@@ -50,8 +50,9 @@ SUPPORTED_PYTHONS := 3.11 3.12 3.13
 PYTHONS ?= $(SUPPORTED_PYTHONS)
 
 PY := $(VENV)/bin/python
-# the default suite in TEST_WORKERS processes, a test file to each (see TEST_WORKERS above)
-PARALLEL_PYTEST = OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=$${MKL_NUM_THREADS:-1} \
+# the default suite in TEST_WORKERS processes, a test file to each, one torch thread each (see TEST_WORKERS
+# above); with TEST_WORKERS=0, one process with torch's own number of threads
+PARALLEL_PYTEST = $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=$${MKL_NUM_THREADS:-1}) \
 	$(1) -m pytest -n $(TEST_WORKERS) --dist loadfile
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
