@@ -348,7 +348,7 @@ precision_args() {
 # Sets MASTER_PORT when empty: 29500, or under SLURM a port derived from the job id (jobs that share a
 # node do not collide).
 check_layout() {
-  local bad="" real=$([ "${DRY_RUN:-0}" = 1 ] || echo 1)
+  local bad="" seen real=$([ "${DRY_RUN:-0}" = 1 ] || echo 1)
   if [ -z "$MASTER_PORT" ]; then
     MASTER_PORT=29500
     [ "$LAUNCH" != slurm ] || [ -z "${SLURM_JOB_ID:-}" ] || MASTER_PORT=$((10000 + SLURM_JOB_ID % 50000))
@@ -370,8 +370,8 @@ check_layout() {
     bad="LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set"
   elif [ -n "$real" ] && [ "$LAUNCH" = slurm ] && [ "${SLURM_JOB_NUM_NODES:-$NNODES}" != "$NNODES" ]; then
     bad="NNODES=$NNODES, but this SLURM allocation has $SLURM_JOB_NUM_NODES nodes (sbatch --nodes)"
-  elif [ -n "$real" ] && [ "$GPUS" -gt 0 ] && [ "$(cuda_devices)" -lt "$GPUS" ]; then
-    bad="GPUS=$GPUS, but torch sees $(cuda_devices) CUDA devices on $(hostname): GPUS=0 trains on CPU_WORKERS processes"
+  elif [ -n "$real" ] && [ "$GPUS" -gt 0 ] && seen=$(cuda_devices) && [ "$seen" -lt "$GPUS" ]; then
+    bad="GPUS=$GPUS, but torch sees $seen CUDA devices on $(hostname): GPUS=0 trains on CPU_WORKERS processes"
   fi
   [ -n "$MASTER_ADDR" ] || MASTER_ADDR=127.0.0.1
   [ -z "$bad" ] || { echo "$bad" >&2; exit 2; }

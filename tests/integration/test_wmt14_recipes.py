@@ -7,6 +7,7 @@ import shlex
 import tarfile
 
 import pytest
+import torch
 
 from helpers import PYTHON, commands, flag, run_recipe
 from preprocess import wmt14
@@ -206,7 +207,7 @@ def test_toy_keeps_the_layout_it_is_given(tmp_path):
     (dict(LAUNCH="slurm", REAL="1"), "LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set"),
     (dict(LAUNCH="slurm", NNODES="2", SLURM_JOB_ID="7", SLURM_JOB_NUM_NODES="4", REAL="1"),
      "NNODES=2, but this SLURM allocation has 4 nodes (sbatch --nodes)"),
-    (dict(GPUS="64", REAL="1"), "GPUS=64, but torch sees "),
+    (dict(GPUS="64", REAL="1"), f"GPUS=64, but torch sees {torch.cuda.device_count()} CUDA devices on "),
 ])  # fmt: skip
 def test_a_layout_that_cannot_work_stops_before_any_work(tmp_path, variables, says):
     """Each in a dry run (which prints everything else), or in a real run where only the machine tells."""
