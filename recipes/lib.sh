@@ -508,11 +508,17 @@ launch_training() {
 
 # training_failure LOG OFFSET: what stopped a launcher, read from LOG after byte OFFSET.
 training_failure() {
-  local out peer
+  local out peer died
   out=$(tail -c "+$(($2 + 1))" "$1")
+  # A task that srun saw die by a signal of its own (Killed, Segmentation fault...) is the cause, whatever its
+  # peers printed before srun ended them (Terminated): their lost connection is only its consequence.
+  died=$(grep -E '^srun: error: .*task [0-9]+: ' <<< "$out" | grep -vE 'task [0-9]+: (Terminated|Exited with exit code)' |
+    sed -n '1{s/^srun: error: //;p}' || true)
   peer=$(grep -m1 -oE '\[[0-9A-Fa-f.:]+\]:[0-9]+:? Connection (reset|closed) by peer|Connection closed by peer \[[0-9A-Fa-f.:]+\]:[0-9]+' <<< "$out" |
     grep -oE '\[[0-9A-Fa-f.:]+\]' | tr -d '[]' || true)
-  if [ -n "$peer" ]; then
+  if [ -n "$died" ]; then
+    echo "a task failed ($died), and srun ended the others"
+  elif [ -n "$peer" ]; then
     echo "the connection to the worker at $peer was lost (it died, or its machine did: see that machine's log)"
   elif grep -q 'waiting for clients' <<< "$out"; then
     echo "not every machine joined torchrun's rendezvous at $MASTER_ADDR:$MASTER_PORT within DIST_TIMEOUT=$DIST_TIMEOUT s" \

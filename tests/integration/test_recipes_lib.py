@@ -247,6 +247,12 @@ def test_each_machines_stamps_are_its_own(tmp_path):
     ("torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (10.0.0.1, 29500)",
      "node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=20 s"),
     ("srun: error: node1: task 1: Killed\nsrun: Terminating StepId=12.0", "a task failed (node1: task 1: Killed), and srun ended the others"),
+    # the killed task's peer saw its connection close before srun ended it: the death is the cause, in either order
+    ("[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.2]:17562\nsrun: error: node0: task 0: Terminated\n"
+     "srun: error: node1: task 1: Killed", "a task failed (node1: task 1: Killed), and srun ended the others"),
+    # a task that exited on an error of its own (here a timeout) is no signal death: its message says why
+    ("RuntimeError: Timed out waiting 20000ms for recv\nsrun: error: node0: task 0: Exited with exit code 1",
+     "no word from the other machines for DIST_TIMEOUT=20 s"),
     ("  exitcode  : -9 (pid: 5303)\n  error_file: <N/A>", "a training process on this machine failed (exitcode : -9 (pid: 5303))"),
     ("Traceback: ValueError: something else", "fairseq-train failed"),
 ])  # fmt: skip
