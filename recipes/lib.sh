@@ -508,12 +508,12 @@ launch_training() {
 
 # training_failure LOG OFFSET: what stopped a launcher, read from LOG after byte OFFSET.
 training_failure() {
-  local out peer died
+  local out peer tasks died
   out=$(tail -c "+$(($2 + 1))" "$1")
+  tasks=$(grep -E '^srun: error: .*task [0-9]+: ' <<< "$out" | sed 's/^srun: error: //' || true)
   # A task that srun saw die by a signal of its own (Killed, Segmentation fault...) is the cause, whatever its
   # peers printed before srun ended them (Terminated): their lost connection is only its consequence.
-  died=$(grep -E '^srun: error: .*task [0-9]+: ' <<< "$out" | grep -vE 'task [0-9]+: (Terminated|Exited with exit code)' |
-    sed -n '1{s/^srun: error: //;p}' || true)
+  died=$(grep -vE 'task [0-9]+: (Terminated|Exited with exit code)' <<< "$tasks" | sed -n 1p || true)
   peer=$(grep -m1 -oE '\[[0-9A-Fa-f.:]+\]:[0-9]+:? Connection (reset|closed) by peer|Connection closed by peer \[[0-9A-Fa-f.:]+\]:[0-9]+' <<< "$out" |
     grep -oE '\[[0-9A-Fa-f.:]+\]' | tr -d '[]' || true)
   if [ -n "$died" ]; then
@@ -529,8 +529,8 @@ training_failure() {
   elif grep -qE 'Timed out waiting [0-9]+ms|Killing job for not making progress' <<< "$out"; then
     echo "no word from the other machines for DIST_TIMEOUT=$DIST_TIMEOUT s: a machine or the network between" \
       "them was lost (or one worker spent longer than that alone, writing a checkpoint: raise DIST_TIMEOUT)"
-  elif grep -qE '^srun: error: .*task [0-9]+' <<< "$out"; then
-    echo "a task failed ($(grep -m1 -E '^srun: error: .*task [0-9]+' <<< "$out" | sed 's/^srun: error: //')), and srun ended the others"
+  elif [ -n "$tasks" ]; then
+    echo "a task failed (${tasks%%$'\n'*}), and srun ended the others"
   elif grep -qE 'exitcode +: -?[0-9]+' <<< "$out"; then
     echo "a training process on this machine failed ($(grep -m1 -oE 'exitcode +: -?[0-9]+( \(pid: [0-9]+\))?( \(SIG[A-Z]+\))?' <<< "$out" | tr -s ' '))"
   else

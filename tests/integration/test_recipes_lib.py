@@ -253,6 +253,8 @@ def test_each_machines_stamps_are_its_own(tmp_path):
     # a task that exited on an error of its own (here a timeout) is no signal death: its message says why
     ("RuntimeError: Timed out waiting 20000ms for recv\nsrun: error: node0: task 0: Exited with exit code 1",
      "no word from the other machines for DIST_TIMEOUT=20 s"),
+    ("srun: error: node1: task 1: Exited with exit code 1\nsrun: error: node0: task 0: Terminated",
+     "a task failed (node1: task 1: Exited with exit code 1), and srun ended the others"),
     ("  exitcode  : -9 (pid: 5303)\n  error_file: <N/A>", "a training process on this machine failed (exitcode : -9 (pid: 5303))"),
     ("Traceback: ValueError: something else", "fairseq-train failed"),
 ])  # fmt: skip
