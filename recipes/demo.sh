@@ -92,6 +92,7 @@ stage 8 "report with learning curves, Eq. (3) and attention maps" \
     --title "Demo: $ARCH on the synthetic pair" \
     --note "$TRAIN_PAIRS training pairs, joint BPE $VOCAB_SIZE, $WORKERS workers x $MAX_TOKENS tokens, $MAX_UPDATE updates"
 
+run_stages  # every stage above decided before any work, then run in order
 [ "$DRY_RUN" = 0 ] || exit 0
 banner "results"
 "$PY" - "$OUT" "$BLEU_BAR" <<'EOF'

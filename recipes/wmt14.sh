@@ -95,7 +95,7 @@ prepare_data() {
       --joined-dictionary --destdir "$BIN" --workers "$PREP_WORKERS"
 }
 prepare_data
-if [ "${DATA_ONLY:-0}" = 1 ]; then echo "DATA_ONLY=1: the data is ready in $BIN"; exit 0; fi
+if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $BIN"; exit 0; fi
 
 # ---- 4. training -----------------------------------------------------------------------------------
 paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
@@ -148,6 +148,7 @@ stage "8-$CONFIG" "dev perplexity on newstest2013 (per word-piece)" \
     fairseq-validate "$BIN" --user-dir "$REPO/transformer_plugin" --task translation --path "$MODEL" \
       --valid-subset valid --max-tokens 4096 --log-format json
 
+run_stages  # every stage above decided before any work, then run in order
 [ "$DRY_RUN" = 0 ] || exit 0
 banner "results: $PAIR $CONFIG ($MODEL_LABEL) beside the paper"
 "$PY" - "$OUT" "$EVAL_SUBSET" "$PAPER_BLEU" "$REPRODUCTION_SACREBLEU" "$TOY" <<'EOF'

@@ -29,10 +29,18 @@ export WORK TOY VENV_PYTHON
 # shellcheck disable=SC2086  # ROWS is a list of ids
 PLAN=$("$VENV_PYTHON" -m transformer_plugin_cli.tools.table3 plan $ROWS)  # id, recipe, flags per row; fails on an unknown id
 ROWS=$(cut -f1 <<< "$PLAN")
-while IFS=$'\t' read -r row recipe flags; do
-  printf '\n######## Table 3 row %s: %s %s\n' "$row" "$recipe" "${flags:-(the base model)}"
-  CONFIG="table3-$row" EXTRA_TRAIN_ARGS="$flags" EVAL_SUBSET=valid AVERAGE_LAST=1 TOY_AVERAGE_LAST=1 \
-    bash "$REPO/recipes/$recipe" < /dev/null
+row() {  # row ID RECIPE FLAGS [--check]: one row, trained and evaluated by its recipe
+  CONFIG="table3-$1" EXTRA_TRAIN_ARGS="$3" EVAL_SUBSET=valid AVERAGE_LAST=1 TOY_AVERAGE_LAST=1 \
+    bash "$REPO/recipes/$2" "${@:4}" < /dev/null
+}
+if [ "$DRY_RUN" = 0 ]; then  # every row decided before any row's work: none would have to redo its training
+  while IFS=$'\t' read -r id recipe flags; do
+    row "$id" "$recipe" "$flags" --check > /dev/null || { FAILED_AT="stopped before any work (nothing was changed): row $id"; exit 3; }
+  done <<< "$PLAN"
+fi
+while IFS=$'\t' read -r id recipe flags; do
+  printf '\n######## Table 3 row %s: %s %s\n' "$id" "$recipe" "${flags:-(the base model)}"
+  row "$id" "$recipe" "$flags"
 done <<< "$PLAN"
 
 [ "${DRY_RUN:-0}" = 0 ] || exit 0

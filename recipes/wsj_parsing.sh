@@ -102,3 +102,5 @@ stage 6 "trees from the output, labelled bracketing F1 (EVALB, COLLINS.prm)" \
   "$PY" -m transformer_plugin_cli.parsing.evalb --gold "$DATA/test.gold" --generate-output "$OUT/generate.test.out" \
     --source "$DATA/test.words" --trees-out "$OUT/test.parsed" --per-sentence "$OUT/test.per_sentence.tsv" \
     --json "$OUT/scores.test.json" --paper "$PAPER_F1 ($SETTING)"
+
+run_stages  # every stage above decided before any work, then run in order

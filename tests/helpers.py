@@ -3,7 +3,6 @@
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from argparse import Namespace
@@ -164,21 +163,68 @@ def logged_losses(log):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 now (the engine of the recipes picks its workers' the same way)."""
+    from transformer_plugin_cli.tools.recipe import free_port as engine_free_port
+
+    return engine_free_port()
 
 
 # ---- the recipes --------------------------------------------------------------------------------
 
+# the variables the recipes read, none of which a user's shell has unless the command sets it
+RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS",
+                    "CPU_WORKERS", "MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "DATA_ONLY", "CONFIG", "PRECISION",
+                    "VENV_PYTHON", "GLOO_SOCKET_IFNAME", "MAX_UPDATE", "EXTRA_TRAIN_ARGS")  # fmt: skip
+
+
+def user_env(assignments=(), **variables) -> dict:
+    """The environment of a user who ran ``make install``, activated the environment and typed a command:
+    its bin directory first on PATH, none of the recipes' variables (RECIPE_VARIABLES, TOY_*) but those
+    the command sets: ``VAR=value`` words, or keywords."""
+    env = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES and not k.startswith("TOY_")}
+    env["PATH"] = BIN + os.pathsep + env["PATH"]
+    env.update(a.split("=", 1) for a in assignments)
+    env.update({k: str(v) for k, v in variables.items()})
+    return env
+
 
 def run_recipe(script, work, *args, **variables):
     """bash recipes/SCRIPT ARGS with WORK=work and the given variables, from the repository root."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GPUS", "LAUNCH", "NNODES", "DRY_RUN", "TOY", "FROM")}
-    env.update(WORK=str(work), VENV_PYTHON=sys.executable, **variables)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    return subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+    return subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=REPO,
+                          env=user_env(WORK=work, **variables), capture_output=True, text=True, timeout=1200)  # fmt: skip
+
+
+ONE_STAGE = """set -euo pipefail
+source "$REPO/recipes/lib.sh"
+stage 1 "one stage" "$@"
+run_stages
+"""
+
+
+def one_stage(directory, *command, **variables):
+    """``bash`` running COMMAND as the one stage of a recipe (recipes/lib.sh) whose WORK is
+    directory/work, in a session of its own (os.killpg(proc.pid, ...) reaches what a terminal's Ctrl-C
+    would): the Popen."""
+    script = os.path.join(directory, "one_stage.sh")
+    with open(script, "w") as f:
+        f.write(ONE_STAGE)
+    env = user_env(REPO=REPO, WORK=os.path.join(directory, "work"), **variables)
+    return subprocess.Popen(["bash", script, *command], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+
+
+def processes_naming(text):
+    """The PIDs of this machine's processes whose command line holds ``text`` (a run's own directory)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
 
 
 def commands(output, program):

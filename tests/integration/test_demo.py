@@ -3,12 +3,11 @@
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import torch
 
-from helpers import REPO
+from helpers import REPO, user_env
 
 SMALL = dict(
     TRAIN_PAIRS="2000", VALID_PAIRS="40", TEST_PAIRS="60", VOCAB_SIZE="300", MAX_TOKENS="1500",
@@ -17,11 +16,9 @@ SMALL = dict(
 
 
 def run_demo(work, DRY="0", **variables):
-    env = dict(os.environ, WORK=str(work), VENV_PYTHON=sys.executable, **variables)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     return subprocess.run(
         ["bash", os.path.join(REPO, "recipes", "demo.sh"), *(["--dry-run"] if DRY == "1" else [])], cwd=REPO,
-        env=env, capture_output=True, text=True, timeout=3600,
+        env=user_env(WORK=work, **variables), capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
 
 

@@ -13,11 +13,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, copy_repository, documented_commands, documents
-
-RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS",
-                    "CPU_WORKERS", "MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "DATA_ONLY")  # fmt: skip
-
+from helpers import REPO, copy_repository, documented_commands, documents, user_env
 
 def readme_recipe_lines():
     """(line, [VAR=value ...], [script and its arguments]) for each recipe command of the README and the
@@ -52,13 +48,6 @@ def run(args, cwd, env, timeout=300):
             proc.communicate()
             raise
     return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
-
-
-def user_env(assignments):
-    env = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES}
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # the project's .venv, as after make
-    env.update(a.split("=", 1) for a in assignments)
-    return env
 
 
 @pytest.mark.parametrize("line, assignments, words", LINES, ids=[line for line, _, _ in LINES])

@@ -1,69 +1,64 @@
-"""recipes/lib.sh: the launcher of data-parallel workers stops all of them when one fails; stamps, what a
-stage makes, data from node 0 and failures explained on several machines."""
+"""recipes/lib.sh and its engine (transformer_plugin_cli/tools/recipe.py) from the shell, as the recipes use
+them: stamps, what a stage makes, every stage decided before any work, stamps of the code before the engine,
+data from node 0, the launcher of data-parallel workers, Ctrl-C and kill, and failures explained."""
 
+import json
 import os
-import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from helpers import REPO
+from helpers import BIN, REPO, one_stage, processes_naming, user_env
 
-FAKE_WORKER = r"""#!/usr/bin/env bash
-# rank 1 fails after a second; rank 0 would run for a minute (a worker left waiting on a dead peer)
-for ((i = 1; i <= $#; i++)); do [ "${!i}" = --distributed-rank ] && { j=$((i + 1)); rank=${!j}; }; done
-echo "rank $rank started" > "$MARKERS/rank$rank"
-if [ "$rank" = 1 ]; then sleep 1; exit 3; fi
-exec sleep 60  # one process, like fairseq-train
-"""
-
-
-def test_one_failing_worker_stops_the_others(tmp_path):
-    worker = tmp_path / "fake-train"
-    worker.write_text(FAKE_WORKER)
-    worker.chmod(0o755)
-    script = f'set -euo pipefail; WORK="{tmp_path}"; source "{REPO}/recipes/lib.sh"; ' \
-             f'train_workers 2 "{tmp_path}/train.log" "{worker}" --some-flag'
-    env = dict(os.environ, MARKERS=str(tmp_path), VENV_PYTHON=sys.executable)
-    # rank 0 alone would take 60 s: finishing within the timeout means it was stopped, not waited for
-    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=45)
-    assert proc.returncode == 3, proc.stderr
-    assert "a training worker failed (exit 3)" in proc.stderr
-    assert (tmp_path / "rank0").exists() and (tmp_path / "rank1").exists()
-
+OLD_LIB = os.path.join(os.path.dirname(__file__), "data", "lib_before_json_stamps.sh")
 
 RECIPE = r"""#!/usr/bin/env bash
 # a recipe in miniature: data, vocabulary, training, scoring
 set -euo pipefail
-source "$REPO/recipes/lib.sh"
+source "$LIB"
 recipe_options "$0" "$@"
 VOCAB=${VOCAB:-300}; STEPS=${STEPS:-10}; CORPUS=${CORPUS:-/dev/null}
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK"
 stage 1 "data" bash -c 'echo data >> "$0/log"' "$WORK" "$CORPUS"
 stage 2 "vocabulary of $VOCAB" bash -c 'echo "vocab $1" >> "$0/log"' "$WORK" "$VOCAB"
 [ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"' "$WORK" "$STEPS" --save-dir "$WORK/ckpt"
-stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK"
+stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK" "$REPO/transformer_plugin" "${VENV_PYTHON:-python}"
+declare -F run_stages > /dev/null || run_stages() { :; }  # lib.sh before the engine ran each stage at once
+run_stages
 """
 
 
-def recipe(tmp_path, *args, **variables):
-    script = tmp_path / "recipe.sh"
-    script.write_text(RECIPE)
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), VENV_PYTHON=sys.executable, **variables)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # the project's .venv, as after make
-    proc = subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
+def recipe(tmp_path, *args, lib=os.path.join(REPO, "recipes", "lib.sh"), script="recipe.sh", **variables):
+    path = tmp_path / script
+    path.write_text(RECIPE)
+    env = user_env(**{"REPO": REPO, "LIB": lib, "WORK": tmp_path / "work", **variables})
+    proc = subprocess.run(["bash", str(path), *args], env=env, capture_output=True, text=True, timeout=60)
     log = tmp_path / "work" / "log"
     return proc, log.read_text().splitlines() if log.exists() else []
 
 
 def test_a_rerun_with_the_same_settings_does_nothing(tmp_path):
     proc, log = recipe(tmp_path)
-    assert proc.returncode == 0 and log == ["data", "vocab 300", "train 10", "score"]
+    assert proc.returncode == 0 and log == ["data", "vocab 300", "train 10", "score"], proc.stderr
     proc, log = recipe(tmp_path)
     assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 4
     assert log == ["data", "vocab 300", "train 10", "score"]
+
+
+def test_a_stamp_is_json_naming_the_command_settings_and_inputs(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "train.txt").write_text("one\n")
+    recipe(tmp_path, CORPUS=corpus)
+    stamp = json.loads((tmp_path / "work" / ".done" / "1").read_text())
+    assert stamp["command"] == ["bash", "-c", 'echo data >> "$0/log"', "$WORK", "$INPUT1"]
+    assert stamp["inputs"][0]["path"] == str(corpus) and len(stamp["inputs"][0]["digest"]) == 32
+    assert stamp["settings"] == {"CORPUS": str(corpus), "STEPS": "10", "VOCAB": "300"}
+    assert not (tmp_path / "work" / ".done" / "1.settings").exists()
 
 
 def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
@@ -88,6 +83,10 @@ def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(
         assert proc.returncode == 3 and f"stage 3 (training) was done, but {why}" in proc.stderr
         assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
         assert log == ["data", "vocab 300", "train 10", "score"]  # nothing redone
+        assert proc.stdout == ""  # not even a banner: nothing ran
+        check = subprocess.run(["bash", str(tmp_path / "recipe.sh"), "--check"], capture_output=True, text=True,
+                               env=user_env(REPO=REPO, LIB=os.path.join(REPO, "recipes", "lib.sh"), WORK=tmp_path / "work", **change))  # fmt: skip
+        assert check.returncode == 3 and f"stage 3 (training) was done, but {why}" in check.stderr
     # to train from scratch: delete the checkpoints and the stamp; to continue deliberately: only the stamp
     assert f"delete {tmp_path / 'work' / 'ckpt'} and {tmp_path / 'work' / '.done' / '3'};" in proc.stderr
     assert "delete " + str(tmp_path / "work" / ".done" / "3") + " only" in proc.stderr
@@ -96,18 +95,21 @@ def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(
     assert proc.returncode == 0 and log[-2:] == ["train 20", "score"]
 
 
-def test_a_changed_input_outside_work_redoes_its_stage(tmp_path):
-    """The stamp records the identity of external inputs (names, sizes and times of the files below a
-    path outside WORK and the repository, such as FROM or TREEBANK), not only the command line."""
+def test_a_changed_input_outside_work_redoes_its_stage_and_a_copy_of_it_does_not(tmp_path):
+    """The stamp records the identity of external inputs (the names, sizes and contents of the files below a
+    path outside WORK and the checkout, such as FROM or TREEBANK), not their path or modification times."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "train.txt").write_text("one\n")
-    recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
-    proc, log = recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
-    assert log == ["data", "vocab 300", "score"]  # unchanged: skipped
-    (corpus / "train.txt").write_text("one\ntwo\n")
-    proc, log = recipe(tmp_path, TRAIN="0", CORPUS=str(corpus))
-    assert proc.returncode == 0 and "redoing it: its settings or inputs changed since it was done" in proc.stdout
+    recipe(tmp_path, TRAIN="0", CORPUS=corpus)
+    copy = tmp_path / "elsewhere" / "corpus"
+    time.sleep(0.01)
+    shutil.copytree(corpus, copy)  # another path and other times: the same input
+    proc, log = recipe(tmp_path, TRAIN="0", CORPUS=copy)
+    assert proc.returncode == 0 and proc.stdout.count("skipping") == 3, proc.stdout
+    (copy / "train.txt").write_text("one\ntwo\n")
+    proc, log = recipe(tmp_path, TRAIN="0", CORPUS=copy)
+    assert proc.returncode == 0 and f"redoing it: its settings or inputs changed since it was done: the files of {copy} changed" in proc.stdout
     assert "CORPUS was" not in proc.stdout  # the variable did not change: the files it names did
     assert log == ["data", "vocab 300", "score", "data", "vocab 300", "score"]
 
@@ -131,8 +133,7 @@ def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "python").symlink_to(sys._base_executable)  # a Python without this project's packages
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), PATH=f"{fake}:/usr/bin:/bin")
-    env.pop("VENV_PYTHON", None)
+    env = dict(user_env(REPO=REPO, LIB=os.path.join(REPO, "recipes", "lib.sh"), WORK=tmp_path / "work"), PATH=f"{fake}:/usr/bin:/bin")
     script = tmp_path / "recipe.sh"
     script.write_text(RECIPE)
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
@@ -141,7 +142,49 @@ def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
     assert "source .venv/bin/activate" in proc.stderr
 
 
-# ---- several machines: stamps, what a stage makes, data from node 0, a failure explained -------------
+# ---- stamps of the code before the engine, another checkout, another environment -------------------------
+
+
+def test_stamps_written_by_the_code_before_the_engine_keep_counting(tmp_path):
+    """A run made with lib.sh as it was on 2026-11-25 (its stamps a quoted command line, with ID.settings
+    beside it) continues under the engine: nothing is redone, and each stamp is rewritten as JSON."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "train.txt").write_text("one\n")
+    proc, log = recipe(tmp_path, lib=OLD_LIB, CORPUS=corpus, STEPS="1 2")
+    assert proc.returncode == 0 and log == ["data", "vocab 300", "train 1 2", "score"], proc.stderr
+    assert (tmp_path / "work" / ".done" / "3.settings").exists()
+    assert not (tmp_path / "work" / ".done" / "3").read_text().startswith("{")
+    proc, _ = recipe(tmp_path, "--dry-run", CORPUS=corpus, STEPS="1 2")
+    assert proc.returncode == 0 and proc.stdout.count("a real run skips this stage") == 4, proc.stdout
+    proc, log = recipe(tmp_path, CORPUS=corpus, STEPS="1 2")
+    assert proc.returncode == 0 and proc.stdout.count("skipping") == 4 and len(log) == 4, proc.stdout + proc.stderr
+    assert json.loads((tmp_path / "work" / ".done" / "3").read_text())["settings"]["STEPS"] == "1 2"
+    assert not (tmp_path / "work" / ".done" / "3.settings").exists()
+    proc, _ = recipe(tmp_path, "--dry-run", CORPUS=corpus, STEPS="1 2")  # and the JSON ones hold as well
+    assert proc.stdout.count("a real run skips this stage") == 4
+
+
+def test_an_old_stamp_whose_settings_changed_still_stops_training_naming_the_setting(tmp_path):
+    recipe(tmp_path, lib=OLD_LIB)
+    proc, log = recipe(tmp_path, STEPS="20")
+    assert proc.returncode == 3 and "stage 3 (training) was done, but its settings changed since it was done: STEPS was 10, now 20" in proc.stderr
+    assert log == ["data", "vocab 300", "train 10", "score"]
+
+
+def test_another_checkout_and_environment_continue_the_run(tmp_path):
+    """The same WORK from a recipe elsewhere (another clone), run with a python at another path (another
+    venv): every stage is done already."""
+    recipe(tmp_path)
+    (tmp_path / "clone").mkdir()
+    venv = tmp_path / "other-venv"
+    venv.symlink_to(os.path.dirname(BIN))  # the same environment at another path
+    proc, log = recipe(tmp_path, script="clone/recipe.sh", REPO=tmp_path / "clone", VENV_PYTHON=venv / "bin" / "python",
+                       PATH=f"{venv / 'bin'}:{os.environ['PATH']}")  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.count("skipping") == 4, proc.stdout + proc.stderr
+
+
+# ---- several machines: stamps, what a stage makes, data from node 0 ---------------------------------------
 
 SPEED_RECIPE = r"""#!/usr/bin/env bash
 # data prepared with a number of processes (a speed setting), binarised into a destination that must not exist
@@ -152,15 +195,17 @@ WORKERS=${WORKERS:-2}; VOCAB=${VOCAB:-300}; GPUS=${GPUS:-0}; BIN="$WORK/bin"
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK"
 data_stage 1 "data" bash -c 'echo "data $1" >> "$0/log"' "$WORK" "$VOCAB" --workers "$WORKERS"
 data_stage --clears "$BIN" 2 "binarise" bash -c 'mkdir "$0/bin" && echo "binarise" >> "$0/log"' "$WORK" --threads "$WORKERS"
+run_stages
 """
 
 
-def speed_recipe(tmp_path, *args, timeout=60, **variables):
+def speed_recipe(tmp_path, *args, popen=False, **variables):
     script = tmp_path / "speed.sh"
     script.write_text(SPEED_RECIPE)
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), VENV_PYTHON=sys.executable, **variables)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    env = user_env(REPO=REPO, WORK=tmp_path / "work", **variables)
+    if popen:
+        return subprocess.Popen(["bash", str(script), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
 def work_log(tmp_path):
@@ -201,11 +246,7 @@ def test_a_stage_that_runs_starts_from_an_empty_destination(tmp_path):
 def test_node1_waits_for_node0s_data_with_the_same_settings(tmp_path):
     """LAUNCH=torchrun, NODE_RANK=1: every data stage waits for node 0's stamp; node 1 writes none."""
     node1 = dict(LAUNCH="torchrun", NODE_RANK="1", DIST_TIMEOUT="60")
-    script = tmp_path / "speed.sh"
-    script.write_text(SPEED_RECIPE)
-    env = dict(os.environ, REPO=str(REPO), WORK=str(tmp_path / "work"), VENV_PYTHON=sys.executable, **node1)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    waiting = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = speed_recipe(tmp_path, popen=True, **node1)
     try:
         time.sleep(5)
         assert waiting.poll() is None  # still waiting
@@ -217,7 +258,7 @@ def test_node1_waits_for_node0s_data_with_the_same_settings(tmp_path):
     assert waiting.returncode == 0, err
     assert "node 1: waiting for node 0 to do this stage" in out and out.count("node 0 has done it") == 2
     assert work_log(tmp_path) == ["data 300", "binarise"]  # node 1 ran nothing
-    assert sorted(os.listdir(tmp_path / "work" / ".done")) == ["1", "1.settings", "2", "2.settings"]
+    assert sorted(os.listdir(tmp_path / "work" / ".done")) == ["1", "2"]
     other = speed_recipe(tmp_path, VOCAB="400", **node1)  # node 0 made the data with other settings
     assert other.returncode == 2 and "node 0 did stage 1 with other settings: was 300, now 400" in other.stderr
     (tmp_path / "nowhere").mkdir()
@@ -236,37 +277,90 @@ def test_each_machines_stamps_are_its_own(tmp_path):
     assert proc.returncode == 0 and proc.stdout.count("skipping") == 4
 
 
-@pytest.mark.parametrize("output, says", [
-    ("RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [10.213.0.2]:10903: Connection reset by peer.",
-     "the connection to the worker at 10.213.0.2 was lost"),
-    ("RuntimeError: [pair.cc:589] Connection closed by peer [10.1.2.3]:62134", "the connection to the worker at 10.1.2.3 was lost"),
-    ("RuntimeError: [unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete",
-     "no word from the other machines for DIST_TIMEOUT=20 s"),
-    ("torch.distributed.DistStoreError: Timed out after 21 seconds waiting for clients. 1/2 clients joined.",
-     "not every machine joined torchrun's rendezvous at node0:29500 within DIST_TIMEOUT=20 s"),
-    ("torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (10.0.0.1, 29500)",
-     "node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=20 s"),
-    ("srun: error: node1: task 1: Killed\nsrun: Terminating StepId=12.0", "a task failed (node1: task 1: Killed), and srun ended the others"),
-    # the killed task's peer saw its connection close before srun ended it: the death is the cause, in either order
-    ("[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.2]:17562\nsrun: error: node0: task 0: Terminated\n"
-     "srun: error: node1: task 1: Killed", "a task failed (node1: task 1: Killed), and srun ended the others"),
-    # a task that exited on an error of its own (here a timeout) is no signal death: its message says why
-    ("RuntimeError: Timed out waiting 20000ms for recv\nsrun: error: node0: task 0: Exited with exit code 1",
-     "no word from the other machines for DIST_TIMEOUT=20 s"),
-    ("srun: error: node1: task 1: Exited with exit code 1\nsrun: error: node0: task 0: Terminated",
-     "a task failed (node1: task 1: Exited with exit code 1), and srun ended the others"),
-    ("  exitcode  : -9 (pid: 5303)\n  error_file: <N/A>", "a training process on this machine failed (exitcode : -9 (pid: 5303))"),
-    ("Traceback: ValueError: something else", "fairseq-train failed"),
-])  # fmt: skip
-def test_a_failed_training_says_why(tmp_path, output, says):
-    """launch_training: what stopped the launcher, read from its output, and how to go on."""
+# ---- processes: one failing worker, Ctrl-C, kill -----------------------------------------------------------
+
+FAKE_WORKER = r"""#!/usr/bin/env bash
+# rank 1 fails after a second; rank 0 would run for a minute (a worker left waiting on a dead peer)
+for ((i = 1; i <= $#; i++)); do [ "${!i}" = --distributed-rank ] && { j=$((i + 1)); rank=${!j}; }; done
+echo "rank $rank started" > "$MARKERS/rank$rank"
+if [ "$rank" = 1 ] && [ "$FAIL" = 1 ]; then sleep 1; exit 3; fi
+exec sleep 60  # one process, like fairseq-train
+"""
+
+
+def fake_worker(tmp_path):
+    worker = tmp_path / "fake-train"
+    worker.write_text(FAKE_WORKER)
+    worker.chmod(0o755)
+    return str(worker)
+
+
+def test_one_failing_worker_stops_the_others(tmp_path):
+    proc = one_stage(tmp_path, "train_workers", "2", str(tmp_path / "train.log"), fake_worker(tmp_path), "--some-flag",
+                     MARKERS=tmp_path, FAIL="1")  # fmt: skip
+    _, err = proc.communicate(timeout=45)  # rank 0 alone would take 60 s: it was stopped, not waited for
+    assert proc.returncode == 3, err
+    assert "a training worker failed (exit 3)" in err and "FAILED: stage 1: one stage (exit 3)" in err
+    assert (tmp_path / "rank0").exists() and (tmp_path / "rank1").exists()
+    assert not processes_naming(str(tmp_path / "fake-train"))
+
+
+def started(tmp_path, ranks=2, timeout=30):
+    deadline = time.time() + timeout
+    while not all((tmp_path / f"rank{r}").exists() for r in range(ranks)):
+        assert time.time() < deadline, "the workers did not start"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["SIGINT to the process group", "SIGTERM to the recipe", "SIGKILL to the recipe"])
+def test_ctrl_c_or_kill_ends_every_process_the_recipe_started(tmp_path, how):
+    """CPU workers: what a terminal's Ctrl-C sends (SIGINT to the foreground process group), `kill` of the
+    recipe's shell, even `kill -9` of it: within seconds no worker is left, and the recipe says where to resume."""
+    proc = one_stage(tmp_path, "train_workers", "2", str(tmp_path / "train.log"), fake_worker(tmp_path), MARKERS=tmp_path)
+    started(tmp_path)
+    sent = time.time()
+    if how.startswith("SIGINT"):
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGTERM if "SIGTERM" in how else signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    deadline = time.time() + 20
+    while processes_naming(str(tmp_path / "fake-train")) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not processes_naming(str(tmp_path / "fake-train")), f"{how}: workers left behind"
+    print(f"{how}: every worker ended {time.time() - sent:.1f} s after the signal")
+    assert time.time() - sent < 15
+    if how.startswith("SIGINT"):
+        assert proc.returncode == 130
+        assert "FAILED: stage 1: one stage: stopped by SIGINT; every process it started has ended. Run the same " \
+               "command again to resume: training continues from the last checkpoint it saved" in err  # fmt: skip
+    assert not (tmp_path / "work" / ".done" / "1").exists()  # not done
+
+
+def test_a_stage_that_runs_past_its_process_is_ended_with_it(tmp_path):
+    """What a stage's process leaves running in its group (a data loader's worker, say) is ended with the
+    stage, not left to the machine."""
+    proc = one_stage(tmp_path, "bash", "-c", f'sleep 300 & echo $! > "{tmp_path}/left"; exit 0')
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    left = int((tmp_path / "left").read_text())
+    deadline = time.time() + 15
+    while os.path.exists(f"/proc/{left}") and time.time() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{left}") or open(f"/proc/{left}/stat").read().split()[2] == "Z"
+
+
+# ---- a failure explained -----------------------------------------------------------------------------
+
+
+def test_a_failed_launcher_says_why_and_how_to_resume(tmp_path):
+    """launch_training: what stopped the launcher, read from its output (this run's only: the log holds an
+    earlier run's too), and how to go on. The patterns' cases are unit tests (tests/unit/cli/tools)."""
     log = tmp_path / "train.log"
-    log.write_text("an earlier run's output: Connection reset by peer [10.9.9.9]:1\n")  # not this run's
-    script = (f'set -euo pipefail; source "{REPO}/recipes/lib.sh"; LAUNCH=torchrun GPUS=0 PER_NODE=1 '
-              f'MASTER_ADDR=node0 MASTER_PORT=29500 NNODES=2 DIST_TIMEOUT=20; '
-              f'launch_training "{log}" bash -c \'printf "%s\\n" "$0"; exit 1\' {shlex.quote(output)}')  # fmt: skip
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    log.write_text("an earlier run's output: Connection reset by peer [10.9.9.9]:1\n")
+    proc = one_stage(tmp_path, "launch_training", str(log), "bash", "-c",
+                     'echo "srun: error: node1: task 1: Killed"; exit 1', LAUNCH="torchrun", NODE_RANK="0")  # fmt: skip
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
-    assert f"training stopped: {says}" in proc.stderr, proc.stderr
-    assert f". Once the cause is gone, run the same command again on every machine: training resumes from " \
-           f"checkpoint_last.pt (full log: {log})" in proc.stderr  # fmt: skip
+    assert "training stopped: a task failed (node1: task 1: Killed), and srun ended the others. Once the cause is " \
+           f"gone, run the same command again on every machine: training resumes from checkpoint_last.pt (full log: {log})" in err  # fmt: skip

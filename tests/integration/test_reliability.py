@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 
-from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, run_tool
+from helpers import BIN, PLUGIN, TRAIN_FLAGS, one_stage, processes_naming, run_tool
 from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
 # Runs fairseq-train after arranging for the process to SIGKILL itself at the Nth event of a kind:
@@ -110,25 +110,21 @@ def test_sigkill_then_rerun_ends_like_an_uninterrupted_run(data_bin, uninterrupt
 
 
 def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
-    """Two real gloo workers under recipes/lib.sh's launcher; rank 1 is SIGKILLed during training. Rank 0
-    would wait in its next all-reduce (gloo's default timeout is 30 minutes): the launcher stops it."""
+    """Two real gloo workers under the recipes' launcher (train_workers); rank 1 is SIGKILLed during
+    training. Rank 0 would wait in its next all-reduce (gloo's default timeout is 30 minutes): the launcher
+    stops it."""
     save_dir = tmp_path / "ckpt"
-    script = (f'set -euo pipefail; WORK="{tmp_path}"; source "{REPO}/recipes/lib.sh"; '
-              f'train_workers 2 "{tmp_path}/train.log" "{BIN}/fairseq-train" ' + " ".join(
-                  f"'{a}'" for a in [str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update",
-                                     "100000", "--save-dir", str(save_dir), "--no-save"]))  # fmt: skip
-    env = dict(os.environ, VENV_PYTHON=sys.executable)
-    launcher = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)  # fmt: skip
+    launcher = one_stage(tmp_path, "train_workers", "2", str(tmp_path / "train.log"), f"{BIN}/fairseq-train",
+                         str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "100000",
+                         "--save-dir", str(save_dir), "--no-save")  # fmt: skip
     try:
         rank1 = None
         deadline = time.time() + 120
         while time.time() < deadline:  # wait until both train
             log = (tmp_path / "train.log").read_text() if (tmp_path / "train.log").exists() else ""
             if "num_updates=3" in log:
-                found = subprocess.run(["pgrep", "-f", f"{save_dir}.*--distributed-rank 1"], capture_output=True,
-                                       text=True).stdout.split()  # fmt: skip
-                rank1 = int(found[0]) if found else None
+                found = [p for p in processes_naming(str(save_dir)) if b"--distributed-rank\x001\x00" in open(f"/proc/{p}/cmdline", "rb").read()]
+                rank1 = found[0] if found else None
                 break
             time.sleep(0.5)
         assert rank1, "the two workers did not start training"
@@ -143,7 +139,7 @@ def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
     assert "a training worker failed" in err
     print(f"the job stopped {elapsed:.1f} s after rank 1 was killed")
     assert elapsed < 30, f"the job took {elapsed:.0f} s to stop"
-    assert subprocess.run(["pgrep", "-f", f"{save_dir}"], capture_output=True).returncode == 1  # none left
+    assert not processes_naming(str(save_dir))  # none left
 
 
 # (the model's own size and dropout checks are tested directly in tests/models; one goes through the CLI here)

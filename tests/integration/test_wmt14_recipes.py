@@ -2,14 +2,19 @@
 En-De base recipe at toy size end to end on CPU, from archives in the WMT14 layout built by the test."""
 
 import json
+import os
 import re
 import shlex
+import shutil
+import signal
+import subprocess
 import tarfile
+import time
 
 import pytest
 import torch
 
-from helpers import PYTHON, commands, flag, run_recipe
+from helpers import BIN, PYTHON, REPO, commands, copy_repository, flag, processes_naming, run_recipe, user_env
 from preprocess import wmt14
 
 @pytest.mark.parametrize("script, arch, steps, keep, vocab, spm, paper", [
@@ -140,20 +145,128 @@ def test_toy_rerun_skips_every_stage(toy_run):
     assert "fairseq-train" not in proc.stderr
 
 
-def test_stamps_from_before_the_move_to_preprocess_still_hold(toy_run):
-    """Runs made before the data preparation moved from transformer_plugin_cli.data to preprocess/ keep
-    their stages (a redone stage 1 would stop the recipe at its finished training)."""
+OLD_LIB = os.path.join(os.path.dirname(__file__), "data", "lib_before_json_stamps.sh")
+
+
+def write_old_stamp(stamp, old_modules=False):
+    """What recipes/lib.sh as it was on 2026-11-25 wrote for the stage of this (JSON) stamp: the quoted
+    command line and the identity of its external inputs (its own input_identity), settings beside it."""
+    made = json.loads(stamp.read_text())
+    script = 'source "$OLD_LIB"; printf -v m "%q " "$@"; printf "%s\\n" "${m% }$(input_identity "$@")"'
+    text = subprocess.run(["bash", "-c", script, "old", *made["made"]["argv"]], cwd=REPO, check=True, capture_output=True, text=True,
+                          env=dict(os.environ, OLD_LIB=OLD_LIB, WORK=str(stamp.parent.parent), REPO=REPO)).stdout  # fmt: skip
+    if old_modules:  # before the data preparation moved from transformer_plugin_cli.data to preprocess/
+        text = text.replace("-m preprocess.", "-m transformer_plugin_cli.data.")
+    stamp.write_text(text)
+    settings = subprocess.run(["bash", "-c", 'for a in "$@"; do printf "%s=%q\\n" "${a%%=*}" "${a#*=}"; done', "s",
+                               *(f"{k}={v}" for k, v in made["settings"].items())], capture_output=True, text=True).stdout  # fmt: skip
+    (stamp.parent / f"{stamp.name}.settings").write_text(settings)
+
+
+@pytest.mark.parametrize("old_modules", [False, True])
+def test_stamps_written_before_the_engine_still_hold(toy_run, old_modules):
+    """A run made with lib.sh as it was before the engine (and before the data preparation moved to
+    preprocess/) keeps every stage: a redone stage 1 would stop the recipe at its finished training. A real
+    run skips them all and rewrites their stamps as JSON."""
     work, _ = toy_run
-    stamps = {p: p.read_text() for p in (work / ".done").iterdir() if "." not in p.name}
+    stamps = {p: p.read_text() for p in (work / ".done").iterdir() if p.name[0].isdigit() and "." not in p.name}
     try:
-        for path, text in stamps.items():
-            path.write_text(text.replace("-m preprocess.", "-m transformer_plugin_cli.data."))
-        assert any("transformer_plugin_cli.data.wmt14" in p.read_text() for p in stamps)
+        for path in stamps:
+            write_old_stamp(path, old_modules)
+        assert not any(p.read_text().startswith("{") for p in stamps)
+        assert old_modules == any("transformer_plugin_cli.data.wmt14" in p.read_text() for p in stamps)
         proc = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **TOY)
         assert proc.returncode == 0 and proc.stdout.count("a real run skips this stage") == 9, proc.stdout[-3000:]
+        proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), **TOY)
+        assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 9, proc.stdout[-3000:]
+        assert all(p.read_text().startswith("{") for p in stamps)
+        assert not any(p.name.endswith(".settings") for p in (work / ".done").iterdir())
     finally:
         for path, text in stamps.items():
             path.write_text(text)
+
+
+def test_another_clone_environment_and_work_path_continue_the_run(toy_run, tmp_path):
+    """The run's WORK, moved, continued from a second clone of the repository with the environment at another
+    path: every stage is done already (a stamp's identity used to be its command line, paths included)."""
+    work, _ = toy_run
+    (tmp_path / "clone").mkdir()
+    clone = copy_repository(tmp_path / "clone")
+    venv = tmp_path / "venv-elsewhere"
+    venv.symlink_to(os.path.dirname(BIN))
+    moved = tmp_path / "moved work"
+    shutil.copytree(work, moved, symlinks=True)
+    archives = tmp_path / "archives copied"
+    shutil.copytree(work.parent / "archives", archives)  # the same archives at another path, with other times
+    env = user_env(WORK=moved, FROM=archives, PATH=f"{venv / 'bin'}:{os.environ['PATH']}", **TOY)
+    proc = subprocess.run(["bash", "recipes/wmt14_en_de_base.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 9, \
+        proc.stdout[-3000:] + proc.stderr[-3000:]  # fmt: skip
+
+
+# ---- Ctrl-C and kill during training, then the same command again ----------------------------------------
+
+LONG = dict(TOY, TOY_MAX_UPDATE="100", TOY_AVERAGE_LAST="1")  # 100 updates, a checkpoint every 10, no averaging
+
+
+def last_parameters(work, config):
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
+
+    return load_checked(str(work / config / "checkpoints" / "checkpoint_last.pt"))["model"]
+
+
+@pytest.fixture(scope="module")
+def long_reference(toy_run):
+    """The toy run's training for 100 updates, never interrupted."""
+    work, _ = toy_run
+    proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), CONFIG="long", **LONG)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return last_parameters(work, "long")
+
+
+@pytest.mark.parametrize("how", ["SIGINT to the process group", "SIGTERM to the recipe"])
+def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_parameters(toy_run, long_reference, how):
+    """What Ctrl-C in a terminal sends (SIGINT to the foreground process group) and `kill` of the recipe,
+    during training on two CPU workers: within seconds no process of the run is left, the recipe says how to
+    resume, and the same command again ends with the parameters of the run that was never interrupted."""
+    work, _ = toy_run
+    config = "sigint" if "SIGINT" in how else "sigterm"
+    env = user_env(WORK=work, FROM=work.parent / "archives", CONFIG=config, **LONG)
+    script = os.path.join(REPO, "recipes", "wmt14_en_de_base.sh")
+    recipe = subprocess.Popen(["bash", script], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)  # fmt: skip
+    checkpoints = work / config / "checkpoints"
+    try:
+        deadline = time.time() + 300
+        while not list(checkpoints.glob("checkpoint_*_20.pt")):  # a checkpoint to resume from, and 80 updates to go
+            assert time.time() < deadline and recipe.poll() is None, "training did not reach update 20"
+            time.sleep(0.05)
+        sent = time.time()
+        if "SIGINT" in how:
+            os.killpg(recipe.pid, signal.SIGINT)
+        else:
+            recipe.send_signal(signal.SIGTERM)
+        _, err = recipe.communicate(timeout=60)
+    finally:
+        if recipe.poll() is None:
+            os.killpg(recipe.pid, signal.SIGKILL)
+    while processes_naming(str(checkpoints)) and time.time() < sent + 30:
+        time.sleep(0.1)
+    assert not processes_naming(str(checkpoints)), f"{how}: processes of the run left behind"
+    print(f"{how}: nothing of the run left {time.time() - sent:.1f} s after the signal")
+    name = "SIGINT" if "SIGINT" in how else "SIGTERM"
+    assert f"stopped by {name}; every process it started has ended. Run the same command again to resume: training " \
+           "continues from the last checkpoint it saved (checkpoint_last.pt)" in err, err[-3000:]  # fmt: skip
+    assert not (work / ".done" / f"4-{config}").exists()
+    stopped_at = max(int(p.name.split("_")[-1][:-3]) for p in checkpoints.glob("checkpoint_*_*.pt"))
+    assert 20 <= stopped_at < 100
+
+    proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), CONFIG=config, **LONG)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(rf"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ {stopped_at} updates\)", proc.stdout + proc.stderr)
+    resumed = last_parameters(work, config)
+    assert resumed.keys() == long_reference.keys()
+    assert not [k for k in resumed if not torch.equal(resumed[k], long_reference[k])], "parameters differ from the uninterrupted run's"
 
 
 def test_another_machines_core_count_redoes_nothing(toy_run):

@@ -1,0 +1,255 @@
+"""The recipes' engine (transformer_plugin_cli/tools/recipe.py) as functions: what a stage makes, stamps old and
+new, what changed, the decision for every stage, the layout and batch of a training, and why a training
+stopped. Through the shell, with processes: tests/integration/test_recipes_lib.py."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from transformer_plugin_cli.tools import recipe
+from transformer_plugin_cli.tools.recipe import Context, Stage
+
+
+def context(tmp_path, **kw):
+    kw.setdefault("python", "/envs/a/bin/python")
+    return Context(str(tmp_path / "work"), str(tmp_path / "repo"), **kw)
+
+
+# ---- what a stage makes --------------------------------------------------------------------------------
+
+
+def test_where_the_checkout_environment_and_work_lie_is_not_part_of_a_stage(tmp_path):
+    a = Context("/runs/a", "/src/one", python="/envs/a/bin/python")
+    b = Context("/data/b", "/home/u/two", python="/opt/venv/bin/python")
+    stage = lambda ctx, work, repo: Stage("4", "t", "run", "", [  # noqa: E731
+        "launch_training", f"{work}/train.log", "torchrun", "--master-addr", "node0", "--master-port", "29500",
+        f"{os.path.dirname(ctx.python)}/fairseq-train", f"{work}/data-bin", "--user-dir", f"{repo}/transformer_plugin",
+        "--heartbeat-timeout", "600", "--max-update", "100", "--label", f"scores={work}/x.json"])  # fmt: skip
+    one, two = recipe.identity(stage(a, "/runs/a", "/src/one"), a), recipe.identity(stage(b, "/data/b", "/home/u/two"), b)
+    assert one == two
+    assert one["command"] == ["launch_training", "$WORK/train.log", "torchrun", "fairseq-train", "$WORK/data-bin",
+                              "--user-dir", "$REPO/transformer_plugin", "--max-update", "100", "--label", "scores=$WORK/x.json"]  # fmt: skip
+
+
+def test_the_python_and_work_inside_the_checkout_are_placed():
+    ctx = Context("runs/demo", os.getcwd(), python="python")
+    words = recipe.identity(Stage("1", "t", "run", "", ["python", "-m", "x", "--out", "runs/demo/data",
+                                                        os.path.join(os.getcwd(), "runs/demo/spm"), "runs/demo2"]), ctx)  # fmt: skip
+    assert words["command"] == ["python", "-m", "x", "--out", "$WORK/data", "$WORK/spm", "runs/demo2"]
+
+
+def test_an_input_is_its_content_not_its_path_or_times(tmp_path):
+    corpus = tmp_path / "corpus"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "a.txt").write_text("one\n")
+    (corpus / "sub" / "b.txt").write_text("two\n")
+    ctx = context(tmp_path)
+    first = recipe.identity(Stage("1", "t", "run", "", ["prep", "--from", str(corpus), "--workers", "8"]), ctx)
+    assert first["command"] == ["prep", "--from", "$INPUT1"] and first["inputs"][0]["path"] == str(corpus)
+    copy = tmp_path / "copy"
+    time.sleep(0.01)
+    subprocess.run(["cp", "-r", str(corpus), str(copy)], check=True)
+    assert recipe.digest(str(copy)) == first["inputs"][0]["digest"]
+    (copy / "sub" / "b.txt").write_text("two!\n")
+    assert recipe.digest(str(copy)) != first["inputs"][0]["digest"]
+    (copy / "sub" / "b.txt").write_text("two\n")
+    (copy / "sub" / "b.txt").rename(copy / "sub" / "c.txt")  # the same bytes under another name
+    assert recipe.digest(str(copy)) != first["inputs"][0]["digest"]
+
+
+def test_digests_are_kept_by_size_and_time(tmp_path):
+    archive = tmp_path / "a.tgz"
+    archive.write_bytes(b"x" * 1000)
+    cache = recipe.DigestCache(str(tmp_path / "digests.json"))
+    first = recipe.digest(str(archive), cache)
+    cache.save()
+    kept = json.loads((tmp_path / "digests.json").read_text())
+    kept[str(archive)][2] = "0" * 32  # a digest read from the cache, not from the file: the file is not read again
+    (tmp_path / "digests.json").write_text(json.dumps(kept))
+    assert recipe.digest(str(archive), recipe.DigestCache(str(tmp_path / "digests.json"))) != first
+    os.utime(archive, ns=(1, 1))  # touched: read again
+    assert recipe.digest(str(archive), recipe.DigestCache(str(tmp_path / "digests.json"))) == first
+
+
+def test_words_that_are_not_paths_are_not_inputs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "test").mkdir()  # a directory named like fairseq's split
+    ctx = context(tmp_path)
+    assert recipe.identity(Stage("6", "t", "run", "", ["fairseq-generate", "--gen-subset", "test"]), ctx)["inputs"] == []
+
+
+# ---- stamps ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("word", ["plain", "with space", "it's", 'say "x"', "a\nb\tc", "$HOME", "ünï", "", "(0.9, 0.98)",
+                                  "set -euo pipefail\n  \"$0\" -m x --in \"$1\"/{a,b}.src"])  # fmt: skip
+def test_words_as_bash_quoted_them_read_back(word):
+    quoted = subprocess.run(["bash", "-c", 'printf "%q " "$@"', "q", word, "next"], capture_output=True, text=True).stdout
+    assert recipe.bash_words(quoted) == [word, "next"] if word else recipe.bash_words(quoted) == ["", "next"]
+
+
+def test_setting_names_are_the_variables_the_environment_may_set(tmp_path):
+    source = tmp_path / "r.sh"
+    source.write_text('VOCAB=${VOCAB:-300}; ARCH=${TOY_ARCH:-tiny}\nX=$(pwd)\nDATA="$WORK/data"\n  STEPS=${STEPS:-1}\n')
+    assert recipe.setting_names([str(source)]) == ["ARCH", "STEPS", "VOCAB"]
+
+
+# ---- what changed ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("old, new, says", [
+    # GPUS is not on the command line, although its new value is a word of the line that changed
+    ({"VOCAB": "300", "GPUS": "0"}, {"VOCAB": "1", "GPUS": "1"}, "VOCAB was 300, now 1"),
+    ({"EXTRA": ""}, {"EXTRA": "--dropout 0.3"}, "EXTRA was (empty), now --dropout 0.3"),
+    ({"MAX_UPDATE": "30"}, {"MAX_UPDATE": "40"}, "MAX_UPDATE was 30, now 40"),  # inside the --note of a report
+])  # fmt: skip
+def test_a_change_is_named_by_the_variables_that_explain_it(old, new, says):
+    before = ["prep", "--vocab", "300", "--note", "3000 pairs, 30 updates"]
+    after = ["prep", "--vocab", "1" if new.get("VOCAB") == "1" else "300", "--note", "3000 pairs, 40 updates" if "MAX_UPDATE" in new else "3000 pairs, 30 updates",
+             *new.get("EXTRA", "").split()]  # fmt: skip
+    assert recipe.changed_settings(before, after, old, new) == says
+
+
+def stages():
+    return [Stage("1", "data", "data", "", ["prep", "--vocab", "300"]),
+            Stage("2", "bin", "data", "", ["bin"]),
+            Stage("3", "train", "run", "", ["train_workers", "2", "/w/log", "fairseq-train", "--steps", "10"]),
+            Stage("4", "score", "run", "", ["score"])]  # fmt: skip
+
+
+def mark_done(ctx, plan):
+    for stage in plan:
+        recipe.write_stamp(os.path.join(ctx.stamp_dir, stage.id), stage, recipe.identity(stage, ctx), ctx)
+
+
+def test_every_stage_is_decided_before_any_work(tmp_path):
+    ctx = context(tmp_path, settings={"VOCAB": "300", "STEPS": "10"})
+    assert [d.action for d in recipe.decide(stages(), ctx)] == ["run"] * 4
+    mark_done(ctx, stages())
+    assert [d.action for d in recipe.decide(stages(), ctx)] == ["skip"] * 4
+    changed = stages()
+    changed[0].argv[-1] = "400"
+    ctx.settings = {"VOCAB": "400", "STEPS": "10"}
+    decisions = recipe.decide(changed, ctx)
+    assert [d.action for d in decisions] == ["redo", "redo", "stop", "redo"]
+    assert decisions[0].why == "its settings changed since it was done: VOCAB was 300, now 400"
+    assert decisions[2].why == "stage 1, whose outputs it reads, is redone (VOCAB was 300, now 400)"
+    message = recipe.stop_message(changed[2], decisions[2].why, ctx)
+    assert message.startswith("stage 3 (training) was done, but stage 1, whose outputs it reads, is redone")
+    assert f"delete checkpoints and {ctx.stamp_dir}/3;" in message  # fairseq's default --save-dir
+
+
+def test_a_stage_never_done_redoes_the_stages_after_it(tmp_path):
+    ctx = context(tmp_path)
+    mark_done(ctx, stages())
+    os.remove(os.path.join(ctx.stamp_dir, "2"))
+    assert [(d.action, d.why) for d in recipe.decide(stages(), ctx)] == [
+        ("skip", ""), ("run", ""), ("stop", "stage 2, whose outputs it reads, is redone"),
+        ("redo", "stage 2, whose outputs it reads, is redone")]  # fmt: skip
+
+
+def test_on_another_node_data_stages_wait_and_stamps_are_the_nodes_own(tmp_path):
+    ctx = context(tmp_path, launch="torchrun", node_rank="1")
+    assert ctx.stamp_dir.endswith(os.path.join(".done", "node1"))
+    assert [d.action for d in recipe.decide(stages(), ctx)] == ["wait", "wait", "run", "run"]
+
+
+def test_an_unreadable_stamp_redoes_its_stage(tmp_path):
+    ctx = context(tmp_path)
+    os.makedirs(ctx.stamp_dir)
+    with open(os.path.join(ctx.stamp_dir, "4"), "w") as f:
+        f.write("{ not json")
+    decision = recipe.decide(stages()[3:], ctx)[0]
+    assert decision.action == "redo" and "(an unreadable stamp)" in decision.why
+
+
+def test_the_plan_as_lib_sh_writes_it():
+    data = b"\0".join([b"stage", b"3", b"train it", b"run", b"", b"2", b"a b", b"", b"var", b"VOCAB", b"300",
+                       b"source", b"/r.sh"]) + b"\0"  # fmt: skip
+    plan, variables, sources = recipe.read_plan(data)
+    assert plan == [Stage("3", "train it", "run", "", ["a b", ""])]
+    assert variables == {"VOCAB": "300"} and sources == ["/r.sh"]
+
+
+# ---- the layout of a training ----------------------------------------------------------------------------
+
+LAYOUT = dict(launch="local", nnodes="1", node_rank="0", master_addr="", master_port="", gpus="8", cpu_workers="2",
+              dist_timeout="600", tokens=25000, cap=4096)  # fmt: skip
+
+
+@pytest.mark.parametrize("gpus, nnodes, launch, max_tokens, update_freq, summary", [
+    ("8", "1", "local", "3125", "1", "8 GPUs x --max-tokens 3125 x --update-freq 1 = 25000 tokens per update"),
+    ("1", "1", "local", "3572", "7", "1 GPUs x --max-tokens 3572 x --update-freq 7 = 25004 tokens per update"),
+    ("8", "4", "slurm", "782", "1", "32 GPUs (4 machines x 8) x --max-tokens 782 x --update-freq 1 = 25024 tokens per update"),
+    ("0", "1", "local", "3125", "4", "2 CPU workers x --max-tokens 3125 x --update-freq 4 = 25000 tokens per update"),
+])  # fmt: skip
+def test_the_batch_is_about_the_papers_for_any_number_of_devices(gpus, nnodes, launch, max_tokens, update_freq, summary):
+    found = recipe.layout(**dict(LAYOUT, gpus=gpus, nnodes=nnodes, launch=launch))
+    assert (found["MAX_TOKENS"], found["UPDATE_FREQ"], found["BATCH_SUMMARY"]) == (max_tokens, update_freq, summary)
+    assert found["MASTER_ADDR"] == "127.0.0.1" and found["MASTER_PORT"] == "29500"
+
+
+def test_under_slurm_the_port_comes_from_the_job():
+    assert recipe.layout(**dict(LAYOUT, launch="slurm"), slurm_job_id="12345")["MASTER_PORT"] == str(10000 + 12345 % 50000)
+
+
+@pytest.mark.parametrize("changes, real, says", [
+    (dict(launch="local", nnodes="2"), {}, "NNODES=2: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm"),
+    (dict(launch="mpirun"), {}, "LAUNCH=mpirun: use local, torchrun or slurm"),
+    (dict(node_rank="1"), {}, "NODE_RANK=1 with LAUNCH=local: only LAUNCH=torchrun runs the recipe on every machine"),
+    (dict(launch="torchrun", nnodes="2", node_rank="2", master_addr="n0"), {}, "NODE_RANK=2: with NNODES=2, each machine's number, 0 to 1"),
+    (dict(launch="torchrun", nnodes="2"), {}, "LAUNCH=torchrun NNODES=2 needs MASTER_ADDR: node 0's address"),
+    (dict(gpus="0", cpu_workers="0"), {}, "CPU_WORKERS=0: processes per machine, 1 or more"),
+    (dict(gpus="eight"), {}, "GPUS=eight: GPUs per machine, or 0 for CPU workers"),
+    (dict(dist_timeout="soon"), {}, "DIST_TIMEOUT=soon: seconds, 1 or more"),
+    (dict(launch="slurm"), dict(real=True), "LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set"),
+    (dict(launch="slurm", nnodes="2"), dict(real=True, slurm_job_id="7", slurm_job_num_nodes="4"),
+     "NNODES=2, but this SLURM allocation has 4 nodes (sbatch --nodes)"),
+    (dict(gpus="8"), dict(real=True, cuda_devices=lambda: 2, hostname="gpu7"), "GPUS=8, but torch sees 2 CUDA devices on gpu7"),
+])  # fmt: skip
+def test_a_layout_that_cannot_work_is_named(changes, real, says):
+    with pytest.raises(recipe.LayoutError, match=None) as error:
+        recipe.layout(**dict(LAYOUT, **changes), **real)
+    assert str(error.value).startswith(says)
+
+
+def test_what_only_the_machine_tells_is_asked_only_in_a_real_run():
+    asked = []
+    recipe.layout(**dict(LAYOUT, gpus="8"), cuda_devices=lambda: asked.append(1) or 0)
+    assert asked == []
+
+
+# ---- why a training stopped: the cases, as data ------------------------------------------------------------
+
+FAILURES = [
+    ("RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [10.213.0.2]:10903: Connection reset by peer.",
+     "the connection to the worker at 10.213.0.2 was lost"),
+    ("RuntimeError: [pair.cc:589] Connection closed by peer [10.1.2.3]:62134", "the connection to the worker at 10.1.2.3 was lost"),
+    ("RuntimeError: [unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete",
+     "no word from the other machines for DIST_TIMEOUT=20 s"),
+    ("torch.distributed.DistStoreError: Timed out after 21 seconds waiting for clients. 1/2 clients joined.",
+     "not every machine joined torchrun's rendezvous at node0:29500 within DIST_TIMEOUT=20 s (start the recipe on every "
+     "machine, NODE_RANK=0 to 1)"),
+    ("torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (10.0.0.1, 29500)",
+     "node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=20 s"),
+    ("srun: error: node1: task 1: Killed\nsrun: Terminating StepId=12.0", "a task failed (node1: task 1: Killed), and srun ended the others"),
+    # the killed task's peer saw its connection close before srun ended it: the death is the cause, in either order
+    ("[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.2]:17562\nsrun: error: node0: task 0: Terminated\n"
+     "srun: error: node1: task 1: Killed", "a task failed (node1: task 1: Killed), and srun ended the others"),
+    # a task that exited on an error of its own (here a timeout) is no signal death: its message says why
+    ("RuntimeError: Timed out waiting 20000ms for recv\nsrun: error: node0: task 0: Exited with exit code 1",
+     "no word from the other machines for DIST_TIMEOUT=20 s"),
+    ("srun: error: node1: task 1: Exited with exit code 1\nsrun: error: node0: task 0: Terminated",
+     "a task failed (node1: task 1: Exited with exit code 1), and srun ended the others"),
+    ("  exitcode  : -9 (pid: 5303)\n  error_file: <N/A>", "a training process on this machine failed (exitcode : -9 (pid: 5303))"),
+    ("Traceback: ValueError: something else", "fairseq-train failed"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("output, says", FAILURES)
+def test_a_failed_training_says_why(output, says):
+    layout = {"MASTER_ADDR": "node0", "MASTER_PORT": "29500", "DIST_TIMEOUT": "20", "NNODES": "2"}
+    assert recipe.training_failure(output, layout).startswith(says)
