@@ -368,15 +368,24 @@ def normalised_legacy(words: Sequence[str]) -> List[str]:
 # ---- what changed ------------------------------------------------------------------------------------
 
 
-def _only_in(a: Sequence[str], b: Sequence[str]) -> List[str]:
-    return sorted(set(a) - set(b))
+def _differences(before: Sequence[str], after: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """The words of ``before`` that ``after`` replaced or dropped, and those it put in their place or
+    added, in order (a value that changed is found where it stands, even if it is a word elsewhere too)."""
+    import difflib
+
+    removed, added = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if op != "equal":
+            removed += before[i1:i2]
+            added += after[j1:j2]
+    return removed, added
 
 
 def changed_words(before: Sequence[str], after: Sequence[str]) -> str:
-    old, new = _only_in(before, after)[:8], _only_in(after, before)[:8]
+    old, new = _differences(before, after)
     if not old and not new:
         return "the same words in another order"
-    return f"was {' '.join(old) or '(nothing)'}, now {' '.join(new) or '(nothing)'}"
+    return f"was {' '.join(old[:8]) or '(nothing)'}, now {' '.join(new[:8]) or '(nothing)'}"
 
 
 def changed_settings(before: Sequence[str], after: Sequence[str], old: Dict[str, str], new: Dict[str, str]) -> str:
@@ -384,7 +393,7 @@ def changed_settings(before: Sequence[str], after: Sequence[str], old: Dict[str,
     command changed from ``before`` to ``after``: a variable is named only if the command lost its old
     value and gained its new one (an empty value puts nothing on it), so that one whose value changed
     elsewhere (GPUS on another machine) is not."""
-    removed, added = _only_in(before, after), _only_in(after, before)
+    removed, added = _differences(before, after)
 
     def within(value: str, words: Sequence[str]) -> bool:  # each part of value, as a word or inside one
         return all(any(re.search(rf"(?<![\w.]){re.escape(part)}(?![\w.])", w) for w in words) for part in value.split())

@@ -113,6 +113,14 @@ def test_a_change_is_named_by_the_variables_that_explain_it(old, new, says):
     assert recipe.changed_settings(before, after, old, new) == says
 
 
+def test_a_value_that_is_a_word_elsewhere_too_is_found_where_it_changed():
+    """--max-update 10 -> 12 with --log-interval 10 unchanged: 10 is still a word of the new line."""
+    before = ["fairseq-train", "--max-update", "10", "--log-interval", "10"]
+    after = ["fairseq-train", "--max-update", "12", "--log-interval", "10"]
+    assert recipe.changed_settings(before, after, {"MAX_UPDATE": "10"}, {"MAX_UPDATE": "12"}) == "MAX_UPDATE was 10, now 12"
+    assert recipe.changed_words(before, after) == "was 10, now 12"
+
+
 def stages():
     return [Stage("1", "data", "data", "", ["prep", "--vocab", "300"]),
             Stage("2", "bin", "data", "", ["bin"]),
