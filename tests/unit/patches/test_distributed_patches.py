@@ -1,6 +1,6 @@
 """patches/cpu_launchers.py and patches/process_group_timeout.py, through fairseq's own ``call_main`` on
-one CPU process: the layout torchrun or an srun step gives, read without CUDA, and --heartbeat-timeout
-given to every process group fairseq creates. (Two hosts and a SLURM cluster: tests/cluster.)"""
+one CPU process: the layout torchrun or an srun step gives, read without CUDA, and the environment's
+timeout given to every process group fairseq creates. (Two hosts and a SLURM cluster: tests/cluster.)"""
 
 import datetime
 import os
@@ -14,7 +14,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
 from helpers import PLUGIN, free_port
 
-from transformer_plugin.patches import cpu_launchers
+from transformer_plugin.patches import cpu_launchers, process_group_timeout
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:\s*'config' is validated against ConfigStore schema")
 
@@ -101,16 +101,43 @@ def test_a_world_size_that_disagrees_with_the_launcher_stops_the_run(launcher):
                                     lambda cfg: None)  # fmt: skip
 
 
-@pytest.mark.parametrize("flags, timeout", [(["--heartbeat-timeout", "7"], datetime.timedelta(seconds=7)), ([], None)])
-def test_heartbeat_timeout_bounds_every_process_group_fairseq_creates(launcher, monkeypatch, flags, timeout):
+@pytest.mark.parametrize("variable, flags, timeout", [
+    ("7", [], datetime.timedelta(seconds=7)),
+    (None, ["--heartbeat-timeout", "7"], None),  # fairseq's own watchdog: its meaning stays fairseq's
+    (None, [], None),
+])  # fmt: skip
+def test_the_environments_timeout_bounds_every_process_group_fairseq_creates(launcher, monkeypatch, variable, flags, timeout):
     """fairseq creates its groups without a timeout (torch's 30 minutes for gloo): a worker whose peer's
-    machine is gone waits that long in its next all-reduce. With --heartbeat-timeout N the default group
-    and fairseq's global group (the one training all-reduces over) time out after N seconds."""
+    machine is gone waits that long in its next all-reduce. With TRANSFORMER_PLUGIN_PROCESS_GROUP_TIMEOUT=N
+    (the recipes set it) the default group and fairseq's global group (the one training all-reduces over)
+    time out after N seconds; without it nothing changes."""
     created = []
     for name in ("init_process_group", "new_group"):
         real = getattr(torch.distributed, name)
         monkeypatch.setattr(torch.distributed, name,
                             lambda *a, _real=real, _name=name, **k: created.append((_name, k.get("timeout"))) or _real(*a, **k))  # fmt: skip
+    if variable is None:
+        monkeypatch.delenv(process_group_timeout.VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(process_group_timeout.VARIABLE, variable)
     launcher(MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(), WORLD_SIZE=1, RANK=0, LOCAL_RANK=0)
     run_one_worker(training_config("--distributed-backend", "gloo", *flags))
     assert created == [("init_process_group", timeout), ("new_group", timeout)]
+
+
+def test_a_timeout_that_is_not_seconds_stops_the_run_naming_it(monkeypatch):
+    monkeypatch.setenv(process_group_timeout.VARIABLE, "10m")
+    with pytest.raises(ValueError, match="TRANSFORMER_PLUGIN_PROCESS_GROUP_TIMEOUT='10m': seconds"):
+        process_group_timeout.requested_timeout()
+
+
+def test_the_patch_refuses_a_fairseq_that_creates_its_groups_otherwise(monkeypatch):
+    """The patch works through fairseq's module global ``dist``: a fairseq whose functions call
+    torch.distributed directly would leave it without effect, so apply() says so instead."""
+    import inspect
+
+    source = inspect.getsource(distributed_utils).replace("dist.new_group(", "torch.distributed.new_group(")
+    monkeypatch.setattr(inspect, "getsource", lambda obj: source)
+    monkeypatch.setattr(distributed_utils, "dist", torch.distributed)
+    with pytest.raises(RuntimeError, match="get_global_group, new_groups no longer create process groups"):
+        process_group_timeout.apply()
