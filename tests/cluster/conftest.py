@@ -4,103 +4,39 @@ cluster of those hosts. Skipped, naming what is missing, without root, ``ip netn
 
 The session shares one WORK, prepared as the documented torchrun lines prepare it (node 1 waiting for
 node 0's data), and one reference: the same toy training on one host with the same world size (two
-gloo workers), whose parameters every multi-machine run, interrupted or not, must end with."""
+gloo workers), whose parameters every multi-machine run, interrupted or not, must end with. No process
+of a test outlives it: whatever a test leaves on the hosts (a failed test too) is ended when it ends, and
+the test then fails, naming what was left. What the tests share is in runs.py."""
 
-import os
-import re
-import shlex
 import subprocess
-import sys
-import time
 
 import pytest
-import torch
-from helpers import copy_repository, documented_commands
+from helpers import copy_repository
 from machines import Network, Slurm, missing, wait_for
-
-from transformer_plugin.patches.checkpoint_allowlist import load_checked
-
-# The toy size every run of the tier uses: the same data, batches, seed and updates, so that every run
-# ends with the reference's parameters. A checkpoint every 10 updates, 100 updates (about 10 s of training).
-TOY = dict(TOY="1", IGNORE_PINNED_MD5="1", TOY_MAX_UPDATE="100", TOY_WARMUP="50", TOY_SAVE_INTERVAL_UPDATES="10",
-           TOY_AVERAGE_LAST="2", OMP_NUM_THREADS="1")  # fmt: skip
-RECIPE_VARIABLES = ("WORK", "TOY", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
-                    "CPU_WORKERS", "DIST_TIMEOUT", "DATA_ONLY", "CONFIG", "GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS")  # fmt: skip
+from runs import TOY, parameters, start_torchrun_node, user_env
 
 
-def documented_command(*needles):
-    """The one command of the README and docs pages (tests/helpers.py: documented_commands) that holds
-    every needle: its words."""
-    found = [line for _, line in documented_commands() if all(n in line for n in needles)]
-    assert len(found) == 1, f"the documentation should hold one command with {needles}, holds {found}"
-    return shlex.split(found[0])
-
-
-def split_assignments(words):
-    """VAR=value words before the command, and the command."""
-    i = 0
-    while i < len(words) and re.match(r"^[A-Z_][A-Z0-9_]*=", words[i]):
-        i += 1
-    return dict(w.split("=", 1) for w in words[:i]), words[i:]
-
-
-def user_env(variables) -> dict:
-    """The environment of a user who ran ``make`` and typed the line: the project's .venv first on PATH,
-    none of the recipe variables but those given."""
-    env = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES and not k.startswith("TOY_")}
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    env.update(variables)
-    return env
-
-
-def updates_in(log_path) -> int:
-    """The last update fairseq-train logged in log_path (0 before any)."""
+@pytest.fixture(autouse=True)
+def nothing_outlives_the_test(request):
+    """After each test: every process left on the hosts (SLURM's daemons aside, its jobs cancelled) is
+    ended by PID, then the test fails if there was any, so that a failure never leaves processes to the
+    tests after it."""
+    yield
+    if "network" not in request.fixturenames:
+        return
+    network = request.getfixturevalue("network")
+    daemons = set()
+    if "slurm" in request.fixturenames:
+        cluster = request.getfixturevalue("slurm")
+        for job in cluster.client(["squeue", "-h", "-o", "%i"]).stdout.split():
+            cluster.client(["scancel", job])
+        daemons = cluster.daemon_pids()
     try:
-        with open(log_path, errors="replace") as f:
-            found = re.findall(r'"num_updates": "(\d+)"', f.read())
-    except FileNotFoundError:
-        return 0
-    return int(found[-1]) if found else 0
-
-
-def parameters(path):
-    return load_checked(str(path))["model"]
-
-
-def assert_same_parameters(checkpoint, reference):
-    ours = parameters(checkpoint)
-    assert ours.keys() == reference.keys()
-    different = [k for k in ours if not torch.equal(ours[k], reference[k])]
-    assert not different, f"{checkpoint}: parameters differ from the one-host run's: {different[:5]}"
-
-
-class Run:
-    """A recipe started on a host: its process, its output file, when it started and ended."""
-
-    def __init__(self, host, argv, env, out, cwd):
-        self.out, self.started = out, time.monotonic()
-        self.proc = host.start(argv, env, out, cwd=cwd)
-        self.ended = None
-
-    def wait(self, timeout=300) -> int:
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
-            raise
-        self.ended = self.ended or time.monotonic()
-        return rc
-
-    def poll(self):
-        rc = self.proc.poll()
-        if rc is not None and self.ended is None:
-            self.ended = time.monotonic()
-        return rc
-
-    @property
-    def output(self) -> str:
-        with open(self.out, errors="replace") as f:
-            return f.read()
+        wait_for(lambda: not network.leftovers(ignore=daemons), 10, "the test's processes ended")
+    except AssertionError:
+        left = network.leftovers(ignore=daemons)
+        network.end(left)
+        pytest.fail(f"processes left on the hosts when the test ended (now ended): {left}")
 
 
 @pytest.fixture(scope="session")
@@ -123,18 +59,6 @@ def clone(tmp_path_factory):
 def work(tmp_path_factory):
     """WORK on storage every host sees (this machine's file system)."""
     return tmp_path_factory.mktemp("shared") / "wmt14_en_de"
-
-
-def torchrun_line(node_rank):
-    """docs/several-machines.md's torchrun line for CPU workers on node node_rank: (its variables, the command)."""
-    return split_assignments(documented_command("LAUNCH=torchrun", "GPUS=0", f"NODE_RANK={node_rank}"))
-
-
-def start_torchrun_node(network, clone, work, node_rank, config, tmp_path, **variables):
-    """Node node_rank's documented line at toy size on its host, with WORK, CONFIG and the given variables."""
-    typed, command = torchrun_line(node_rank)
-    env = user_env({**typed, **TOY, "WORK": str(work), "CONFIG": config, **variables})
-    return Run(network.hosts[node_rank], command, env, str(tmp_path / f"{config}.node{node_rank}.out"), cwd=clone)
 
 
 @pytest.fixture(scope="session")

@@ -170,6 +170,14 @@ class Network:
         """{pid: command line} of the processes on any host but those in ignore (daemons)."""
         return {pid: cmd for host in self.hosts for pid, cmd in host.processes().items() if pid not in ignore}
 
+    def end(self, pids):
+        """SIGKILL to each of pids (processes of the hosts)."""
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def close(self):
         for host in self.hosts:
             host.kill_all()

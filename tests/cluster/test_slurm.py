@@ -9,7 +9,7 @@ import signal
 import time
 
 import pytest
-from conftest import TOY, assert_same_parameters, documented_command, split_assignments, updates_in, user_env
+from runs import TOY, assert_same_parameters, documented_command, split_assignments, updates_in, user_env
 from machines import wait_for
 
 pytestmark = pytest.mark.cluster
