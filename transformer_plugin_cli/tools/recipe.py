@@ -635,8 +635,15 @@ class Supervisor:
         if self.signum is not None:
             raise Interrupted(self.signum)
         group = 0 if self.group is None else self.group
+        us = os.getpid()
+
+        def in_the_child():  # between fork and exec: end with us, even if we ended before this ran
+            die_with_parent(signal.SIGTERM)
+            if os.getppid() != us:
+                os._exit(1)
+
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, env=env, process_group=group,
-                                preexec_fn=die_with_parent, **kwargs)  # fmt: skip
+                                preexec_fn=in_the_child, **kwargs)  # fmt: skip
         if self.group is None:
             self.group = proc.pid
         return proc
@@ -665,6 +672,8 @@ class Supervisor:
         a signal stops them all and raises Interrupted once none is left (after SIGKILL if need be)."""
         failed: Optional[subprocess.Popen] = None
         while True:
+            if self.signum is not None:  # a signal that came while the processes were being started
+                self.stop_group()
             for p in procs:
                 if p.poll() is not None and p.returncode != 0 and failed is None and self.signum is None:
                     failed = p
@@ -789,6 +798,8 @@ class Runner:
                 current = stage
                 self.one(stage, decision)
             current = None
+            if self.supervisor.signum is not None:  # after the last stage: the recipe must not go on
+                raise Interrupted(self.supervisor.signum)
         except Interrupted as e:
             self.say(self.interrupted_message(current, e.signum), err=True)
             return 128 + e.signum
@@ -797,6 +808,10 @@ class Runner:
                 self.say(e.message, err=True)
             self.say(f"FAILED: stage {current.id}: {current.title} (exit {e.status})", err=True)
             return e.status
+        except OSError as e:  # the stage's stamp, log or output could not be written
+            self.say(f"FAILED: stage {current.id}: {current.title}: {e.strerror or e}"
+                     f"{f': {e.filename}' if e.filename else ''}", err=True)  # fmt: skip
+            return 1
         finally:
             if self.ctx.digest_cache and not self.dry_run:
                 with contextlib.suppress(OSError):
