@@ -29,6 +29,7 @@ def readme_recipe_lines():
 
 
 LINES = readme_recipe_lines()
+README_LINES = {command for page, command in documented_commands() if page == "README.md"}
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +85,51 @@ def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
     proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(f"{k}={v}" for k, v in variables.items()))
     assert proc.returncode != 0
     assert says in proc.stderr, proc.stderr
+
+
+# ---- the README's fairseq commands, on the data of the En-De recipe at toy size ------------------------------
+
+# the only changes made to the README's lines: toy size for what takes days
+TOY_SIZE = {"--arch": "vaswani_tiny", "--max-update": "20", "--warmup-updates": "10", "--save-interval-updates": "4",
+            "--max-tokens": "1500"}  # fmt: skip
+
+
+def readme_tool_lines():
+    """The README's commands that run fairseq's or this project's tools, in order."""
+    return [command for page, command in documented_commands()
+            if page == "README.md" and command.split()[0].startswith(("fairseq-", "vaswani-"))]  # fmt: skip
+
+
+def at_toy_size(line):
+    words = shlex.split(line, posix=True)
+    for i, word in enumerate(words[:-1]):
+        if word in TOY_SIZE:
+            words[i + 1] = TOY_SIZE[word]
+    # the words back into a shell line, keeping its redirections
+    return " ".join(w if w in ("<", ">") else shlex.quote(w) for w in words)
+
+
+def test_the_readmes_fairseq_commands_run_on_the_recipes_data(tmp_path):
+    """The README's DATA_ONLY line at toy size (WORK as at full size), then each of its fairseq and vaswani-*
+    lines as typed but for TOY_SIZE, from a fresh copy of the repository: the paths they name are the ones
+    the recipe writes, and each works on the output of the one before."""
+    copy = copy_repository(tmp_path)
+    [(_, assignments, words)] = [found for found in LINES if "DATA_ONLY=1" in found[1] and found[0] in README_LINES]
+    data = run(["bash", *words], copy, user_env([*assignments, "TOY=1", "IGNORE_PINNED_MD5=1", "WORK=runs/wmt14_en_de"]))
+    assert data.returncode == 0 and "DATA_ONLY=1: the data is ready in runs/wmt14_en_de/data-bin" in data.stdout, data.stderr[-2000:]
+    lines = readme_tool_lines()
+    assert [line.split()[0] for line in lines] == ["fairseq-train", "vaswani-average-checkpoints", "fairseq-generate",
+                                                   "vaswani-evaluate", "vaswani-export-ct2", "vaswani-translate",
+                                                   "vaswani-export-hf"]  # fmt: skip
+    (copy / "runs" / "mine").mkdir()
+    for line in lines:
+        proc = run(["bash", "-c", at_toy_size(line)], copy, user_env([]), timeout=600)
+        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        if line.startswith("vaswani-evaluate"):
+            assert "BLEU" in proc.stdout
+    test_en = (copy / "runs" / "wmt14_en_de" / "data" / "test.en").read_text().splitlines()
+    assert len((copy / "runs" / "mine" / "test.de").read_text().splitlines()) == len(test_en)
+    assert (copy / "runs" / "mine" / "hf" / "config.json").exists()
 
 
 # ---- the README as a front page -------------------------------------------------------------------
