@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from helpers import BIN, PYTHON, REPO, commands, copy_repository, flag, processes_naming, run_recipe, user_env
+from helpers import BIN, PYTHON, REPO, commands, copy_repository, flag, free_port, processes_naming, run_recipe, user_env
 from preprocess import wmt14
 
 @pytest.mark.parametrize("script, arch, steps, keep, vocab, spm, paper", [
@@ -224,14 +224,18 @@ def long_reference(toy_run):
     return last_parameters(work, "long")
 
 
-@pytest.mark.parametrize("how", ["SIGINT to the process group", "SIGTERM to the recipe"])
+@pytest.mark.parametrize("how", ["SIGINT to the process group", "SIGTERM to the recipe", "SIGINT to the process group, torchrun"])
 def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_parameters(toy_run, long_reference, how):
     """What Ctrl-C in a terminal sends (SIGINT to the foreground process group) and `kill` of the recipe,
-    during training on two CPU workers: within seconds no process of the run is left, the recipe says how to
-    resume, and the same command again ends with the parameters of the run that was never interrupted."""
+    during training on two CPU workers (the recipe's own, or torchrun's on one machine): within seconds no
+    process of the run is left, the recipe says how to resume, and the same command again ends with the
+    parameters of the run that was never interrupted (the same world size, seed and batches)."""
     work, _ = toy_run
     config = "sigint" if "SIGINT" in how else "sigterm"
-    env = user_env(WORK=work, FROM=work.parent / "archives", CONFIG=config, **LONG)
+    launch = {}
+    if "torchrun" in how:
+        config, launch = "torchrun", dict(LAUNCH="torchrun", NNODES="1", MASTER_PORT=str(free_port()))
+    env = user_env(WORK=work, FROM=work.parent / "archives", CONFIG=config, **LONG, **launch)
     script = os.path.join(REPO, "recipes", "wmt14_en_de_base.sh")
     recipe = subprocess.Popen(["bash", script], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)  # fmt: skip
@@ -261,9 +265,12 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
     stopped_at = max(int(p.name.split("_")[-1][:-3]) for p in checkpoints.glob("checkpoint_*_*.pt"))
     assert 20 <= stopped_at < 100
 
-    proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), CONFIG=config, **LONG)
+    proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), CONFIG=config, **LONG, **launch)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert re.search(rf"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ {stopped_at} updates\)", proc.stdout + proc.stderr)
+    # from checkpoint_last.pt: the last checkpoint saved, or the one before if the signal came between its save
+    # and its copy to checkpoint_last.pt
+    resumed_at = int(re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)", proc.stdout + proc.stderr)[1])
+    assert 20 <= resumed_at <= stopped_at
     resumed = last_parameters(work, config)
     assert resumed.keys() == long_reference.keys()
     assert not [k for k in resumed if not torch.equal(resumed[k], long_reference[k])], "parameters differ from the uninterrupted run's"
