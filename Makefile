@@ -4,6 +4,7 @@
 #                and the recipes at toy size)
 #   make test-unit   only the unit tier
 #   make test-pythons    the unit tier and the recipe tests on each of Python 3.11, 3.12 and 3.13 here
+#   make test-kernels    the tests that train or compare numbers, under two other kernel paths (another CPU's numbers)
 #   make test-gpu    only the GPU tier (tests/gpu: half precision, fused attention; skipped without CUDA)
 #   make test-cluster    the cluster tier (tests/cluster): two hosts made here, torchrun and SLURM (root)
 #   make test-transformers4   the Transformers export through transformers 4.57's pipeline("translation")
@@ -57,7 +58,7 @@ PARALLEL_PYTEST = $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=$${OMP_NUM_T
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install check-python test test-unit test-pythons test-slow test-gpu test-cluster cluster-packages \
+.PHONY: install check-python test test-unit test-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
 	test-transformers4 demo bench bench-learning bench-serving bench-cluster clean
 
 install: $(STAMP)
@@ -118,6 +119,20 @@ test-pythons:
 		else summary="$$summary\nPython $$v ($$py): FAILED"; status=1; fi; \
 	done; \
 	printf "$$summary\n"; exit $$status
+
+# The tests whose premises rest on a trained model or on floating-point results, again under two other
+# kernel paths of MKL and torch: the numbers another processor computes (AVX2 without AVX-512, another
+# vendor). A model trained to a threshold must pass its threshold with a margin on any of them.
+KERNEL_TESTS := tests/unit tests/integration/test_fairseq_features.py tests/integration/test_cli.py \
+	tests/integration/test_reliability.py tests/integration/test_serving.py tests/integration/test_export_transformers.py
+# Each path one word, its variables joined by commas: MKL's reproducible path; torch's kernels without vector
+# instructions; an AVX2 processor without AVX-512 (torch's, MKL's and oneDNN's kernels alike).
+KERNEL_PATHS := MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default \
+	ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,ONEDNN_MAX_CPU_ISA=AVX2
+test-kernels: $(STAMP) | check-python
+	@status=0; for path in $(KERNEL_PATHS); do echo "==== $$path"; \
+		env $$(echo $$path | tr , ' ') $(call PARALLEL_PYTEST,$(PY)) $(KERNEL_TESTS) -q $(PYTEST_ARGS) || status=1; \
+	done; exit $$status
 
 # The Transformers export through transformers 4.57, whose pipeline("translation") transformers 5 removed:
 # that version goes into .transformers4 (pip --target, beside the pinned 5.x), and the test puts it first

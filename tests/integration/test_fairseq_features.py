@@ -66,10 +66,16 @@ def common_flags(data):
             "--no-progress-bar", "--log-format", "simple"]  # fmt: skip
 
 
+# Updates of the two models: far enough that every premise below holds with a margin whatever kernels the
+# processor's torch runs (measured under MKL_CBWR=COMPATIBLE, ATEN_CPU_CAPABILITY=default and avx2, and over
+# seeds: at 400 updates a model could stop short of a sentence's end on one CPU and not on another).
+UPDATES = "800"
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     """{"data": binarized, "raw": the raw test set with its dictionaries, "transformer"/"vaswani":
-    checkpoint}: 400 updates of each, in parallel, one core each (about 40 s)."""
+    checkpoint}: UPDATES updates of each, in parallel, one core each (about 80 s)."""
     root = tmp_path_factory.mktemp("features")
     write_corpus(root)
     data = root / "bin"
@@ -86,7 +92,7 @@ def pair(tmp_path_factory):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     procs = {
         name: subprocess.Popen(
-            [os.path.join(BIN, "fairseq-train"), *common_flags(data), *ARCH_FLAGS[name], "--max-update", "400",
+            [os.path.join(BIN, "fairseq-train"), *common_flags(data), *ARCH_FLAGS[name], "--max-update", UPDATES,
              "--disable-validation", "--no-epoch-checkpoints", "--save-interval", "1000",
              "--save-dir", str(root / name)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -130,13 +136,18 @@ def generate(pair, model, *flags, data=None):
 
 
 def test_both_models_learned_the_pair(pair):
-    """The premise of every test below: both translate the test set word for word."""
+    """The premise of every test below: both translate word for word, each word where it stands, and
+    nearly to the end of each sentence (where a tiny model ends a sentence is what it learns last). Measured
+    at 800 updates, seeds 1-3 under MKL's and torch's kernel paths (docs/2026-11-26-engine-kernels-disk.md): at least 32
+    of 40 without a wrong word, at least 78% of the source words translated."""
     for model in MODELS:
         out = generate(pair, model, "--beam", "4")
         sources, found = lines(out, "S"), hypotheses(out)
         assert len(found) == 40
-        right = sum(found[i] == [w.replace("w", "v") for w in sources[i][0][0].split()] for i in found)
-        assert right >= 25, (model, right)
+        expected = {i: [w.replace("w", "v") for w in sources[i][0][0].split()] for i in found}
+        no_wrong_word = [i for i in found if found[i] == expected[i][: len(found[i])]]
+        translated = sum(len(found[i]) for i in no_wrong_word) / sum(map(len, expected.values()))
+        assert len(no_wrong_word) >= 24 and translated >= 0.6, (model, len(no_wrong_word), translated)
 
 
 # ---- generation -----------------------------------------------------------------------------------
@@ -219,7 +230,9 @@ def test_print_alignment_hard(pair, model):
         aligned = [tuple(map(int, p.split("-"))) for p in alignments[i][0][0].split()]
         assert sorted(t for _, t in aligned) == list(range(len(hyp)))
         pairs += aligned
-    assert diagonal_share(pairs) > 0.9
+    # the last layer's attention follows the word-for-word diagonal (chance: about 0.2; measured 0.64 to 1.0:
+    # a tiny model may copy through its first layer and look elsewhere in its last)
+    assert diagonal_share(pairs) > 0.4
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -235,7 +248,22 @@ def test_print_alignment_soft(pair, model):
         assert all(len(row) == len(sources[i][0][0].split()) + 1 for row in rows)
         assert all(sum(row) == pytest.approx(1, abs=1e-4) for row in rows)
         argmax += [(max(range(len(row)), key=row.__getitem__), t) for t, row in enumerate(rows[:-1])]
-    assert diagonal_share(argmax) > 0.9
+    assert diagonal_share(argmax) > 0.4  # as the hard alignment's
+    # the hard alignment is the same attention: each target word's most attended source word (</s> aside)
+    hard = generate(pair, model, "--print-alignment")
+    for i, hyp in hypotheses(hard).items():
+        rows = [[float(p) for p in row.split(",")] for row in alignments[i][0][0].split()]
+        pairs = {int(t): int(s) for s, t in (p.split("-") for p in lines(hard, "A")[i][0][0].split())}
+        assert pairs == {t: max(range(len(row) - 1), key=row.__getitem__) for t, row in enumerate(rows[:-1])}
+
+
+def aligned_source(alignment, kind, t):
+    """The source position that target position t is aligned to in an A- line: hard (pairs "s-t") or soft
+    (one row of source probabilities per target token: its largest)."""
+    if kind == "hard":
+        return {int(b): int(a) for a, b in (p.split("-") for p in alignment.split())}[t]
+    row = [float(p) for p in alignment.split()[t].split(",")]
+    return max(range(len(row)), key=row.__getitem__)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -249,11 +277,16 @@ def test_replace_unk(pair, model):
     for alignment in ("hard", "soft"):
         out = generate(pair, model, "--dataset-impl", "raw", "--replace-unk", "--print-alignment", alignment,
                        data=pair["raw"])  # fmt: skip
-        sources, replaced = lines(out, "S"), hypotheses(out)
+        sources, replaced, aligned = lines(out, "S"), hypotheses(out), lines(out, "A")
+        rare_found = 0
         for i, hyp in with_unk.items():
-            rare = [w for w in sources[i][0][0].split() if w.startswith("r")]
-            expected = [rare[0] if w == "<unk>" else w for w in hyp]
+            source = sources[i][0][0].split() + ["<eos>"]
+            # what --replace-unk does: each <unk> becomes the source word its alignment points at
+            expected = [w if w != "<unk>" else source[aligned_source(aligned[i][0][0], alignment, t)] for t, w in enumerate(hyp)]
             assert replaced[i] == expected, (alignment, sources[i], hyp, replaced[i])
+            rare_found += all(w.startswith("r") for w, h in zip(replaced[i], hyp) if h == "<unk>")
+        # and the model aligns an <unk> with the rare word it stands for (measured: 93% to 100% of them)
+        assert rare_found >= 0.6 * len(with_unk), (alignment, rare_found, len(with_unk))
     code, out = tool("fairseq-generate", pair, model, "--dataset-impl", "raw", "--replace-unk", data=pair["raw"],
                      expect_ok=False)  # fmt: skip
     assert code != 0 and "--replace-unk needs the alignment of each hypothesis: add --print-alignment" in out
@@ -338,7 +371,7 @@ def test_no_repeat_ngram_size(pair, model):
     def repeats(out):
         return sum(len(set(zip(h, h[1:]))) < len(h) - 1 for h in hypotheses(out).values())
 
-    assert repeats(generate(pair, model)) >= 5
+    assert repeats(generate(pair, model)) >= 3  # of the 8 test sources that repeat a pair (measured: 5 to 8)
     assert repeats(generate(pair, model, "--no-repeat-ngram-size", "2")) == 0
 
 
