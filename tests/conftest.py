@@ -1,6 +1,8 @@
 """Fixtures shared by every tier; the helpers they use are in helpers.py."""
 
+import os
 import random
+import subprocess
 
 import pytest
 from helpers import WORDS, make_dictionary, run_tool
@@ -41,3 +43,23 @@ def toy_gold(tmp_path_factory):
     ptb.write_toy_treebank(str(root / "tb"), sentences_per_file=10, files_per_section=1)
     report = ptb.prepare(str(root / "tb"), str(root / "out"), log=lambda *_: None)
     return root, report, [parse_tree(line) for line in (root / "out" / "test.gold").read_text().splitlines()]
+
+
+@pytest.fixture
+def small_disk():
+    """mount(directory, size): a tmpfs of ``size`` bytes at ``directory``, or, mounted already, the same one
+    resized (its files kept); unmounted when the test ends. Root only: skipped elsewhere, saying why."""
+    if os.geteuid() != 0:
+        pytest.skip("a small disk is a tmpfs, which only root mounts here")
+    mounted = []
+
+    def mount(directory, size):
+        directory.mkdir(parents=True, exist_ok=True)
+        option = f"size={size}" if not mounted or directory not in mounted else f"remount,size={size}"
+        subprocess.run(["mount", "-t", "tmpfs", "-o", option, "tmpfs", str(directory)], check=True)
+        if directory not in mounted:
+            mounted.append(directory)
+
+    yield mount
+    for directory in mounted:
+        subprocess.run(["umount", str(directory)], check=False)

@@ -44,7 +44,7 @@ from fairseq.criterions import CRITERION_REGISTRY
 from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY
 import fairseq.checkpoint_utils as cu
 print('vaswani_big' in ARCH_MODEL_REGISTRY, 'vaswani_label_smoothed_cross_entropy' in CRITERION_REGISTRY,
-      'vaswani_inverse_sqrt' in LR_SCHEDULER_REGISTRY, getattr(cu.load_checkpoint_to_cpu, '__transformer_plugin_patch__', False))"""
+      'vaswani_inverse_sqrt' in LR_SCHEDULER_REGISTRY, bool(getattr(cu.load_checkpoint_to_cpu, '__transformer_plugin_patch__', False)))"""
     assert python(code).splitlines()[-1] == "True True True True"
 
 

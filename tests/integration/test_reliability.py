@@ -109,6 +109,54 @@ def test_sigkill_then_rerun_ends_like_an_uninterrupted_run(data_bin, uninterrupt
     assert not different, f"parameters differ from the uninterrupted run: {different[:5]}"
 
 
+def test_every_interval_state_is_kept_under_its_update_without_epoch_checkpoints(data_bin, tmp_path):
+    """Here an epoch is 5 updates, and every save interval of 5 lands on an epoch end: fairseq alone
+    writes those states only to checkpoint_last.pt (with --no-epoch-checkpoints); with the plugin each is
+    checkpoint_{epoch}_{update}.pt too, and --keep-interval-updates keeps the last 2 of them."""
+    from transformer_plugin_cli.tools.average_checkpoints import saved_update
+
+    save_dir = tmp_path / "ckpt"
+    run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "15",
+             "--save-interval-updates", "5", "--keep-interval-updates", "2", "--no-epoch-checkpoints",
+             "--save-dir", str(save_dir))  # fmt: skip
+    numbered = sorted(p for p in os.listdir(save_dir) if p.startswith("checkpoint_") and p[11].isdigit())
+    assert numbered == ["checkpoint_2_10.pt", "checkpoint_3_15.pt"]
+    assert [saved_update(str(save_dir / p)) for p in numbered] == [10, 15]
+    assert not any(p.endswith(".tmp") for p in os.listdir(save_dir))
+
+
+def test_a_full_disk_stops_a_save_in_one_line_and_the_same_command_resumes(data_bin, uninterrupted, tmp_path, small_disk):
+    """--save-dir on a disk that holds five checkpoints, not the copy of update 12's to checkpoint_last.pt
+    (an epoch is 5 updates, validated at its end): fairseq-train stops with one line naming the directory, the
+    space a save needs and the space free, no traceback and no partial file; the earlier checkpoints load;
+    once there is room the same command resumes and ends with the uninterrupted run's parameters."""
+    save_dir = tmp_path / "ckpt"
+    args = [*train_args(data_bin, save_dir), "--keep-interval-updates", "5"]
+    probe = tmp_path / "probe"
+    run_tool("fairseq-train", *[a if a != str(save_dir) else str(probe) for a in args[:-2]], "--max-update", "4")
+    one = os.path.getsize(probe / "checkpoint_last.pt")
+    # checkpoints of updates 4, 8 and 12, the best (of update 10) and the last fit; a copy of the last more does not
+    small_disk(save_dir, int(5.5 * one))
+    code, out = run_tool("fairseq-train", *args, expect_ok=False)
+    assert code == 1 and "Traceback" not in out, out[-3000:]
+    [line] = [line for line in out.splitlines() if "no space left" in line]
+    assert f"{save_dir}: no space left to save the checkpoint of update 12 (No space left on device): a checkpoint " \
+           "takes" in line and "is free. Nothing of this save was kept" in line  # fmt: skip
+    assert "training resumes from checkpoint_last.pt, which is intact" in line
+    assert not [p for p in os.listdir(save_dir) if p.endswith(".tmp")]
+    for name in ("checkpoint_1_4.pt", "checkpoint_2_8.pt", "checkpoint_last.pt"):
+        assert "model" in load_checked(str(save_dir / name))
+    from transformer_plugin_cli.tools.average_checkpoints import saved_update
+
+    assert saved_update(str(save_dir / "checkpoint_last.pt")) == 10  # the end of epoch 2
+
+    small_disk(save_dir, 10 * one)  # room made
+    log = run_tool("fairseq-train", *args)
+    assert "@ 10 updates" in log
+    resumed = parameters(save_dir / "checkpoint_last.pt")
+    assert not [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])], "parameters differ from the uninterrupted run"
+
+
 def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
     """Two real gloo workers under the recipes' launcher (train_workers); rank 1 is SIGKILLed during
     training. Rank 0 would wait in its next all-reduce (gloo's default timeout is 30 minutes): the launcher

@@ -15,6 +15,7 @@ PATCHES = [
     "checkpoint_allowlist",  # first: before fairseq loads any checkpoint
     "last_batch",
     "atomic_checkpoint_copy",
+    "interval_checkpoints",
     "resumed_batches",
     "bf16_is_not_tpu",
     "bf16_inference",
@@ -24,6 +25,7 @@ PATCHES = [
     "process_group_teardown",
     "cpu_launchers",
     "process_group_timeout",
+    "full_disk",  # last: around every other patch of checkpoint_utils.save_checkpoint
 ]
 
 _applied = []
