@@ -19,7 +19,7 @@ import re
 import sys
 from typing import List
 
-from transformer_plugin_cli.files import atomic_path
+from transformer_plugin_cli.files import atomic_path, exits_on_a_full_disk
 
 
 class VocabularyTooLargeError(ValueError):
@@ -89,6 +89,7 @@ def encode(model: str, inputs: List[str], outputs: List[str]) -> List[int]:
     return counts
 
 
+@exits_on_a_full_disk
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -32,6 +32,7 @@ preparation succeeded (written under temporary names, renamed at the end, the re
 """
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import json
@@ -48,7 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.files import publish, write_json
+from transformer_plugin_cli.files import exits_on_a_full_disk, full_disk_error, publish, write_json
 
 
 
@@ -264,8 +265,13 @@ def extract(archive_path: str, members: Sequence[str], raw_dir: str, md5: str) -
                     with source, open(out[info.name] + ".tmp", "wb") as f:
                         shutil.copyfileobj(source, f, 1 << 20)
                     found.add(info.name)
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
-        raise DataError(f"{archive_path}: damaged or truncated archive ({type(e).__name__}: {e})") from e
+    except BaseException as e:
+        for path in out.values():  # nothing half-extracted stays
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path + ".tmp")
+        if isinstance(e, (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError)) and full_disk_error(e) is None:
+            raise DataError(f"{archive_path}: damaged or truncated archive ({type(e).__name__}: {e})") from e
+        raise  # a full disk is not the archive's fault (exits_on_a_full_disk says so)
     missing = sorted(wanted - found)
     if missing:
         raise DataError(f"{archive_path}: has no member {', '.join(missing)} (is it the right archive?)")
@@ -564,6 +570,7 @@ def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 70
     return sorted(files)
 
 
+@exits_on_a_full_disk
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

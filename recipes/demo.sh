@@ -37,7 +37,6 @@ SEED=${SEED:-1}
 
 PY=${VENV_PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 paper_flags TRAINING training --warmup-updates "$WARMUP"              # Section 5.3, Eq. (3), Section 5.4
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"   # Section 6.1
 
@@ -57,15 +56,15 @@ stage --clears "$BIN" 3 "fairseq-preprocess with a joined dictionary" \
     --trainpref "$DATA/train.sp" --validpref "$DATA/valid.sp" --testpref "$DATA/test.sp" \
     --joined-dictionary --destdir "$BIN" --workers 2
 
-# A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
-# kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
+# Only the checkpoints averaging reads are kept: the last AVERAGE_LAST saved every SAVE_INTERVAL_UPDATES (the plugin
+# names each by its update, at an epoch end too: transformer_plugin/patches/interval_checkpoints.py), the last and the best.
 stage 4 "fairseq-train --arch $ARCH, $WORKERS CPU workers, $MAX_UPDATE updates" \
   train_workers "$WORKERS" "$WORK/train.log" \
     fairseq-train "$BIN" --user-dir "$REPO/transformer_plugin" \
       --arch "$ARCH" --share-all-embeddings "${TRAINING[@]}" \
       --max-tokens "$MAX_TOKENS" --max-update "$MAX_UPDATE" --seed "$SEED" \
       --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
-      --keep-interval-updates "$AVERAGE_LAST" --keep-last-epochs "$AVERAGE_LAST" \
+      --keep-interval-updates "$AVERAGE_LAST" --no-epoch-checkpoints \
       --validate-interval-updates "$SAVE_INTERVAL_UPDATES" \
       --log-format json --log-interval "$LOG_INTERVAL" --num-workers 0
 

@@ -60,7 +60,6 @@ RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
 # ---- batch size: --max-tokens x devices x --update-freq ~ TOKENS_PER_UPDATE --------------------
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 precision_args "$PRECISION"
-[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 echo "$PAIR $CONFIG: $BATCH_SUMMARY (paper: ~25,000)"
 
 # ---- 1.-3. data (once: with LAUNCH=torchrun, machines other than NODE_RANK=0 wait for node 0's) -------
@@ -99,18 +98,17 @@ if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is re
 
 # ---- 4. training -----------------------------------------------------------------------------------
 paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
-# A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
-# kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
+# Only the checkpoints averaging reads are kept: the last AVERAGE_LAST saved every SAVE_INTERVAL_UPDATES (the plugin
+# names each by its update, at an epoch end too: transformer_plugin/patches/interval_checkpoints.py), the last and the best.
 TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin"
   --arch "$ARCH" --share-all-embeddings "${TRAINING[@]}"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
-  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-last-epochs "$AVERAGE_LAST"
+  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
   --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 read -r -a EXTRA <<< "$EXTRA_TRAIN_ARGS"
 TRAIN_ARGS+=("${EXTRA[@]}")
-[ "$DRY_RUN" = 1 ] || mkdir -p "$CKPT"
 train_stage "4-$CONFIG" "fairseq-train --arch $ARCH, $MAX_UPDATE updates" "$RUN/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation --------------------------------------------------------------------------------

@@ -52,7 +52,6 @@ PY=${VENV_PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 precision_args "$PRECISION"
-[ "$DRY_RUN" = 1 ] || mkdir -p "$WORK" "$OUT"
 echo "WSJ parsing ($SETTING): $BATCH_SUMMARY"
 
 if [ -z "$TREEBANK" ]; then
@@ -74,17 +73,16 @@ data_stage --clears "$BIN" 2 "fairseq-preprocess: words -> linearised trees, $VO
     --nwordssrc "$VOCAB_SIZE" --destdir "$BIN" --workers 2
 
 paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # the base model's
-# A save that lands on an epoch end is written only as checkpoint{epoch}.pt, so the last epochs' checkpoints are
-# kept as well (--keep-last-epochs): the averaging stage takes the last saved states by update, whatever their names.
+# Only the checkpoints averaging reads are kept: the last AVERAGE_LAST saved every SAVE_INTERVAL_UPDATES (the plugin
+# names each by its update, at an epoch end too: transformer_plugin/patches/interval_checkpoints.py), the last and the best.
 TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
   --arch "$ARCH" --share-decoder-input-output-embed --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT"
   "${TRAINING[@]}"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
-  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-last-epochs "$AVERAGE_LAST"
+  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
   --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
-[ "$DRY_RUN" = 1 ] || mkdir -p "$CKPT"
 train_stage 3 "fairseq-train --arch $ARCH, $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 stage 4 "average the last $AVERAGE_LAST checkpoints" \

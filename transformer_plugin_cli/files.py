@@ -8,9 +8,13 @@ was. (fairseq's own checkpoint copies get the same treatment from the plugin's
 """
 
 import contextlib
+import errno
+import functools
 import json
 import os
-from typing import Dict, Iterable, Iterator, List, Sequence
+import shutil
+import sys
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 TMP_SUFFIX = ".tmp"
 
@@ -59,10 +63,56 @@ def publish(out: str, texts: Dict[str, List[str]], report: Dict, written: Sequen
     report.json) written into ``out`` under their temporary names, then renamed together with
     ``written`` (names already written under their temporary names), the report last; so a
     preparation that fails leaves no output under a final name."""
-    for name, lines in texts.items():
-        with open(os.path.join(out, name + TMP_SUFFIX), "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
-    with open(os.path.join(out, "report.json" + TMP_SUFFIX), "w") as f:
-        json.dump(report, f, indent=2)
+    try:
+        for name, lines in texts.items():
+            with open(os.path.join(out, name + TMP_SUFFIX), "w", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in lines)
+        with open(os.path.join(out, "report.json" + TMP_SUFFIX), "w") as f:
+            json.dump(report, f, indent=2)
+    except BaseException:  # a full disk, say: no temporary file stays behind
+        for name in (*written, *texts, "report.json"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out, name + TMP_SUFFIX))
+        raise
     for name in (*written, *texts, "report.json"):
         os.replace(os.path.join(out, name + TMP_SUFFIX), os.path.join(out, name))
+
+
+# ---- a full disk ---------------------------------------------------------------------------------------
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_disk_error(error: BaseException) -> Optional[OSError]:
+    """The OSError of a full disk or quota behind ``error`` (torch.save raises a RuntimeError whose context
+    is the OSError of the write), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in FULL_DISK:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def exits_on_a_full_disk(main: Callable) -> Callable:
+    """A tool's ``main`` that ends on a full disk (or quota) with one line, naming the file and the space
+    free, instead of a traceback; the writers above have removed their temporary files by then."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except Exception as e:
+            cause = full_disk_error(e)
+            if cause is None:
+                raise
+            where = os.path.abspath(cause.filename or ".")
+            existing = where
+            while not os.path.exists(existing):
+                existing = os.path.dirname(existing)
+            free = shutil.disk_usage(existing).free
+            sys.exit(f"{where}: {cause.strerror} ({free / 1e6:,.1f} MB free there): nothing was left half-written; make "
+                     "room and run the same command again")  # fmt: skip
+
+    return wrapper

@@ -132,8 +132,10 @@ def test_toy_run_end_to_end(toy_run):
 
     averaged = load_checked(work / "base" / "checkpoints" / "average.pt")
     updates = sorted(saved_update(p) for p in averaged["averaged_from"])
-    # the last 3 (TOY_AVERAGE_LAST) saved states: every 10 updates and at epoch ends (epoch 1 ended at update 24)
-    assert updates == [20, 24, 30]
+    # the last 3 (TOY_AVERAGE_LAST) states saved every 10 updates (TOY_SAVE_INTERVAL_UPDATES); epoch 1's end, at
+    # update 24, is no such state, and no epoch checkpoint is kept
+    assert updates == [10, 20, 30]
+    assert not [p for p in os.listdir(work / "base" / "checkpoints") if re.fullmatch(r"checkpoint\d+\.pt", p)]
 
 
 def test_toy_rerun_skips_every_stage(toy_run):
@@ -143,6 +145,77 @@ def test_toy_rerun_skips_every_stage(toy_run):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("done already") == 9
     assert "fairseq-train" not in proc.stderr
+
+
+# ---- the space a run needs ------------------------------------------------------------------------------
+
+
+def estimated(output):
+    """(bytes written, bytes needed at the peak, bytes free) from the space line of a dry run."""
+    units = {"bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+    m = re.search(r"this run writes about ([\d.]+) (\w+) under .* and needs about ([\d.]+) (\w+) free at its peak; "
+                  r"([\d.]+) (\w+) is free there", output)  # fmt: skip
+    assert m, output[-2000:]
+    return tuple(float(m.group(i)) * units[m.group(i + 1)] for i in (1, 3, 5))
+
+
+def written_by_the_base_run(work):
+    total = 0
+    for part in ("data", "spm", "data-bin", "base", ".done"):
+        for directory, _, names in os.walk(work / part):
+            total += sum(os.path.getsize(os.path.join(directory, n)) for n in names)
+    return total
+
+
+def test_the_space_a_run_needs_is_worked_out_within_10_percent(toy_run, tmp_path):
+    """--dry-run's estimate for a WORK where nothing is done yet, against what the toy run wrote there."""
+    work, _ = toy_run
+    proc = run_recipe("wmt14_en_de_base.sh", tmp_path / "fresh", "--dry-run", FROM=str(work.parent / "archives"), **TOY)
+    written, needed, _ = estimated(proc.stdout)
+    actual = written_by_the_base_run(work)
+    print(f"estimated {written / 1e6:.2f} MB, the toy run wrote {actual / 1e6:.2f} MB")
+    assert abs(written - actual) <= 0.1 * actual
+    assert needed > written  # a save writes a checkpoint before it removes the oldest
+    again = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **TOY)
+    assert estimated(again.stdout)[0] == 0  # everything done: nothing more to write
+
+
+def test_a_run_that_does_not_fit_stops_before_any_work(tmp_path, small_disk):
+    """WORK on a disk of 6 MB; the toy run writes about 22 MB: stopped at once, naming both figures and what
+    changes them, nothing written; a dry run says the same and goes on."""
+    work = tmp_path / "work"
+    small_disk(work, 6_000_000)
+    proc = run_recipe("wmt14_en_de_base.sh", work, **dict(TOY, PREP_WORKERS="1"))
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(rf"FAILED: stopped before any work: {re.escape(str(work))} needs about [\d.]+ MB free and its disk has "
+                     r"[\d.]+ MB\. Make room, set WORK to a larger disk, or keep fewer checkpoints \(AVERAGE_LAST\)", proc.stderr)  # fmt: skip
+    assert "stage 4-base: " in proc.stderr and "checkpoints: 5 of " in proc.stderr  # what it would keep, stage by stage
+    assert "==== stage" not in proc.stdout and os.listdir(work) == []
+    dry = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", **TOY)
+    assert dry.returncode == 0 and estimated(dry.stdout)[1] > 6_000_000
+
+
+def test_a_data_stage_that_fills_the_disk_leaves_no_stamp_and_its_rerun_starts_clean(toy_run, tmp_path, small_disk):
+    """WORK on a disk that holds stages 1 and 2a but not 2b's encoded text (IGNORE_FREE_SPACE=1 goes past the
+    estimate): stage 2b fails in one line, with no stamp and no partial file; once there is room the same
+    command makes the data of a run on a large disk, byte for byte."""
+    work, _ = toy_run
+    small = tmp_path / "work"
+    small_disk(small, 640_000)  # stages 1 and 2a write about 520 KB here, 2b 230 KB more
+    variables = dict(TOY, FROM=str(work.parent / "archives"), DATA_ONLY="1", IGNORE_FREE_SPACE="1")
+    proc = run_recipe("wmt14_en_de_base.sh", small, **variables)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "No space left on device" in proc.stderr and "nothing was left half-written" in proc.stderr
+    failed = re.search(r"FAILED: stage (\S+):", proc.stderr).group(1)
+    assert not (small / ".done" / failed).exists()
+    assert not [os.path.join(d, n) for d, _, names in os.walk(small) for n in names if n.endswith(".tmp")]
+    small_disk(small, 20_000_000)
+    proc = run_recipe("wmt14_en_de_base.sh", small, **variables)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for part in ("spm", "data-bin"):
+        for name in os.listdir(work / part):
+            if not name.endswith(".log") and name != "spm.model":  # the model holds its input files' paths
+                assert (small / part / name).read_bytes() == (work / part / name).read_bytes(), f"{part}/{name}"
 
 
 OLD_LIB = os.path.join(os.path.dirname(__file__), "data", "lib_before_json_stamps.sh")
@@ -267,10 +340,10 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
 
     proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), CONFIG=config, **LONG, **launch)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # from checkpoint_last.pt: the last checkpoint saved, or the one before if the signal came between its save
-    # and its copy to checkpoint_last.pt
+    # from checkpoint_last.pt: the last state saved, or the one before (an epoch's end, say) if the signal came
+    # between a save and its copy to checkpoint_last.pt
     resumed_at = int(re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)", proc.stdout + proc.stderr)[1])
-    assert 20 <= resumed_at <= stopped_at
+    assert 0 < resumed_at <= stopped_at
     resumed = last_parameters(work, config)
     assert resumed.keys() == long_reference.keys()
     assert not [k for k in resumed if not torch.equal(resumed[k], long_reference[k])], "parameters differ from the uninterrupted run's"

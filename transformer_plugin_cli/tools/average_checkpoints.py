@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError, load_checked
 
-from ..files import save_torch
+from ..files import exits_on_a_full_disk, save_torch
 
 
 class CheckpointMismatchError(ValueError):
@@ -147,6 +147,7 @@ def average_checkpoints(paths: List[str]) -> Dict:
     return output
 
 
+@exits_on_a_full_disk
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description="Average the parameters of fairseq checkpoints (Section 6.1 of the paper)."

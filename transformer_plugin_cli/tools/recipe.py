@@ -55,9 +55,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 # options that change how a stage runs, not what it makes, left out of its identity with their values:
 # the processes and threads of data preparation (sentencepiece's BPE is the same for any thread count; a
 # unigram model's scores differ in the sixth digit and the one made stays, consistent with what was made
-# from it), and where and how long the machines of a training wait for each other.
+# from it), where and how long the machines of a training wait for each other, and which of its epochs'
+# checkpoints a training keeps beside those averaging reads (the recipes kept them until 2026-11-26).
 HOW_ONLY_OPTIONS = ("--workers", "--threads", "--heartbeat-timeout", "--rdzv-conf", "--master-addr",
-                    "--master-port", "--distributed-port")  # fmt: skip
+                    "--master-port", "--distributed-port", "--keep-last-epochs")  # fmt: skip
+HOW_ONLY_FLAGS = ("--no-epoch-checkpoints",)
 # the functions of lib.sh a stage's command may start with: the engine runs them (see run_command)
 TRAINING_LAUNCHERS = ("train_workers", "launch_training")
 # data preparation that moved to preprocess/: a stamp that names the old module is the same stage
@@ -153,7 +155,7 @@ def without_how_only(words: Sequence[str]) -> List[str]:
             skip = False
         elif word in HOW_ONLY_OPTIONS:
             skip = True
-        else:
+        elif word not in HOW_ONLY_FLAGS:
             out.append(word)
     return out
 
@@ -176,7 +178,7 @@ def identity(stage: Stage, ctx: Context) -> Dict:
 
 
 class DigestCache:
-    """Content digests of files, kept by (real path, size, modification time) in $WORK/.done/digests.json,
+    """Content digests of files, kept by (real path, size, modification time) in digests.json beside the stamps,
     so that archives of gigabytes are read once, not at every start of the recipe."""
 
     def __init__(self, path: Optional[str]):
@@ -776,6 +778,27 @@ class Runner:
         stops = [stop_message(s, d.why, self.ctx) for s, d in zip(self.stages, decisions) if d.action == "stop"]
         return decisions, stops
 
+    def space(self, decisions: Sequence[Decision]):
+        """What the stages that will run write under WORK, and whether WORK's disk has room for it."""
+        from transformer_plugin_cli.tools import space
+
+        runs = [(s.id, s.argv, d.action in ("run", "redo", "stop")) for s, d in zip(self.stages, decisions) if d.action != "wait"]
+        vocabulary = self.ctx.settings.get("VOCAB_SIZE", "")
+        plan = space.estimate(runs, int(vocabulary) if vocabulary.isdigit() else None)
+        where = self.ctx.work_abs
+        while not os.path.exists(where):
+            where = os.path.dirname(where)
+        return plan, shutil.disk_usage(where).free
+
+    def space_lines(self, plan, free: int) -> List[str]:
+        from transformer_plugin_cli.tools.space import size
+
+        lines = [f"this run writes about {size(plan.kept)} under {self.ctx.work} (data {size(plan.total('data'))}, checkpoints "
+                 f"{size(plan.total('checkpoints'))}) and needs about {size(plan.needed)} free at its peak; {size(free)} is free there"]  # fmt: skip
+        lines += [f"  stage {sid}: {size(w.kept)}" + (f" (+{size(w.transient)} while it saves)" if w.transient else "")
+                  + f": {w.how}" for sid, w in plan.stages if w.kept or w.transient or w.how.startswith("checkpoints:")]  # fmt: skip
+        return lines
+
     def run(self, check_only: bool = False) -> int:
         decisions, stops = self.check()
         if check_only:
@@ -787,6 +810,17 @@ class Runner:
                 self.say(message, err=True)
             self.say("FAILED: stopped before any work (nothing was changed): a training stage would have to be redone", err=True)
             return 3
+        plan, free = self.space(decisions)
+        if self.dry_run:
+            self.say("\n==== space ====\n" + "\n".join(self.space_lines(plan, free)))
+        elif plan.needed > free and os.environ.get("IGNORE_FREE_SPACE", "0") != "1":
+            from transformer_plugin_cli.tools.space import size
+
+            self.say("\n".join(self.space_lines(plan, free)), err=True)
+            self.say(f"FAILED: stopped before any work: {self.ctx.work} needs about {size(plan.needed)} free and its disk has "
+                     f"{size(free)}. Make room, set WORK to a larger disk, or keep fewer checkpoints (AVERAGE_LAST); "
+                     "IGNORE_FREE_SPACE=1 goes on regardless", err=True)  # fmt: skip
+            return 4
         if not self.dry_run:
             self.supervisor.install()
             die_with_parent(signal.SIGTERM)
@@ -852,8 +886,22 @@ class Runner:
             os.remove(stamp)
         if stage.clears:
             shutil.rmtree(stage.clears, ignore_errors=True)
+        self.make_directories(stage.argv)
         self.run_command(stage.argv)
         write_stamp(stamp, stage, decision.identity, self.ctx)
+
+    def make_directories(self, argv: Sequence[str]) -> None:
+        """WORK, and the directories of the files the engine's own commands write (capture's output,
+        a training's log and --save-dir): made when the first stage that writes there runs."""
+        os.makedirs(self.ctx.work, exist_ok=True)
+        head = argv[0] if argv else ""
+        paths = [argv[1]] if head == "capture" else [argv[2]] if head == "train_workers" else [argv[1]] if head == "launch_training" else []
+        for path in paths:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if head in TRAINING_LAUNCHERS:
+            for i, word in enumerate(argv[:-1]):
+                if word == "--save-dir":
+                    os.makedirs(argv[i + 1], exist_ok=True)
 
     def show(self, argv: Sequence[str]) -> None:
         head = argv[0] if argv else ""
@@ -1020,7 +1068,7 @@ def main_run(args) -> int:
     stages, variables, sources = read_plan(sys.stdin.buffer.read())
     settings = {name: variables.get(name, "") for name in setting_names(sources)}
     ctx = Context(args.work, args.repo, args.python, args.launch, args.node_rank, int(args.dist_timeout), settings)
-    ctx.digest_cache = DigestCache(os.path.join(ctx.work, ".done", "digests.json"))
+    ctx.digest_cache = DigestCache(os.path.join(ctx.stamp_dir, "digests.json"))  # each node its own
     layout_vars = {k: variables.get(k, "") for k in ("MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "NNODES")}
     runner = Runner(stages, ctx, args.dry_run, layout_vars, gpus=int(variables.get("GPUS") or 0),
                     per_node=int(variables.get("PER_NODE") or 1), grace=args.grace, parent_pid=args.parent_pid)  # fmt: skip

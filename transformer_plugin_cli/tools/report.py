@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from transformer_plugin.lr_scheduler.inverse_sqrt import paper_lrate  # noqa: E402
 
 from ..fairseq_output import log_records, numbers  # noqa: E402
-from ..files import atomic_path, write_text  # noqa: E402
+from ..files import atomic_path, exits_on_a_full_disk, write_text  # noqa: E402
 
 
 def save_figure(fig, path: str) -> None:
@@ -189,6 +189,7 @@ def write_report(
     return path
 
 
+@exits_on_a_full_disk
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Write a run report with learning curves and attention maps.")
     parser.add_argument("--train-log", required=True, help="fairseq-train output written with --log-format json")
