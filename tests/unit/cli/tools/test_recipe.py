@@ -34,6 +34,18 @@ def test_where_the_checkout_environment_and_work_lie_is_not_part_of_a_stage(tmp_
                               "--user-dir", "$REPO/transformer_plugin", "--max-update", "100", "--label", "scores=$WORK/x.json"]  # fmt: skip
 
 
+def test_which_epoch_checkpoints_a_training_keeps_is_not_what_it_makes(tmp_path):
+    """The recipes kept the last epochs' checkpoints until 2026-11-26 and keep none since: a training done
+    before is the same stage, in a JSON stamp and in an old one."""
+    ctx = context(tmp_path)
+    before = Stage("4", "t", "run", "", ["train_workers", "2", "log", "fairseq-train", "--keep-interval-updates", "5",
+                                         "--keep-last-epochs", "5", "--max-update", "100"])  # fmt: skip
+    now = Stage("4", "t", "run", "", ["train_workers", "2", "log", "fairseq-train", "--keep-interval-updates", "5",
+                                      "--no-epoch-checkpoints", "--max-update", "100"])  # fmt: skip
+    assert recipe.identity(before, ctx) == recipe.identity(now, ctx)
+    assert recipe.normalised_legacy(before.argv) == recipe.normalised_legacy(now.argv)
+
+
 def test_the_python_and_work_inside_the_checkout_are_placed():
     ctx = Context("runs/demo", os.getcwd(), python="python")
     words = recipe.identity(Stage("1", "t", "run", "", ["python", "-m", "x", "--out", "runs/demo/data",
