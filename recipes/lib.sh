@@ -7,6 +7,7 @@
 # ends. With --dry-run it prints every stage's command and what a real run would do with it.
 
 PY=${VENV_PYTHON:-python}
+REPO=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 RECIPE_PLAN=()  # the stages declared since the last run_stages, as the engine reads them (NUL-separated)
 
 banner() { printf '\n==== %s ====\n' "$*"; }

@@ -1048,7 +1048,9 @@ def read_plan(data: bytes) -> Tuple[List[Stage], Dict[str, str], List[str]]:
     stages, variables, sources, i = [], {}, [], 0
     while i < len(tokens):
         kind = tokens[i]
-        if kind == "stage":
+        if kind == "":  # printf's one empty word for an empty list
+            i += 1
+        elif kind == "stage":
             sid, title, stage_kind, clears, n = tokens[i + 1 : i + 6]
             argv = tokens[i + 6 : i + 6 + int(n)]
             stages.append(Stage(sid, title, stage_kind, clears, argv))

@@ -36,6 +36,7 @@ CHECKPOINT_OVERHEAD = 64 * 1024  # a checkpoint's configuration, iterator and me
 DOWNLOADED_TEXT = {"en-de": 1.4e9, "en-fr": 15e9}
 ARCHIVE_RATIO = 0.35  # compressed archives against the text they unpack to
 CLEANED_RATIO = 0.8  # the text kept (train, valid, test; both languages) against the text unpacked
+SYNTHETIC_PAIR = 130  # bytes of a sentence pair of the demo's synthetic language pair, both sides
 
 
 def size(n: float) -> str:
@@ -287,6 +288,9 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
     if module == "preprocess.wmt14" and args[:1] == ["toy-archives"]:
         plan.sizes[os.path.realpath(flag(args, "--out"))] = 120 * 1024
         return Written(120 * 1024, 0, "toy archives", "data")
+    if module == "preprocess.synthetic_pair":
+        pairs = sum(int(flag(args, f"--{split}", 0)) for split in ("train", "valid", "test"))
+        return Written(SYNTHETIC_PAIR * pairs, 0, f"{pairs:,} synthetic sentence pairs", "data")
     if module == "preprocess.sentencepiece_vocab" and args[:1] == ["train"]:
         vocab = int(flag(args, "--vocab-size", 8000))
         plan.vocabulary[os.path.realpath(flag(args, "--model-prefix", "spm"))] = _padded(vocab + 4)
