@@ -25,7 +25,7 @@ process dies (PR_SET_PDEATHSIG), and this process gets SIGTERM if the recipe's s
 (Ctrl-C), SIGTERM and SIGHUP, here or through the shell's death, send SIGTERM to the stage's group (CPU
 workers, torchrun and its workers, fairseq's own spawn, srun, which passes it to its tasks), then
 SIGKILL after ``--grace`` seconds, and the recipe stops, saying where a re-run resumes. Local CPU workers
-are started here too (:class:`Workers`), rank 0's output shown and appended to the log, each other
+are started here too (:meth:`Runner.train_workers`), rank 0's output shown and appended to the log, each other
 rank's in ``LOG.rank<r>``; the first to fail stops the others. A small supervisor rather than
 ``torchrun --standalone`` for them, because the recipe's own death must end torchrun as well (it does not
 notice its parent dying), and each worker's exit status and log stay as they were.
@@ -923,10 +923,15 @@ class Runner:
 
     def run_command(self, argv: Sequence[str]) -> None:
         head = argv[0]
-        if head == "capture":
+        if head == "capture":  # FILE appears only when COMMAND succeeded; nothing half-written stays
             out = argv[1]
-            with open(out + ".tmp", "wb") as f:
-                self.expect_ok(self.supervisor.wait([self.supervisor.start(argv[2:], stdout=f)]))
+            try:
+                with open(out + ".tmp", "wb") as f:
+                    self.expect_ok(self.supervisor.wait([self.supervisor.start(argv[2:], stdout=f)]))
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(out + ".tmp")
+                raise
             os.replace(out + ".tmp", out)
         elif head == "train_workers":
             self.train_workers(int(argv[1]), argv[2], argv[3:])

@@ -15,8 +15,9 @@ one stage feeding the next (the data the first stage will write is what the seco
   are still to be downloaded, WMT14's own sizes stand in (DOWNLOADED_TEXT).
 - anything else (generation, scores, reports) is small, and counted as such (SMALL).
 
-The ratios were measured on the toy runs and on the sizes WMT14's archives unpack to; the estimate is a
-plan, not a promise: tests/integration/test_recipe_space.py holds it to within 10% of a toy run.
+The ratios were measured on the toy runs; WMT14's full sizes are the published figures, not yet measured
+here. The estimate is a plan, not a promise: tests/integration/test_wmt14_recipes.py holds it to within 10%
+of what a toy run writes.
 """
 
 import ast
