@@ -26,6 +26,7 @@ setup(
         "sacremoses>=0.1",
         "matplotlib>=3.8",
         "transformers>=5.0",
+        "py3langid>=0.3",
     ],
     extras_require={"test": ["pytest>=8"]},
     # preprocess/__init__.py and transformer_plugin_cli/__init__.py list them by job;
@@ -47,6 +48,7 @@ setup(
             "vaswani-sentencepiece = preprocess.sentencepiece_vocab:main",
             "vaswani-synthetic-pair = preprocess.synthetic_pair:main",
             "vaswani-prepare-debian-l10n = preprocess.debian_l10n:main",
+            "vaswani-prepare-parallel-text = preprocess.parallel_text:main",
             "vaswani-paper-flags = transformer_plugin_cli.paper:main",
         ]
     },

@@ -13,6 +13,7 @@ Each module is a console script and runs with ``python -m preprocess.<module>``:
     sentencepiece_vocab.py  vaswani-sentencepiece        train and apply a joint sentencepiece vocabulary
     synthetic_pair.py       vaswani-synthetic-pair       the demo's synthetic language pair
     debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's translation catalogues)
+    parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split; settings by size
     ptb.py                  vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised (Section 6.3)
 
 None imports fairseq or torch. They share the tools' atomic writes (transformer_plugin_cli/files.py), and

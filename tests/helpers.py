@@ -256,6 +256,34 @@ def copy_repository(directory):
     return directory
 
 
+# ---- real text -----------------------------------------------------------------------------------------
+
+CATALOGUES = "/usr/share/locale/de/LC_MESSAGES"
+
+
+def real_english_german(n=None):
+    """English-German pairs of real text, offline: the messages of the German gettext catalogues this machine's
+    installed programs ship (preprocess.debian_l10n reads them), untranslated ones left out; the first n. Skips
+    the test, saying why, where the machine has too few."""
+    import glob
+
+    from preprocess import debian_l10n
+
+    pairs = []
+    for path in sorted(glob.glob(os.path.join(CATALOGUES, "*.mo"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            pairs += [(debian_l10n.clean_text(en), debian_l10n.clean_text(de)) for en, de in debian_l10n.messages(data, path)]
+        except debian_l10n.DataError:
+            continue  # a catalogue in another encoding
+    pairs = [(en, de) for en, de in pairs if en and de and en != de]
+    if len(pairs) < (n or 3000):
+        pytest.skip(f"{CATALOGUES} holds {len(pairs)} translated messages; the test needs {n or 3000} (install more "
+                    "programs' German translations, e.g. apt-get install git coreutils)")
+    return pairs[:n] if n else pairs
+
+
 # ---- the documentation's commands ---------------------------------------------------------------
 
 

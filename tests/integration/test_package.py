@@ -19,7 +19,7 @@ LIGHT_TOOLS = [
     "transformer_plugin_cli.tools.table3", "transformer_plugin_cli.tools.evaluate", "transformer_plugin_cli.tools.user_dir",
     "transformer_plugin_cli.paper", "transformer_plugin_cli.fairseq_output", "transformer_plugin_cli.files",
     "preprocess.wmt14", "preprocess.synthetic_pair", "preprocess.sentencepiece_vocab", "preprocess.debian_l10n",
-    "preprocess.ptb",
+    "preprocess.ptb", "preprocess.parallel_text",
 ]  # fmt: skip
 PACKAGES = ("preprocess", "transformer_plugin_cli")  # the ones with console scripts
 
@@ -90,7 +90,8 @@ def test_the_top_level_is_the_designs():
     for entry in ("transformer_plugin", "preprocess", "recipes", "tests", "setup.py", "README.md"):
         assert os.path.exists(os.path.join(REPO, entry)), entry
     modules = sorted(f for f in os.listdir(os.path.join(REPO, "preprocess")) if f.endswith(".py"))
-    assert modules == ["__init__.py", "debian_l10n.py", "ptb.py", "sentencepiece_vocab.py", "synthetic_pair.py", "wmt14.py"]
+    assert modules == ["__init__.py", "debian_l10n.py", "parallel_text.py", "ptb.py", "sentencepiece_vocab.py",
+                       "synthetic_pair.py", "wmt14.py"]  # fmt: skip
     tests = sorted(f for f in os.listdir(os.path.join(REPO, "tests", "unit", "preprocess")) if f.endswith(".py"))
     assert tests == [f"test_{m}" for m in modules[1:]]  # mirrored
 

@@ -34,8 +34,16 @@ README_LINES = {command for page, command in documented_commands() if page == "R
 
 @pytest.fixture(scope="module")
 def fresh_copy(tmp_path_factory):
-    """The repository as ``git clone`` gives it: no runs/, nothing built."""
-    return copy_repository(tmp_path_factory.mktemp("fresh"))
+    """The repository as ``git clone`` gives it (no runs/, nothing built), and a user's own parallel text where
+    the documentation's lines for recipes/parallel_text.sh name it: corpus/train.{en,de} and corpus/pairs.tsv,
+    12,000 pairs."""
+    copy = copy_repository(tmp_path_factory.mktemp("fresh"))
+    (copy / "corpus").mkdir()
+    pairs = [(f"This is sentence number {i} of the corpus.", f"Das ist Satz Nummer {i} des Korpus.") for i in range(12000)]
+    for lang, side in (("en", 0), ("de", 1)):
+        (copy / "corpus" / f"train.{lang}").write_text("".join(p[side] + "\n" for p in pairs))
+    (copy / "corpus" / "pairs.tsv").write_text("".join(f"{en}\t{de}\n" for en, de in pairs))
+    return copy
 
 
 def run(args, cwd, env, timeout=300):
@@ -68,7 +76,8 @@ RECIPES = sorted(name for name in os.listdir(os.path.join(REPO, "recipes")) if n
 @pytest.mark.parametrize("script", RECIPES)
 def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
     """``bash recipes/NAME.sh --dry-run`` with nothing set but what the recipe cannot guess (the licensed treebank)."""
-    needs = ["TREEBANK=/data/treebank_3/parsed/mrg"] if script == "wsj_parsing.sh" else []
+    needs = {"wsj_parsing.sh": ["TREEBANK=/data/treebank_3/parsed/mrg"],
+             "parallel_text.sh": ["TRAIN=corpus/train", "SRC=en", "TGT=de"]}.get(script, [])  # fmt: skip
     proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(needs))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r"^\+ ", proc.stdout, flags=re.M)

@@ -53,7 +53,7 @@ def saved_update(path: str) -> Optional[int]:
 
 
 def last_checkpoints(
-    directory: str, n: int, update_based: bool, upper_bound: Optional[int] = None
+    directory: str, n: int, update_based: bool, upper_bound: Optional[int] = None, fewer: bool = False
 ) -> List[Tuple[int, str]]:
     """The n last saved model states in ``directory`` as (update or epoch, path), newest first.
 
@@ -66,7 +66,8 @@ def last_checkpoints(
     (or, with ``--no-epoch-checkpoints``, only as ``checkpoint_last.pt``), and going by the numbered
     names alone would leave the newest state out of the average. A state saved under two names is
     taken once (the numbered name first). ``checkpoint_best.pt`` is not a "last" state and is left
-    out. ``upper_bound`` is an epoch or an update count like the ordering.
+    out. ``upper_bound`` is an epoch or an update count like the ordering. ``fewer``: as many as there
+    are, at least one, where there are fewer than n (a training that stopped early, --patience).
     """
     found: Dict[int, str] = {}
     names = sorted(os.listdir(directory), key=lambda name: (not NUMBERED.fullmatch(name), name != "checkpoint_last.pt"))
@@ -84,7 +85,7 @@ def last_checkpoints(
         if key is not None and key not in found and (upper_bound is None or key <= upper_bound):
             found[key] = path
     kind = "update" if update_based else "epoch"
-    if len(found) < n:
+    if len(found) < n and not (fewer and found):
         raise FileNotFoundError(
             f"asked for the last {n} {kind} checkpoints in {directory}, found {len(found)}"
             + (f" at or below {upper_bound}" if upper_bound is not None else "")
@@ -158,6 +159,9 @@ def main(argv=None) -> int:
     group.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpoint{epoch}.pt")
     group.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_{epoch}_{update}.pt")
     parser.add_argument("--checkpoint-upper-bound", type=int, help="ignore checkpoints after this epoch/update")
+    parser.add_argument("--or-fewer", action="store_true",
+                        help="with a directory: average the last N, or all there are when a training that stopped early "
+                             "(--patience) saved fewer, saying so")  # fmt: skip
     args = parser.parse_args(argv)
 
     count = args.num_epoch_checkpoints or args.num_update_checkpoints
@@ -170,8 +174,11 @@ def main(argv=None) -> int:
     try:
         if count is not None:
             update_based = args.num_update_checkpoints is not None
-            chosen = last_checkpoints(args.inputs[0], count, update_based, args.checkpoint_upper_bound)
+            chosen = last_checkpoints(args.inputs[0], count, update_based, args.checkpoint_upper_bound, fewer=args.or_fewer)
             kind = "update" if update_based else "epoch"
+            if len(chosen) < count:
+                print(f"{args.inputs[0]} holds {len(chosen)} {kind} checkpoints, not {count}: training stopped early; "
+                      f"averaging the {len(chosen)} there are")  # fmt: skip
             labels = [f"{kind} {key}: {path}" for key, path in chosen]
             paths = [path for _, path in chosen]
         else:

@@ -795,7 +795,7 @@ class Runner:
 
         lines = [f"this run writes about {size(plan.kept)} under {self.ctx.work} (data {size(plan.total('data'))}, checkpoints "
                  f"{size(plan.total('checkpoints'))}) and needs about {size(plan.needed)} free at its peak; {size(free)} is free there"]  # fmt: skip
-        lines += [f"  stage {sid}: {size(w.kept)}" + (f" (+{size(w.transient)} while it saves)" if w.transient else "")
+        lines += [f"  stage {sid}: {size(w.kept)}" + (f" (+{size(w.transient)} at its peak)" if w.transient else "")
                   + f": {w.how}" for sid, w in plan.stages if w.kept or w.transient or w.how.startswith("checkpoints:")]  # fmt: skip
         return lines
 

@@ -289,6 +289,11 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
     if module == "preprocess.wmt14" and args[:1] == ["toy-archives"]:
         plan.sizes[os.path.realpath(flag(args, "--out"))] = 120 * 1024
         return Written(120 * 1024, 0, "toy archives", "data")
+    if module == "preprocess.parallel_text" and args[:1] == ["prepare"]:
+        text = sum(unpacked_size(path) for spec in values_after(args, "--train") for path in _corpus_files(spec, args))
+        src, tgt, out = flag(args, "--src"), flag(args, "--tgt"), os.path.realpath(flag(args, "--out"))
+        plan.sizes[os.path.join(out, f"train.{src}")] = plan.sizes[os.path.join(out, f"train.{tgt}")] = CLEANED_RATIO * text / 2
+        return Written(CLEANED_RATIO * text, text, "your text, cleaned (a copy of it while it is split)", "data")
     if module == "preprocess.synthetic_pair":
         pairs = sum(int(flag(args, f"--{split}", 0)) for split in ("train", "valid", "test"))
         return Written(SYNTHETIC_PAIR * pairs, 0, f"{pairs:,} synthetic sentence pairs", "data")
@@ -307,6 +312,16 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
         one = _one_checkpoint(inputs, plan)
         return Written(one, 0, "an averaged checkpoint", "checkpoints")
     return Written(SMALL, 0, "a small output")
+
+
+def _corpus_files(spec: str, args: Sequence[str]) -> List[str]:
+    """The files of one corpus of preprocess.parallel_text: a TSV, or PREFIX.SRC and PREFIX.TGT (or .gz)."""
+    if os.path.isfile(spec):
+        return [spec]
+    found = []
+    for lang in (flag(args, "--src"), flag(args, "--tgt")):
+        found += [p for p in (f"{spec}.{lang}", f"{spec}.{lang}.gz") if os.path.isfile(p)][:1]
+    return found
 
 
 def _padded(n: int) -> int:

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Your own parallel text, from two text files (or a TSV) to an evaluated, exported model: checked and
+# cleaned with a report, dev and test held out when none are given, a sentencepiece vocabulary, the
+# paper's training with the settings that fit the corpus's size, averaging, beam search, sacreBLEU and chrF,
+# a report with learning curves, and CTranslate2 / Hugging Face exports. Rules and sources: docs/parallel-text.md.
+#
+#   TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh         # corpus/train.en and corpus/train.de
+#   TRAIN=pairs.tsv.gz SRC=en TGT=de bash recipes/parallel_text.sh         # source<TAB>target, a pair a line
+#   TRAIN=a:b.tsv VALID=dev TEST=test SRC=en TGT=de bash recipes/parallel_text.sh   # several corpora; dev, test
+#   TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh --dry-run   # the settings it picks, every command
+#   TOY=1 TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh  # the same stages at toy size on CPU
+#
+# Stages: 1 check, clean, split (preprocess/parallel_text.py; report in WORK/data/report.md); 2 sentencepiece
+# (joint, or one per side where the scripts differ), trained on a sample; 3 fairseq-preprocess; 4 fairseq-train,
+# stopping at MAX_UPDATE or when PATIENCE validations bring no improvement; 5 average the last checkpoints;
+# 6 fairseq-generate the test set; 7 sacreBLEU and chrF; 8 report; 9 exports (EXPORT="ct2 hf").
+# GPUS, CPU_WORKERS, PRECISION and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT work as in
+# the WMT14 recipes (docs/several-machines.md).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$REPO/recipes/lib.sh"
+recipe_options "$0" "$@"
+
+# ---- the corpus (each can be set in the environment) --------------------------------------------------
+TRAIN=${TRAIN:-}                           # training corpora, colon-separated (as fairseq's data): PREFIX or a .tsv
+SRC=${SRC:-}; TGT=${TGT:-}                 # language codes, as in the file names (ISO 639-1 for language id)
+VALID=${VALID:-}; TEST=${TEST:-}           # dev and test sets in the same forms; empty: held out from TRAIN
+TOY=${TOY:-0}                              # 1: toy size on CPU
+if [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
+  echo "TRAIN, SRC and TGT are needed: TRAIN=corpus/train SRC=en TGT=de bash $0 (corpus/train.en, corpus/train.de)" >&2
+  exit 2
+fi
+IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALID"; IFS=: read -r -a TEST_SETS <<< "$TEST"
+WORK=${WORK:-runs/parallel_${SRC}_${TGT}$([ "$TOY" != 1 ] || echo _toy)}
+ON_BAD_BYTES=${ON_BAD_BYTES:-refuse}       # refuse | drop: lines that are not UTF-8
+LANGID=${LANGID:-1}                        # 0: no language identification (py3langid)
+MAX_WORDS=${MAX_WORDS:-250}; MAX_RATIO=${MAX_RATIO:-3}   # longest side, longest/shortest side
+MIN_PAIRS=${MIN_PAIRS:-10000}              # fewer training lines stop the recipe (OPUS-MT does not train below 10k)
+SEED=${SEED:-1}
+
+# ---- settings by the corpus's size: preprocess/parallel_text.py settings (docs/parallel-text.md) ---------
+PY=${VENV_PYTHON:-python}
+AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT") || exit 2
+eval "$AUTO"
+VOCAB_SIZE=${VOCAB_SIZE:-$AUTO_VOCAB_SIZE}       # sentencepiece pieces (per side when not joint)
+JOINT_VOCAB=${JOINT_VOCAB:-$AUTO_JOINT}          # 1: one vocabulary for both sides (same script); 0: one per side
+SPM_TYPE=${SPM_TYPE:-bpe}
+SPM_SAMPLE=${SPM_SAMPLE:-2000000}                # sentences sentencepiece learns from (memory bounded by it)
+ARCH=${ARCH:-$AUTO_ARCH}; MODEL_FLAGS=${MODEL_FLAGS:-$AUTO_MODEL_FLAGS}   # the model (word-split flags)
+DROPOUT=${DROPOUT:-$AUTO_DROPOUT}                # P_drop
+TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-$AUTO_TOKENS_PER_UPDATE}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
+MAX_UPDATE=${MAX_UPDATE:-$AUTO_MAX_UPDATE}       # at most; training also stops after PATIENCE validations without gain
+PATIENCE=${PATIENCE:-10}                         # fairseq's --patience (0: off)
+SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-1000}   # and validation
+EVAL_BLEU=${EVAL_BLEU:-0}                        # 1: validation BLEU, the best checkpoint by it
+AVERAGE_LAST=${AVERAGE_LAST:-5}
+WARMUP=${WARMUP:-}; LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # empty: the paper's
+EXPORT=${EXPORT:-}                               # ct2 and/or hf
+GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
+LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
+MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}
+if [ "$TOY" = 1 ]; then                          # the same stages at toy size, on CPU, in minutes
+  ARCH=${TOY_ARCH:-vaswani_tiny}; MODEL_FLAGS=${TOY_MODEL_FLAGS:-}; VOCAB_SIZE=${TOY_VOCAB_SIZE:-1000}
+  MAX_UPDATE=${TOY_MAX_UPDATE:-300}; WARMUP=${TOY_WARMUP:-100}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}
+  TOKENS_PER_UPDATE=${TOY_TOKENS_PER_UPDATE:-3000}; MAX_TOKENS_PER_DEVICE=1500; AVERAGE_LAST=${TOY_AVERAGE_LAST:-3}
+  MIN_PAIRS=${TOY_MIN_PAIRS:-1000}
+fi
+# -----------------------------------------------------------------------------------------------------------
+
+if [ "$AUTO_PAIRS" -lt "$MIN_PAIRS" ]; then
+  echo "TRAIN has $AUTO_PAIRS lines: too few to train a translation model from scratch (MIN_PAIRS=$MIN_PAIRS; OPUS-MT" \
+    "does not train below 10,000). Add text, or set MIN_PAIRS if you mean it" >&2
+  exit 2
+fi
+if [ $((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) -lt "$AVERAGE_LAST" ]; then
+  echo "AVERAGE_LAST=$AVERAGE_LAST checkpoints to average, but MAX_UPDATE=$MAX_UPDATE saves only" \
+    "$((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) every SAVE_INTERVAL_UPDATES=$SAVE_INTERVAL_UPDATES" >&2
+  exit 2
+fi
+DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
+plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
+precision_args "$PRECISION"
+echo "$SRC-$TGT: $AUTO_PAIRS lines, $AUTO_SIZE_CLASS: $ARCH ${MODEL_FLAGS:+$MODEL_FLAGS }P_drop $DROPOUT," \
+  "$([ "$JOINT_VOCAB" = 1 ] && echo "a joint vocabulary" || echo "a vocabulary per side") of $VOCAB_SIZE; $BATCH_SUMMARY"
+
+# ---- 1. check, clean, split ------------------------------------------------------------------------------
+PREPARE_ARGS=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA" --max-words "$MAX_WORDS"
+  --max-ratio "$MAX_RATIO" --on-bad-bytes "$ON_BAD_BYTES" --seed "$SEED")
+[ ${#VALID_SETS[@]} = 0 ] || PREPARE_ARGS+=(--valid "${VALID_SETS[@]}")
+[ ${#TEST_SETS[@]} = 0 ] || PREPARE_ARGS+=(--test "${TEST_SETS[@]}")
+[ "$LANGID" = 1 ] || PREPARE_ARGS+=(--no-langid)
+data_stage 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
+
+# ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences -----------------------------------------------
+SPM_ARGS=(--vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --input-sentence-size "$SPM_SAMPLE"
+  --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE")
+if [ "$JOINT_VOCAB" = 1 ]; then
+  data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
+    "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
+      --model-prefix "$SPM/spm" "${SPM_ARGS[@]}"
+  SRC_SPM="$SPM/spm.model"; TGT_SPM="$SPM/spm.model"
+else
+  for side in "$SRC" "$TGT"; do
+    data_stage "2a-$side" "sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces for $side" \
+      "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$side" --model-prefix "$SPM/spm.$side" "${SPM_ARGS[@]}"
+  done
+  SRC_SPM="$SPM/spm.$SRC.model"; TGT_SPM="$SPM/spm.$TGT.model"
+fi
+for side in "$SRC" "$TGT"; do
+  model=$([ "$side" = "$SRC" ] && echo "$SRC_SPM" || echo "$TGT_SPM")
+  data_stage "2b-$side" "encode train, valid and test ($side) into pieces" \
+    "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" \
+      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side"
+done
+
+# ---- 3. binarize ---------------------------------------------------------------------------------------------
+DICT_ARGS=(); SHARE=(--share-all-embeddings)
+if [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); else SHARE=(--share-decoder-input-output-embed); fi
+data_stage --clears "$BIN" 3 "fairseq-preprocess$([ "$JOINT_VOCAB" != 1 ] || echo " with a joined dictionary")" \
+  fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
+    --trainpref "$SPM/train.sp" --validpref "$SPM/valid.sp" --testpref "$SPM/test.sp" \
+    "${DICT_ARGS[@]}" --destdir "$BIN" --workers "$(nproc)"
+
+# ---- 4. training ----------------------------------------------------------------------------------------------
+paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
+read -r -a MODEL <<< "$MODEL_FLAGS"
+TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "${MODEL[@]}" --dropout "$DROPOUT" "${SHARE[@]}"
+  "${TRAINING[@]}" --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
+  --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
+  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
+  --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
+[ "$PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PATIENCE")
+if [ "$EVAL_BLEU" = 1 ]; then
+  TRAIN_ARGS+=(--eval-bleu --eval-bleu-args '{"beam": 4, "lenpen": 0.6, "max_len_a": 1, "max_len_b": 50}'
+    --eval-bleu-remove-bpe sentencepiece --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
+fi
+[ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
+TRAIN_LOG="$WORK/train.log$([ "$LAUNCH" != torchrun ] || echo ".node$NODE_RANK")"
+train_stage 4 "fairseq-train --arch $ARCH, at most $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
+
+# ---- 5.-8. evaluation ------------------------------------------------------------------------------------------
+MODEL_PATH="$CKPT/average.pt"
+stage 5 "average the last $AVERAGE_LAST checkpoints (fewer if training stopped early)" \
+  "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
+    --num-update-checkpoints "$AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
+paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
+stage 6 "fairseq-generate the test set: ${DECODING[*]}" \
+  capture "$OUT/generate.test.out" \
+    fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
+      "${DECODING[@]}" --post-process sentencepiece --batch-size 128
+stage 7 "sacreBLEU and chrF on the test set" \
+  "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.test.out" \
+    --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.test.txt" --json "$OUT/scores.test.json" \
+    --label "$SRC-$TGT, average of the last $AVERAGE_LAST checkpoints" --paper "no paper figure: your corpus"
+stage 8 "report with learning curves, Eq. (3) and attention maps" \
+  "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
+    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" --checkpoint "$MODEL_PATH" --data "$BIN" \
+    --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$AUTO_PAIRS lines ($AUTO_SIZE_CLASS), vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
+
+# ---- 9. exports ----------------------------------------------------------------------------------------------
+for export in $EXPORT; do
+  case $export in
+    ct2) stage 9-ct2 "CTranslate2 model" "$PY" -m transformer_plugin_cli.serving.export_ctranslate2 \
+           --model_path "$MODEL_PATH" --data_dir "$BIN" --output_dir "$WORK/ct2" --force ;;
+    hf) stage 9-hf "Hugging Face Transformers model (MarianMT)" "$PY" -m transformer_plugin_cli.serving.export_transformers \
+          --model_path "$MODEL_PATH" --data_dir "$BIN" --spm "$SRC_SPM" --target_spm "$TGT_SPM" \
+          --scores "test=$OUT/scores.test.json" --output_dir "$WORK/hf" --force ;;
+    *) echo "EXPORT=$EXPORT: ct2 and/or hf" >&2; exit 2 ;;
+  esac
+done
+
+run_stages  # every stage above decided before any work, then run in order
+[ "$DRY_RUN" = 0 ] || exit 0
+banner "results"
+"$PY" - "$OUT/scores.test.json" <<'EOF'
+import json, sys
+scores = json.load(open(sys.argv[1]))
+print(f"sacreBLEU {scores['sacrebleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['sentences']} test sentences)")
+print(f"  {scores['sacrebleu_signature']}\n  {scores['chrf_signature']}")
+EOF
+echo "model: $MODEL_PATH (data: $BIN; sentencepiece: $SRC_SPM$([ "$SRC_SPM" = "$TGT_SPM" ] || echo ", $TGT_SPM"))"
+echo "report: $OUT/report.md; the data's report: $DATA/report.md"
+for export in $EXPORT; do echo "export ($export): $WORK/$export"; done

@@ -1,0 +1,104 @@
+"""recipes/parallel_text.sh on real text at toy size: from two files and from a TSV, to scores, a report and
+exports; a re-run; a changed setting; hostile input and a corpus too small, each stopped with its message."""
+
+import json
+import os
+import re
+
+import pytest
+
+from helpers import real_english_german, run_recipe
+
+TOY = dict(TOY="1", TOY_MAX_UPDATE="40", TOY_WARMUP="20", TOY_SAVE_INTERVAL_UPDATES="10", TOY_AVERAGE_LAST="2",
+           TOY_VOCAB_SIZE="500", SRC="en", TGT="de", OMP_NUM_THREADS="1")  # fmt: skip
+PAIRS = 6000
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("parallel text")  # a path with a space
+    pairs = real_english_german(PAIRS)
+    for lang, i in (("en", 0), ("de", 1)):
+        (root / f"train.{lang}").write_text("".join(p[i] + "\n" for p in pairs), encoding="utf-8")
+    (root / "pairs.tsv").write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def two_files_run(corpus):
+    work = corpus / "work"
+    proc = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return work, proc.stdout
+
+
+def test_two_files_to_scores_a_report_and_exports(two_files_run):
+    work, out = two_files_run
+    for stage in ("1", "2a", "2b-en", "2b-de", "3", "4", "5", "6", "7", "8", "9-ct2", "9-hf"):
+        assert f"==== stage {stage}:" in out
+    report = json.loads((work / "data" / "report.json").read_text())
+    assert report["pairs"]["valid"] == report["pairs"]["test"] == 200 and report["pairs"]["train"] > 4000
+    assert report["scripts"] == {"en": "LATIN", "de": "LATIN"} and report["langid"] == "py3langid, en, de"
+    assert "a duplicate of an earlier pair" in report["changes_and_drops"]
+    scores = json.loads((work / "results" / "scores.test.json").read_text())
+    assert scores["sentences"] == 200 and 0 <= scores["chrf"] <= 100
+    assert len((work / "results" / "hypotheses.test.txt").read_text().splitlines()) == 200
+    assert re.search(r"^sacreBLEU \d+\.\d\d  chrF \d+\.\d\d  \(200 test sentences\)$", out, flags=re.M)
+    assert "nrefs:1|case:mixed|eff:no|tok:13a" in out and "nc:6|nw:0" in out  # both signatures, sacreBLEU's and chrF's
+    assert f"model: {work}/checkpoints/average.pt" in out and f"report: {work}/results/report.md" in out
+    assert (work / "results" / "report.md").exists() and (work / "ct2" / "model.bin").exists()
+    assert (work / "hf" / "config.json").exists()
+    assert "small (under 100k pairs)" in out and "a joint vocabulary of 500" in out
+
+
+def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(two_files_run, corpus):
+    work, _ = two_files_run
+    again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
+    assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 12
+    changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), **dict(TOY, TOY_VOCAB_SIZE="400"))
+    assert changed.returncode == 3
+    assert "stage 4 (training) was done, but stage 2a, whose outputs it reads, is redone (VOCAB_SIZE was 500, now 400)" \
+        in changed.stderr  # fmt: skip
+
+
+def test_a_tsv_gives_the_data_of_the_two_files(two_files_run, corpus, tmp_path):
+    work, _ = two_files_run
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus / "pairs.tsv"), **dict(TOY, TOY_MAX_UPDATE="20"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("train.en", "train.de", "valid.de", "test.en"):
+        assert (tmp_path / "w" / "data" / name).read_bytes() == (work / "data" / name).read_bytes()
+
+
+def test_hostile_input_stops_at_its_stage_naming_the_file(corpus, tmp_path):
+    """A U+2028 inside an English line, where some tool on the way split the German file: one line more."""
+    bad = tmp_path / "bad"
+    english = (corpus / "train.en").read_text().split("\n")[:-1]
+    german = (corpus / "train.de").read_text().split("\n")[:-1]
+    i = next(i for i in range(99, len(english)) if " " in english[i] and " " in german[i])
+    english[i] = english[i].replace(" ", "\u2028", 1)
+    german[i : i + 1] = german[i].split(" ", 1)
+    (tmp_path / "bad.en").write_text("".join(line + "\n" for line in english))
+    (tmp_path / "bad.de").write_text("".join(line + "\n" for line in german))
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(bad), **TOY)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"error: {bad}.en has {PAIRS} lines and {bad}.de has {PAIRS + 1}" in proc.stderr
+    assert f"{bad}.en has 1 line with a U+2028 LINE SEPARATOR (the first: line {i + 1})" in proc.stderr
+    assert "FAILED: stage 1: check, clean and split" in proc.stderr
+    assert not (tmp_path / "w" / ".done" / "1").exists()
+
+
+def test_a_corpus_too_small_is_refused_before_any_work(corpus, tmp_path):
+    for lang in ("en", "de"):
+        (tmp_path / f"small.{lang}").write_text("\n".join((corpus / f"train.{lang}").read_text().splitlines()[:500]) + "\n")
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(tmp_path / "small"), **TOY)
+    assert proc.returncode == 2 and "TRAIN has 500 lines: too few to train a translation model" in proc.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                      MIN_PAIRS="5000")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"en-de: {PAIRS} lines, small (under 100k pairs): vaswani_base --d-ff 1024 --attention-heads 4 P_drop 0.3, a " \
+           "joint vocabulary of 500" in proc.stdout  # fmt: skip (under 10k lines: 500 pieces)
+    assert "--patience 10" in proc.stdout and not os.path.exists(tmp_path / "w")
