@@ -78,6 +78,8 @@ def test_last_update_checkpoints_are_picked_newest_first(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"found 5 \(update 100, update 200, update 300, update 400, update 1000\)"):
         last_checkpoints(str(tmp_path), 6, update_based=True)
     assert [os.path.basename(p) for _, p in last_checkpoints(str(tmp_path), 1, update_based=False)] == ["checkpoint3.pt"]
+    # a training that stopped early (--patience) saved fewer: all of them, with --or-fewer
+    assert [u for u, _ in last_checkpoints(str(tmp_path), 6, update_based=True, fewer=True)] == [1000, 400, 300, 200, 100]
 
 
 def test_a_state_saved_only_at_an_epoch_end_is_averaged(tmp_path, capsys):
