@@ -62,9 +62,12 @@ def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(t
 
 
 def test_a_tsv_gives_the_data_of_the_two_files(two_files_run, corpus, tmp_path):
+    """And validation by BLEU: two workers sum its counts into float64 arrays, which the checkpoints hold."""
     work, _ = two_files_run
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus / "pairs.tsv"), **dict(TOY, TOY_MAX_UPDATE="20"))
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus / "pairs.tsv"), EVAL_BLEU="1",
+                      **dict(TOY, TOY_MAX_UPDATE="20"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert '"valid_best_bleu"' in (tmp_path / "w" / "train.log").read_text()
     for name in ("train.en", "train.de", "valid.de", "test.en"):
         assert (tmp_path / "w" / "data" / name).read_bytes() == (work / "data" / name).read_bytes()
 

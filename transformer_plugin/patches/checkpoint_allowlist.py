@@ -6,8 +6,8 @@ classes may be rebuilt. Stock fairseq then fails on its own checkpoints (fairseq
 classes that fairseq checkpoints hold, and nothing else:
 
 - ``argparse.Namespace``: the ``args`` of checkpoints written by older fairseq versions;
-- numpy int64 arrays (their class, dtype and rebuild function): the ``--eval-bleu`` counts saved
-  in ``extra_state``;
+- numpy int64 and float64 arrays (their class, dtypes and rebuild function): the ``--eval-bleu``
+  counts saved in ``extra_state`` (float64 where data-parallel workers summed them);
 - omegaconf containers and nodes, ``typing.Any``, ``collections.defaultdict`` and fairseq's
   ``_TensorPlaceholder``: in distributed training rank 0 loads the checkpoint and re-pickles the
   loaded state (its config as a ``DictConfig``) to broadcast it to the other ranks.
@@ -52,10 +52,12 @@ _reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._recon
 
 FAIRSEQ_CHECKPOINT_GLOBALS = [
     argparse.Namespace,
-    # --eval-bleu metrics: numpy arrays of int64 counts, written under numpy 2 or numpy 1
+    # --eval-bleu metrics: numpy arrays of int64 counts (float64 once data-parallel workers summed them),
+    # written under numpy 2 or numpy 1
     np.ndarray,
     np.dtype,
     type(np.dtype(np.int64)),
+    type(np.dtype(np.float64)),
     (_reconstruct, "numpy._core.multiarray._reconstruct"),
     (_reconstruct, "numpy.core.multiarray._reconstruct"),
     # distributed resume: the re-pickled state of rank 0

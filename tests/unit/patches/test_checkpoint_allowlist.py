@@ -47,12 +47,14 @@ def test_checkpoint_classes_load(tmp_path):
         "args": argparse.Namespace(arch="vaswani_tiny", lr=[0.1]),
         "cfg": None,
         "model": {"w": torch.ones(2)},
-        "extra_state": {"metrics": {"_bleu_counts": np.array([14, 1, 0, 0], dtype=np.int64)}},
-    }
+        "extra_state": {"metrics": {"_bleu_counts": np.array([14, 1, 0, 0], dtype=np.int64),
+                                    "summed": np.array([28.0, 2.0, 0.0, 0.0])}},  # as two workers' sum
+    }  # fmt: skip
     torch.save(state, path)
     loaded = load_checked(path)
     assert loaded["args"].arch == "vaswani_tiny"
     assert loaded["extra_state"]["metrics"]["_bleu_counts"].tolist() == [14, 1, 0, 0]
+    assert loaded["extra_state"]["metrics"]["summed"].tolist() == [28.0, 2.0, 0.0, 0.0]
 
 
 def test_distributed_broadcast_payload_loads():
