@@ -121,6 +121,44 @@ trap 'status=$?
 #   paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"
 #   paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"
 #   paper_flags DECODING decoding --parsing     # Section 6.3
+# binarize_stages ID WORKERS [--joined-dictionary]: fairseq-preprocess of $SPM/{train,valid,test}.sp.{$SRC,$TGT}
+# into $BIN, as stage ID. With SHARDS=N > 1, for corpora too large for one binarization: the training text in N
+# round-robin shards (preprocess/shards.py), one dictionary from all of it (--dict-only, in $BIN/dict), and
+# each shard binarized with it into $BIN/shard<i>, valid and test into the first. Sets TRAIN_DATA (what
+# fairseq-train reads: $BIN, or the shards colon-joined, one per epoch in turn) and EVAL_DATA (the directory
+# holding the dictionaries, valid and test).
+binarize_stages() {
+  local id=$1 workers=$2 dict_args=("${@:3}") shards=${SHARDS:-1} i paths=() what
+  what="fairseq-preprocess$([ ${#dict_args[@]} = 0 ] || echo " with a joined dictionary")"
+  if ! [[ $shards =~ ^[1-9][0-9]*$ ]]; then echo "SHARDS=$shards: a number of shards, 1 or more" >&2; exit 2; fi
+  if [ "$shards" = 1 ]; then
+    data_stage --clears "$BIN" "$id" "$what" \
+      fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
+        --trainpref "$SPM/train.sp" --validpref "$SPM/valid.sp" --testpref "$SPM/test.sp" \
+        "${dict_args[@]}" --destdir "$BIN" --workers "$workers"
+    TRAIN_DATA=$BIN; EVAL_DATA=$BIN
+    return
+  fi
+  data_stage --clears "$SPM/shards" "${id}a" "the training text in $shards shards (SHARDS), pair i in shard i mod $shards" \
+    "$PY" -m preprocess.shards split --prefix "$SPM/train.sp" --langs "$SRC" "$TGT" --shards "$shards" --out "$SPM/shards"
+  data_stage --clears "$BIN/dict" "${id}b" "one dictionary from all the training text, for every shard" \
+    fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" --trainpref "$SPM/train.sp" "${dict_args[@]}" \
+      --dict-only --destdir "$BIN/dict" --workers "$workers"
+  for ((i = 0; i < shards; i++)); do
+    local eval_sets=()
+    [ $i != 0 ] || eval_sets=(--validpref "$SPM/valid.sp" --testpref "$SPM/test.sp")
+    data_stage --clears "$BIN/shard$i" "${id}c-shard$i" "$what: shard $i of $shards$([ $i != 0 ] || echo ", valid and test")" \
+      fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" --trainpref "$SPM/shards/train.sp.shard$i" \
+        "${eval_sets[@]}" --srcdict "$BIN/dict/dict.$SRC.txt" --tgtdict "$BIN/dict/dict.$TGT.txt" --destdir "$BIN/shard$i" --workers "$workers"
+    paths+=("$BIN/shard$i")
+  done
+  TRAIN_DATA=$(IFS=:; echo "${paths[*]}"); EVAL_DATA=$BIN/shard0
+}
+
+# log_interval MAX_UPDATE EVERY: fairseq-train's --log-interval, EVERY or less, so that even a short run
+# logs its training loss (the report plots it) at least 10 times
+log_interval() { local every=$(($1 / 10)); echo $((every < 1 ? 1 : every < $2 ? every : $2)); }
+
 paper_flags() {
   local -n flags_into=$1
   local flags options=()

@@ -38,6 +38,7 @@ LANGID=${LANGID:-1}                        # 0: no language identification (py3l
 MAX_WORDS=${MAX_WORDS:-250}; MAX_RATIO=${MAX_RATIO:-3}   # longest side, longest/shortest side
 MIN_PAIRS=${MIN_PAIRS:-10000}              # fewer training lines stop the recipe (OPUS-MT does not train below 10k)
 SEED=${SEED:-1}
+SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
 
 # ---- settings by the corpus's size: preprocess/parallel_text.py settings (docs/parallel-text.md) ---------
 PY=${VENV_PYTHON:-python}
@@ -52,10 +53,11 @@ DROPOUT=${DROPOUT:-$AUTO_DROPOUT}                # P_drop
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-$AUTO_TOKENS_PER_UPDATE}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
 MAX_UPDATE=${MAX_UPDATE:-$AUTO_MAX_UPDATE}       # at most; training also stops after PATIENCE validations without gain
 PATIENCE=${PATIENCE:-10}                         # fairseq's --patience (0: off)
-SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-1000}   # and validation
+SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-}   # and validation; empty: 1000, or MAX_UPDATE/20 if less
 EVAL_BLEU=${EVAL_BLEU:-0}                        # 1: validation BLEU, the best checkpoint by it
 AVERAGE_LAST=${AVERAGE_LAST:-5}
-WARMUP=${WARMUP:-}; LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # empty: the paper's
+WARMUP=${WARMUP:-}                               # empty: the paper's 4000, or MAX_UPDATE/6 if less, at the same peak
+LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # empty: the paper's
 EXPORT=${EXPORT:-}                               # ct2 and/or hf
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
@@ -67,6 +69,18 @@ if [ "$TOY" = 1 ]; then                          # the same stages at toy size, 
   MIN_PAIRS=${TOY_MIN_PAIRS:-1000}
 fi
 # -----------------------------------------------------------------------------------------------------------
+
+# A short MAX_UPDATE (docs/parallel-text.md). Eq. (3) warms up over the paper's 4000 updates (Section 5.3) when
+# MAX_UPDATE leaves room for it; a shorter budget warms up over a sixth of it, the curve scaled to keep the
+# paper's peak, (d_model * 4000)^-0.5 (--peak-warmup-updates): 1,200 updates would otherwise end at 30% of it.
+# Checkpoints (and validations) come every 1000 updates, or 20 times in all, so the last 5 span a quarter of it.
+PAPER_WARMUP=4000; PEAK_WARMUP_ARGS=()
+if [ -z "$WARMUP" ] && [ $((MAX_UPDATE / 6)) -lt "$PAPER_WARMUP" ]; then
+  WARMUP=$((MAX_UPDATE / 6 > 0 ? MAX_UPDATE / 6 : 1)); PEAK_WARMUP_ARGS=(--peak-warmup-updates "$PAPER_WARMUP")
+fi
+if [ -z "$SAVE_INTERVAL_UPDATES" ]; then
+  SAVE_INTERVAL_UPDATES=$((MAX_UPDATE / 20 > 1000 ? 1000 : MAX_UPDATE / 20 > 0 ? MAX_UPDATE / 20 : 1))
+fi
 
 if [ "$AUTO_PAIRS" -lt "$MIN_PAIRS" ]; then
   echo "TRAIN has $AUTO_PAIRS lines: too few to train a translation model from scratch (MIN_PAIRS=$MIN_PAIRS; OPUS-MT" \
@@ -117,19 +131,17 @@ done
 # ---- 3. binarize ---------------------------------------------------------------------------------------------
 DICT_ARGS=(); SHARE=(--share-all-embeddings)
 if [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); else SHARE=(--share-decoder-input-output-embed); fi
-data_stage --clears "$BIN" 3 "fairseq-preprocess$([ "$JOINT_VOCAB" != 1 ] || echo " with a joined dictionary")" \
-  fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
-    --trainpref "$SPM/train.sp" --validpref "$SPM/valid.sp" --testpref "$SPM/test.sp" \
-    "${DICT_ARGS[@]}" --destdir "$BIN" --workers "$(nproc)"
+binarize_stages 3 "$(nproc)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
 
 # ---- 4. training ----------------------------------------------------------------------------------------------
 paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
 read -r -a MODEL <<< "$MODEL_FLAGS"
-TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "${MODEL[@]}" --dropout "$DROPOUT" "${SHARE[@]}"
-  "${TRAINING[@]}" --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
+TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "${MODEL[@]}" --dropout "$DROPOUT" "${SHARE[@]}"
+  "${TRAINING[@]}" "${PEAK_WARMUP_ARGS[@]}" --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
-  --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
+  --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")"
+  "${PRECISION_ARGS[@]}")
 [ "$PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PATIENCE")
 if [ "$EVAL_BLEU" = 1 ]; then
   TRAIN_ARGS+=(--eval-bleu --eval-bleu-args '{"beam": 4, "lenpen": 0.6, "max_len_a": 1, "max_len_b": 50}'
@@ -147,7 +159,7 @@ stage 5 "average the last $AVERAGE_LAST checkpoints (fewer if training stopped e
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
 stage 6 "fairseq-generate the test set: ${DECODING[*]}" \
   capture "$OUT/generate.test.out" \
-    fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
+    fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
       "${DECODING[@]}" --post-process sentencepiece --batch-size 128
 stage 7 "sacreBLEU and chrF on the test set" \
   "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.test.out" \
@@ -155,16 +167,16 @@ stage 7 "sacreBLEU and chrF on the test set" \
     --label "$SRC-$TGT, average of the last $AVERAGE_LAST checkpoints" --paper "no paper figure: your corpus"
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
-    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" --checkpoint "$MODEL_PATH" --data "$BIN" \
+    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
     --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$AUTO_PAIRS lines ($AUTO_SIZE_CLASS), vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
 
 # ---- 9. exports ----------------------------------------------------------------------------------------------
 for export in $EXPORT; do
   case $export in
     ct2) stage 9-ct2 "CTranslate2 model" "$PY" -m transformer_plugin_cli.serving.export_ctranslate2 \
-           --model_path "$MODEL_PATH" --data_dir "$BIN" --output_dir "$WORK/ct2" --force ;;
+           --model_path "$MODEL_PATH" --data_dir "$EVAL_DATA" --output_dir "$WORK/ct2" --force ;;
     hf) stage 9-hf "Hugging Face Transformers model (MarianMT)" "$PY" -m transformer_plugin_cli.serving.export_transformers \
-          --model_path "$MODEL_PATH" --data_dir "$BIN" --spm "$SRC_SPM" --target_spm "$TGT_SPM" \
+          --model_path "$MODEL_PATH" --data_dir "$EVAL_DATA" --spm "$SRC_SPM" --target_spm "$TGT_SPM" \
           --scores "test=$OUT/scores.test.json" --output_dir "$WORK/hf" --force ;;
     *) echo "EXPORT=$EXPORT: ct2 and/or hf" >&2; exit 2 ;;
   esac
@@ -179,6 +191,6 @@ scores = json.load(open(sys.argv[1]))
 print(f"sacreBLEU {scores['sacrebleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['sentences']} test sentences)")
 print(f"  {scores['sacrebleu_signature']}\n  {scores['chrf_signature']}")
 EOF
-echo "model: $MODEL_PATH (data: $BIN; sentencepiece: $SRC_SPM$([ "$SRC_SPM" = "$TGT_SPM" ] || echo ", $TGT_SPM"))"
+echo "model: $MODEL_PATH (data: $EVAL_DATA; sentencepiece: $SRC_SPM$([ "$SRC_SPM" = "$TGT_SPM" ] || echo ", $TGT_SPM"))"
 echo "report: $OUT/report.md; the data's report: $DATA/report.md"
 for export in $EXPORT; do echo "export ($export): $WORK/$export"; done

@@ -3,7 +3,7 @@
 # and the stages:
 #   1 fetch, verify, extract, clean and normalise the corpora (preprocess/wmt14.py)
 #   2 a joint sentencepiece vocabulary (BPE ~37k for En-De, unigram 32k word pieces for En-Fr), encode
-#   3 fairseq-preprocess --joined-dictionary
+#   3 fairseq-preprocess --joined-dictionary (SHARDS=N: N data-bins with one dictionary, docs/recipes.md)
 #   4 fairseq-train, data-parallel over every GPU (or CPU workers), ~25k tokens per update
 #   5 average the last 5 (base) / 20 (big) checkpoints (AVERAGE_LAST=1: the last checkpoint, as Table 3)
 #   6 fairseq-generate newstest2014 (EVAL_SUBSET=valid: newstest2013): beam 4, lenpen 0.6, max length input+50
@@ -51,6 +51,7 @@ if [ "$TOY" = 1 ]; then                    # the same recipe at toy size, on CPU
   MAX_PAIRS=${MAX_PAIRS:-20000}            # per corpus, when FROM holds the real archives
 fi
 MAX_PAIRS=${MAX_PAIRS:-}
+SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
 # -----------------------------------------------------------------------------------------------
 
 PY=${VENV_PYTHON:-python}
@@ -88,24 +89,21 @@ prepare_data() {
       --inputs "$DATA"/{train,valid,test}."$SRC" "$DATA"/{train,valid,test}."$TGT" \
       --outputs "$SPM"/{train,valid,test}.sp."$SRC" "$SPM"/{train,valid,test}.sp."$TGT"
 
-  data_stage --clears "$BIN" 3 "fairseq-preprocess with a joined dictionary" \
-    fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
-      --trainpref "$SPM/train.sp" --validpref "$SPM/valid.sp" --testpref "$SPM/test.sp" \
-      --joined-dictionary --destdir "$BIN" --workers "$PREP_WORKERS"
+  binarize_stages 3 "$PREP_WORKERS" --joined-dictionary  # SHARDS=N: N data-bins, one dictionary (lib.sh)
 }
 prepare_data
-if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $BIN"; exit 0; fi
+if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 
 # ---- 4. training -----------------------------------------------------------------------------------
 paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
 # Only the checkpoints averaging reads are kept: the last AVERAGE_LAST saved every SAVE_INTERVAL_UPDATES (the plugin
 # names each by its update, at an epoch end too: transformer_plugin/patches/interval_checkpoints.py), the last and the best.
-TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin"
+TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin"
   --arch "$ARCH" --share-all-embeddings "${TRAINING[@]}"
   --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
-  --log-format json --log-interval "$([ "$TOY" = 1 ] && echo 10 || echo 100)" "${PRECISION_ARGS[@]}")
+  --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")" "${PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 read -r -a EXTRA <<< "$EXTRA_TRAIN_ARGS"
 TRAIN_ARGS+=("${EXTRA[@]}")
@@ -129,7 +127,7 @@ fi
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
 stage "6-$CONFIG" "fairseq-generate $SET: ${DECODING[*]}" \
   capture "$OUT/generate.$EVAL_SUBSET.out" \
-    fairseq-generate "$BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL" \
+    fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$MODEL" \
       --gen-subset "$EVAL_SUBSET" "${DECODING[@]}" \
       --post-process sentencepiece --batch-size 128
 
@@ -143,7 +141,7 @@ stage "7-$CONFIG" "sacreBLEU (detokenized) and tokenized BLEU on $SET" \
 
 stage "8-$CONFIG" "dev perplexity on newstest2013 (per word-piece)" \
   capture "$OUT/validate.log" \
-    fairseq-validate "$BIN" --user-dir "$REPO/transformer_plugin" --task translation --path "$MODEL" \
+    fairseq-validate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --task translation --path "$MODEL" \
       --valid-subset valid --max-tokens 4096 --log-format json
 
 run_stages  # every stage above decided before any work, then run in order

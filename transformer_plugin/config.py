@@ -103,6 +103,14 @@ class VaswaniInverseSqrtConfig(FairseqDataclass):
         metadata={"help": "d_model of Eq. (3); with --arch vaswani_* this is the model's own --d-model"},
     )
     lr_multiplier: float = field(default=1.0, metadata={"help": "factor applied to Eq. (3) (1 in the paper)"})
+    peak_warmup_updates: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "not in the paper: keep Eq. (3)'s peak at its value for this warmup_steps, (d_model * N)^-0.5,"
+            " when --warmup-updates is shorter (the whole curve scaled by (warmup_updates / N)^0.5), for training"
+            " budgets too short for the paper's 4000 warm-up updates; unset: Eq. (3) as written"
+        },
+    )
 
 
 @dataclass

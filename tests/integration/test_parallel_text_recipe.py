@@ -105,3 +105,39 @@ def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
     assert f"en-de: {PAIRS} lines, small (under 100k pairs): vaswani_base --d-ff 1024 --attention-heads 4 P_drop 0.3, a " \
            "joint vocabulary of 500" in proc.stdout  # fmt: skip (under 10k lines: 500 pieces)
     assert "--patience 10" in proc.stdout and not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.parametrize("env,warmup,peak", [
+    (dict(), "4000", None),  # the default budget (30,000 updates) leaves room for the paper's warm-up
+    (dict(MAX_UPDATE="1200"), "200", "4000"),  # a sixth of a short budget, at the paper's peak
+    (dict(MAX_UPDATE="1200", WARMUP="300"), "300", None),  # a WARMUP given is Eq. (3)'s, as written
+])  # fmt: skip
+def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves_20_times(corpus, tmp_path, env, warmup, peak):
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                      MIN_PAIRS="5000", **env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    train = next(line for line in proc.stdout.splitlines() if "fairseq-train" in line and "--warmup-updates" in line)
+    assert f"--warmup-updates {warmup} " in train
+    assert (f"--peak-warmup-updates {peak} " in train) if peak else "--peak-warmup-updates" not in train
+    budget = int(env.get("MAX_UPDATE", 30000))
+    assert f"--log-interval {min(100, budget // 10)} " in train
+    assert f"--save-interval-updates {min(1000, budget // 20)} " in train  # and so validation
+
+
+def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_path):
+    """SHARDS=2 (lib.sh's binarize_stages, run at toy size by the WMT14 recipe's test): training reads the
+    shards colon-joined; generation, the report and the exports read the first, which holds valid and test."""
+    work = tmp_path / "w"
+    proc = run_recipe("parallel_text.sh", work, "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                      MIN_PAIRS="5000", SHARDS="2", EXPORT="ct2 hf")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for header in ("3a: the training text in 2 shards", "3b: one dictionary", "3c-shard0:", "3c-shard1:"):
+        assert f"==== stage {header}" in proc.stdout
+    bins = f"{work}/data-bin/shard0:{work}/data-bin/shard1"
+    assert f"fairseq-train {bins} " in proc.stdout
+    for command in ("fairseq-generate", "export_ctranslate2", "export_transformers", "tools.report"):
+        line = next(line for line in proc.stdout.splitlines() if command in line and line.startswith("+ "))
+        assert f"{work}/data-bin/shard0 " in line and bins not in line, line
+    bad = run_recipe("parallel_text.sh", work, "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                     MIN_PAIRS="5000", SHARDS="0")  # fmt: skip
+    assert bad.returncode == 2 and "SHARDS=0: a number of shards, 1 or more" in bad.stderr

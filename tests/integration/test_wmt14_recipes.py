@@ -454,3 +454,43 @@ def test_table3_toy_row_and_table(toy_run):
     assert float(cells[5]) == round(learned / 1e6, 1)
     extra = learned - base
     assert extra > 0 and extra % (2 * 64) == 0  # d_model of vaswani_tiny = 64
+
+
+# ---- SHARDS: a corpus too large for one binarization -------------------------------------------------------
+
+
+def test_shards_one_dictionary_every_shard_read_in_turn_and_a_rerun_skips_the_shards_made(toy_run, tmp_path):
+    """SHARDS=3: the training text in 3 round-robin shards, one dictionary from all of it, each shard its own
+    data-bin; fairseq-train reads them colon-joined, one per epoch in turn, valid from the first; generation
+    and validation read the first. A run stopped during binarization redoes only the shard it was making."""
+    work = tmp_path / "sharded work"
+    archives = toy_run[0].parent / "archives"
+    env = dict(TOY, SHARDS="3")
+    data = run_recipe("wmt14_en_de_base.sh", work, FROM=str(archives), DATA_ONLY="1", **env)
+    assert data.returncode == 0, data.stdout[-3000:] + data.stderr[-3000:]
+    for header in ("3a: the training text in 3 shards", "3b: one dictionary", "3c-shard0:", "3c-shard1:", "3c-shard2:"):
+        assert f"==== stage {header}" in data.stdout
+    shards = [work / "data-bin" / f"shard{i}" for i in range(3)]
+    assert {len((s / "train.en-de.en.idx").read_bytes()) for s in shards} == {len((shards[0] / "train.en-de.en.idx").read_bytes())}
+    for s in shards:  # one dictionary, from all the text
+        assert (s / "dict.en.txt").read_text() == (work / "data-bin" / "dict" / "dict.en.txt").read_text()
+    assert (shards[0] / "valid.en-de.de.bin").exists() and not list(shards[1].glob("valid*")) + list(shards[2].glob("test*"))
+    assert f"the data is ready in {shards[0]}:{shards[1]}:{shards[2]}" in data.stdout
+
+    shutil.rmtree(shards[2])  # as if stopped while making the last shard: no stamp, a partial directory
+    (work / ".done" / "3c-shard2").unlink()
+    shards[2].mkdir()
+    (shards[2] / "train.en-de.en.bin").write_bytes(b"partial")
+    proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(archives), **env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    blocks = {b.split(":", 1)[0]: b for b in proc.stdout.split("==== stage ")[1:]}
+    skipped = sorted(stage for stage, block in blocks.items() if "done already" in block)
+    assert skipped == ["1", "2a", "2b", "3a", "3b", "3c-shard0", "3c-shard1"]
+    assert "3c-shard2" in blocks and "4-base" in blocks
+    assert (shards[2] / "train.en-de.en.bin").read_bytes() != b"partial"  # the stage cleared what it left
+    log = (work / "base" / "train.log").read_text()
+    loaded = re.findall(r"loaded [\d,]+ examples from: (.+)/train\.en-de\.en$", log, flags=re.M)
+    assert [os.path.basename(p) for p in loaded][:4] == ["shard0", "shard1", "shard2", "shard0"]  # epoch e: shard (e-1) % 3
+    assert re.search(r"loaded [\d,]+ examples from: .+/shard0/valid\.en-de\.en", log)
+    scores = json.loads((work / "base" / "results" / "scores.test.json").read_text())
+    assert scores["sentences"] == 40

@@ -7,6 +7,11 @@ root of the step number; the peak, at step_num = warmup_steps, is (d_model * war
 (6.99e-4 for d_model 512, 4.94e-4 for 1024). ``--lr-multiplier`` scales the whole curve (1 in the
 paper; for users who train with larger batches).
 
+``--peak-warmup-updates N`` (not in the paper, off by default) is for training budgets too short for
+4000 warm-up updates: a shorter ``--warmup-updates`` alone would raise the peak with it, as
+warmup_steps^-0.5. With N set, the curve is scaled by (warmup_updates / N)^0.5 so that it still peaks
+at (d_model * N)^-0.5, the paper's peak for N warm-up updates, reached after ``--warmup-updates``.
+
 step_num counts from 1: the k-th update is taken with lrate(k). fairseq calls ``step_update(n)``
 after n updates, so this sets lrate(n + 1) there.
 
@@ -33,6 +38,14 @@ def paper_lrate(
     return multiplier * d_model**-0.5 * min(step_num**-0.5, step_num * warmup_steps**-1.5)
 
 
+def effective_multiplier(warmup_steps: int, multiplier: float = 1.0, peak_warmup_steps=None) -> float:
+    """The factor on Eq. (3): ``multiplier``, times (warmup_steps / peak_warmup_steps)^0.5 when the peak
+    is held at the one of ``peak_warmup_steps`` warm-up updates (``--peak-warmup-updates``)."""
+    if peak_warmup_steps is None:
+        return multiplier
+    return multiplier * (warmup_steps / peak_warmup_steps) ** 0.5
+
+
 @register_lr_scheduler("vaswani_inverse_sqrt", dataclass=VaswaniInverseSqrtConfig)
 class VaswaniInverseSqrtSchedule(FairseqLRScheduler):
     def __init__(self, cfg: VaswaniInverseSqrtConfig, optimizer):
@@ -50,7 +63,11 @@ class VaswaniInverseSqrtSchedule(FairseqLRScheduler):
             raise ValueError(f"--warmup-updates must be at least 1, got {cfg.warmup_updates}")
         if cfg.lr_multiplier <= 0:
             raise ValueError(f"--lr-multiplier must be positive, got {cfg.lr_multiplier}")
-        self.d_model, self.warmup_steps, self.multiplier = d_model, cfg.warmup_updates, cfg.lr_multiplier
+        peak_warmup = getattr(cfg, "peak_warmup_updates", None)
+        if peak_warmup is not None and peak_warmup < 1:
+            raise ValueError(f"--peak-warmup-updates must be at least 1, got {peak_warmup}")
+        self.d_model, self.warmup_steps = d_model, cfg.warmup_updates
+        self.multiplier = effective_multiplier(cfg.warmup_updates, cfg.lr_multiplier, peak_warmup)
         logger.info(
             f"Eq. (3) with d_model={self.d_model}, warmup_steps={self.warmup_steps}, multiplier={self.multiplier}:"
             f" peak lr {self.lrate(self.warmup_steps):.3e} at update {self.warmup_steps} (--lr is not used)"

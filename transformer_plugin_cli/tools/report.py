@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_plugin.lr_scheduler.inverse_sqrt import paper_lrate  # noqa: E402
+from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, paper_lrate  # noqa: E402
 
 from ..fairseq_output import log_records, numbers  # noqa: E402
 from ..files import atomic_path, exits_on_a_full_disk, write_text  # noqa: E402
@@ -44,7 +44,8 @@ def read_train_log(path: str) -> Dict[str, List[Dict[str, float]]]:
         text = f.read()
     records = {kind: [numbers(record) for record in log_records(text, kind)] for kind in ("train_inner", "valid", "train")}
     if not records["train_inner"]:
-        raise ValueError(f"{path}: no train_inner records; train with --log-format json")
+        raise ValueError(f"{path}: no train_inner records (fairseq-train writes one every --log-interval updates"
+                         " with --log-format json; fewer updates than --log-interval write none)")
     return records
 
 
@@ -73,7 +74,8 @@ def schedule_of(checkpoint: str) -> Dict[str, float]:
     schedule = cfg.get("lr_scheduler") or {}
     if schedule.get("_name") != "vaswani_inverse_sqrt" or not schedule.get("d_model"):
         raise ValueError(f"{checkpoint}: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model and --warmup-updates")
-    return {"d_model": schedule["d_model"], "warmup": schedule["warmup_updates"], "multiplier": schedule.get("lr_multiplier", 1.0)}
+    multiplier = effective_multiplier(schedule["warmup_updates"], schedule.get("lr_multiplier", 1.0), schedule.get("peak_warmup_updates"))
+    return {"d_model": schedule["d_model"], "warmup": schedule["warmup_updates"], "multiplier": multiplier}
 
 
 def plot_lr(records, path: str, d_model: int, warmup: int, multiplier: float = 1.0) -> None:

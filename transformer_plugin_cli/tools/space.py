@@ -199,6 +199,7 @@ def checkpoints_written(words: Sequence[str], plan: Plan) -> Written:
     """What a fairseq-train command keeps and needs at its peak (see the module's docstring)."""
     at = next(i for i, w in enumerate(words) if os.path.basename(w) == "fairseq-train")
     data = words[at + 1] if at + 1 < len(words) and not words[at + 1].startswith("-") else None
+    data = data.split(":")[0] if data else None  # shards (data-bin/shard0:data-bin/shard1): dictionaries in the first
     source, target = flag(words, "--source-lang", flag(words, "-s")), flag(words, "--target-lang", flag(words, "-t"))
     vocab_source = vocab_target = None
     if data:
@@ -269,6 +270,14 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
         words = words[2:]
     if any(os.path.basename(w) == "fairseq-train" for w in words):
         return checkpoints_written(words, plan)
+    if any(os.path.basename(w) == "fairseq-preprocess" for w in words) and "--dict-only" in words:
+        dest = os.path.realpath(flag(words, "--destdir", "data-bin"))
+        trainpref = flag(words, "--trainpref")
+        vocab = next((v for prefix, v in plan.vocabulary.items()
+                      if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)), None)  # fmt: skip
+        if vocab:
+            plan.vocabulary[dest] = vocab
+        return Written(SMALL, 0, "a dictionary")
     if any(os.path.basename(w) == "fairseq-preprocess" for w in words):
         inputs = sum(size_of(f"{prefix}.{lang}", plan) for name in ("--trainpref", "--validpref", "--testpref")
                      for prefix in [flag(words, name)] if prefix
@@ -279,6 +288,8 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
         trainpref = flag(words, "--trainpref")
         vocab = next((v for prefix, v in plan.vocabulary.items()
                       if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)), None)  # fmt: skip
+        srcdict = flag(words, "--srcdict")  # a shard, binarized with the dictionary of all of them
+        vocab = vocab or (plan.vocabulary.get(os.path.dirname(os.path.realpath(srcdict))) if srcdict else None)
         nwords = flag(words, "--nwordssrc")
         if vocab or nwords:
             plan.vocabulary[dest] = _padded(vocab or int(nwords) + 4)
@@ -294,6 +305,15 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
         src, tgt, out = flag(args, "--src"), flag(args, "--tgt"), os.path.realpath(flag(args, "--out"))
         plan.sizes[os.path.join(out, f"train.{src}")] = plan.sizes[os.path.join(out, f"train.{tgt}")] = CLEANED_RATIO * text / 2
         return Written(CLEANED_RATIO * text, text, "your text, cleaned (a copy of it while it is split)", "data")
+    if module == "preprocess.shards" and args[:1] == ["split"]:
+        prefix, out, shards = flag(args, "--prefix"), flag(args, "--out"), int(flag(args, "--shards", 1))
+        written = 0.0
+        for lang in values_after(args, "--langs"):
+            text = size_of(f"{prefix}.{lang}", plan)
+            for i in range(shards):
+                plan.sizes[os.path.realpath(os.path.join(out, f"{os.path.basename(prefix)}.shard{i}.{lang}"))] = text / shards
+            written += text
+        return Written(written, 0, "the training text again, in shards", "data")
     if module == "preprocess.synthetic_pair":
         pairs = sum(int(flag(args, f"--{split}", 0)) for split in ("train", "valid", "test"))
         return Written(SYNTHETIC_PAIR * pairs, 0, f"{pairs:,} synthetic sentence pairs", "data")

@@ -9,10 +9,11 @@ from transformer_plugin.lr_scheduler.inverse_sqrt import VaswaniInverseSqrtConfi
 eq3 = lambda step, d_model, warmup=4000: d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)  # noqa: E731
 
 
-def schedule(d_model, warmup=4000, multiplier=1.0):
+def schedule(d_model, warmup=4000, multiplier=1.0, peak_warmup=None):
     params = [torch.nn.Parameter(torch.zeros(2))]
     optimizer = FairseqAdam(FairseqAdamConfig(lr=[1.0], adam_betas="(0.9, 0.98)", adam_eps=1e-9, tpu=False), params)
-    cfg = VaswaniInverseSqrtConfig(warmup_updates=warmup, d_model=d_model, lr_multiplier=multiplier)
+    cfg = VaswaniInverseSqrtConfig(warmup_updates=warmup, d_model=d_model, lr_multiplier=multiplier,
+                                   peak_warmup_updates=peak_warmup)  # fmt: skip
     return VaswaniInverseSqrtSchedule(cfg, optimizer), optimizer
 
 
@@ -38,7 +39,26 @@ def test_multiplier_scales_the_curve():
     assert optimizer.get_lr() == pytest.approx(2.0 * eq3(50, 512, 100))
 
 
-@pytest.mark.parametrize("kwargs,flag", [(dict(d_model=None), "--d-model"), (dict(d_model=512, warmup=0), "--warmup-updates")])
+@pytest.mark.parametrize("multiplier", [1.0, 0.5])
+def test_peak_warmup_keeps_the_papers_peak_over_a_shorter_warmup(multiplier):
+    """--peak-warmup-updates 4000 with --warmup-updates 200: linear to the peak of 4000 warm-up updates,
+    reached at update 200, then decaying as step_num^-0.5; unset, Eq. (3) as written."""
+    sched, optimizer = schedule(512, warmup=200, multiplier=multiplier, peak_warmup=4000)
+    rates = {}
+    for step in (1, 100, 200, 201, 800, 1200):
+        sched.step_update(step - 1)
+        rates[step] = optimizer.get_lr()
+    assert rates[200] == pytest.approx(multiplier * eq3(4000, 512), rel=1e-12)  # 6.99e-4 times the multiplier
+    assert rates[100] == pytest.approx(rates[200] / 2, rel=1e-12) and rates[1] == pytest.approx(rates[200] / 200)
+    assert rates[800] == pytest.approx(rates[200] / 2, rel=1e-12)  # (800 / 200)^-0.5
+    assert max(rates.values()) == rates[200]
+    sched, optimizer = schedule(512, warmup=200, multiplier=multiplier)
+    sched.step_update(199)
+    assert optimizer.get_lr() == pytest.approx(multiplier * eq3(200, 512, 200))  # the paper's own peak for 200: higher
+
+
+@pytest.mark.parametrize("kwargs,flag", [(dict(d_model=None), "--d-model"), (dict(d_model=512, warmup=0), "--warmup-updates"),
+                                         (dict(d_model=512, peak_warmup=0), "--peak-warmup-updates")])
 def test_bad_configuration_names_the_flag(kwargs, flag):
     with pytest.raises(ValueError, match=flag):
         schedule(**kwargs)

@@ -17,6 +17,12 @@ def test_the_schedule_is_the_one_the_run_used(tmp_path):
     assert schedule_of(ckpt) == {"d_model": 256, "warmup": 200, "multiplier": 0.2263}
 
 
+def test_a_peak_held_over_a_shorter_warmup_is_in_the_curve(tmp_path):
+    ckpt = checkpoint(tmp_path / "p.pt", {"_name": "vaswani_inverse_sqrt", "d_model": 512, "warmup_updates": 200,
+                                         "lr_multiplier": 1.0, "peak_warmup_updates": 4000})  # fmt: skip
+    assert schedule_of(ckpt) == {"d_model": 512, "warmup": 200, "multiplier": pytest.approx((200 / 4000) ** 0.5)}
+
+
 def test_another_schedule_is_named_and_the_flags_asked_for(tmp_path, capsys):
     ckpt = checkpoint(tmp_path / "b.pt", {"_name": "inverse_sqrt", "warmup_updates": 4000})
     with pytest.raises(ValueError, match=r"b\.pt: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model"):
