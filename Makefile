@@ -11,6 +11,7 @@
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
 #   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
 #   make bench-learning   same set-up, then how fast both learn per update on real text (benchmarks/learning.py)
+#   make bench-data   the WMT14 recipe's data stages from 100k to 4M pairs, and fairseq-train's start at 36M (benchmarks/data.py)
 #   make bench-serving    after `make demo`: fairseq-generate against CTranslate2 fp32/int8 on the demo's model
 #   make bench-cluster    two hosts made here against one host at the same world size (root)
 #
@@ -59,7 +60,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
 .PHONY: install check-python test test-unit test-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
-	test-transformers4 demo bench bench-learning bench-serving bench-cluster clean
+	test-transformers4 demo bench bench-learning bench-data bench-serving bench-cluster clean
 
 install: $(STAMP)
 
@@ -172,6 +173,17 @@ bench: $(STAMP)
 # translation catalogues (downloaded with apt-get); both models, two seeds, 1,200 updates: ~3.5 hours on 2 cores.
 bench-learning: $(STAMP)
 	$(PY) -m benchmarks.learning --work runs/learning --out runs/learning/learning.md
+
+# The WMT14 recipe's data stages at growing corpus sizes, sentencepiece's memory per sentence, and fairseq-train's
+# start on data-bins of WMT14 En-De and En-Fr size (benchmarks/data.py, benchmarks/train_start.py; text drawn from
+# wordfreq's word frequencies, installed here only). About 2 hours on 2 cores; 30 GB of disk at the most.
+BENCH_DATA_SIZES ?= 100000 300000 1000000 2000000 4000000
+bench-data: $(STAMP)
+	$(PIP) install -q wordfreq==3.1.1
+	$(PY) -m benchmarks.data --pair en-de --sizes $(BENCH_DATA_SIZES) --spm bpe unigram \
+		--spm-sizes 250000 500000 1000000 2000000 --work runs/bench-data --out runs/bench-data/data.md
+	$(PY) -m benchmarks.train_start --pairs 4500000 36000000 --work runs/bench-train-start \
+		--out runs/bench-train-start/train_start.md
 
 # Serving the demo's averaged model: fairseq-generate with the plugin against CTranslate2 fp32 and int8 (~2 min).
 bench-serving: $(STAMP)

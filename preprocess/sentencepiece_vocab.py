@@ -14,10 +14,11 @@ fairseq-generate ``--post-process sentencepiece`` turns pieces back into text.
 """
 
 import argparse
+import itertools
 import os
 import re
 import sys
-from typing import List
+from typing import List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.files import atomic_path, exits_on_a_full_disk
 
@@ -26,16 +27,96 @@ class VocabularyTooLargeError(ValueError):
     """The training text has fewer distinct pieces than the vocabulary size asked for."""
 
 
+class NotEnoughMemoryError(MemoryError):
+    """sentencepiece would need more memory for its sample than the machine has."""
+
+
+# sentencepiece's trainer loads every sentence of its sample and, for unigram, a suffix array over them: its
+# peak resident memory grows with the characters it loads. Measured with benchmarks/data.py --spm on text
+# drawn from real word frequencies, 250k to 2M sentences of 134 characters (docs/benchmarks.md): bytes = fixed
+# + per character, a line above every measured point (BPE: 0.22 GB at 250k sentences, 1.08 GB at 2M, its growth
+# slowing as fewer new words come; unigram: 0.75 GB at 250k, 2.89 GB at 1M, 2.8 GB more per million).
+MEMORY_FIXED = {"bpe": 0.15e9, "unigram": 0.1e9}
+MEMORY_PER_CHARACTER = {"bpe": 4.0, "unigram": 21.5}
+
+
+def memory_needed(model_type: str, sentences: int, mean_characters: float) -> float:
+    """About how many bytes sentencepiece's ``model_type`` trainer needs for ``sentences`` sentences of
+    ``mean_characters`` characters (bytes of UTF-8 text, a close proxy) on average."""
+    return MEMORY_FIXED[model_type] + MEMORY_PER_CHARACTER[model_type] * sentences * mean_characters
+
+
+def available_memory() -> Optional[float]:
+    """Bytes this process may still allocate: the kernel's MemAvailable, or less under a cgroup limit."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            found += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except OSError:
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            current = int(f.read())
+        if limit != "max":
+            found.append(int(limit) - current)
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def text_size(paths: Sequence[str]) -> Tuple[int, int]:
+    """(lines, bytes) of the files, read in large blocks."""
+    lines = size = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                lines += block.count(b"\n")
+                size += len(block)
+    return lines, size
+
+
+def round_down(n: int) -> int:
+    """``n`` rounded down to two significant digits (3,456,789 -> 3,400,000)."""
+    step = 10 ** max(0, len(str(n)) - 2)
+    return n // step * step
+
+
+def check_memory(inputs: Sequence[str], model_type: str, input_sentence_size: int, name: str,
+                 available: Optional[float] = None) -> None:  # fmt: skip
+    """Stop before training when the sample would not fit: NotEnoughMemoryError naming ``name`` (the
+    setting of the sample's size: a recipe's variable), with the largest sample that would."""
+    available = available_memory() if available is None else available
+    if available is None:
+        return
+    lines, size = text_size(inputs)
+    sentences = min(lines, input_sentence_size)
+    mean = size / max(lines, 1)
+    needed = memory_needed(model_type, sentences, mean)
+    if needed <= available:
+        return
+    fits = max(0, int((available - MEMORY_FIXED[model_type]) / (MEMORY_PER_CHARACTER[model_type] * mean)))
+    raise NotEnoughMemoryError(
+        f"sentencepiece's {model_type} training on {sentences:,} sentences of {', '.join(inputs)} ({mean:.0f} characters"
+        f" on average) needs about {needed / 1e9:.1f} GB of memory, and {available / 1e9:.1f} GB is available here:"
+        f" set {name} to {round_down(fits):,} or fewer sentences (a sample; docs/benchmarks.md has the"
+        f" measurements), or train the vocabulary on a machine with more memory"
+    )
+
+
 def train(inputs: List[str], model_prefix: str, vocab_size: int, model_type: str = "bpe",
           character_coverage: float = 1.0, input_sentence_size: int = 10_000_000, threads: int = 2,
-          vocab_size_name: str = "--vocab-size") -> str:  # fmt: skip
+          vocab_size_name: str = "--vocab-size", sample_name: str = "--input-sentence-size") -> str:  # fmt: skip
     """Learn the joint model; returns the .model path. ``vocab_size_name``: what the user set the
-    vocabulary size with (a recipe's variable), named when the text is too small for it."""
+    vocabulary size with (a recipe's variable), named when the text is too small for it; ``sample_name``
+    likewise for the sample's size, named when the sample would not fit in memory."""
     import sentencepiece as spm
 
     for path in inputs:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"training text {path} does not exist")
+    check_memory(inputs, model_type, input_sentence_size, sample_name)
     os.makedirs(os.path.dirname(os.path.abspath(model_prefix)), exist_ok=True)
     tmp_prefix = model_prefix + ".tmp"
     try:
@@ -71,8 +152,9 @@ def _train(spm, inputs, tmp_prefix, vocab_size, model_type, character_coverage, 
     )
 
 
-def encode(model: str, inputs: List[str], outputs: List[str]) -> List[int]:
-    """Encode each input into its output; returns the line counts."""
+def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, batch: int = 10_000) -> List[int]:
+    """Encode each input into its output, ``batch`` lines at a time on ``threads`` of sentencepiece's own
+    threads (1.9x as fast with 2 as with 1; memory bounded by ``batch``); returns the line counts."""
     import sentencepiece as spm
 
     if len(inputs) != len(outputs):
@@ -82,9 +164,13 @@ def encode(model: str, inputs: List[str], outputs: List[str]) -> List[int]:
     for src, dst in zip(inputs, outputs):
         n = 0
         with open(src, encoding="utf-8") as fin, atomic_path(dst) as tmp, open(tmp, "w", encoding="utf-8") as fout:
-            for line in fin:
-                fout.write(" ".join(processor.encode(line.rstrip("\n"), out_type=str)) + "\n")
-                n += 1
+            while True:
+                lines = [line.rstrip("\n") for line in itertools.islice(fin, batch)]
+                if not lines:
+                    break
+                pieces = processor.encode(lines, out_type=str, num_threads=threads)
+                fout.writelines(" ".join(p) + "\n" for p in pieces)
+                n += len(lines)
         counts.append(n)
     return counts
 
@@ -103,21 +189,24 @@ def main(argv=None) -> int:
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--vocab-size-name", default="--vocab-size",
                    help="the setting to name when the text is too small for the size (a recipe's variable)")
+    t.add_argument("--input-sentence-size-name", default="--input-sentence-size",
+                   help="the setting to name when the sample would not fit in memory (a recipe's variable)")
     e = sub.add_parser("encode", help="split text into pieces")
     e.add_argument("--model", required=True)
     e.add_argument("--inputs", nargs="+", required=True)
     e.add_argument("--outputs", nargs="+", required=True)
+    e.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="sentencepiece's threads")
     args = parser.parse_args(argv)
     if args.command == "train":
         try:
             path = train(args.inputs, args.model_prefix, args.vocab_size, args.model_type, args.character_coverage,
-                         args.input_sentence_size, args.threads, args.vocab_size_name)  # fmt: skip
-        except (VocabularyTooLargeError, FileNotFoundError) as e:
+                         args.input_sentence_size, args.threads, args.vocab_size_name, args.input_sentence_size_name)  # fmt: skip
+        except (VocabularyTooLargeError, NotEnoughMemoryError, FileNotFoundError) as e:
             print(f"sentencepiece_vocab: error: {e}", file=sys.stderr)
             return 2
         print(f"sentencepiece {args.model_type} model with {args.vocab_size} pieces: {path}")
     else:
-        for src, dst, n in zip(args.inputs, args.outputs, encode(args.model, args.inputs, args.outputs)):
+        for src, dst, n in zip(args.inputs, args.outputs, encode(args.model, args.inputs, args.outputs, args.threads)):
             print(f"encoded {n} lines: {src} -> {dst}")
     return 0
 

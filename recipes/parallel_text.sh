@@ -108,7 +108,7 @@ data_stage 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text p
 
 # ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences -----------------------------------------------
 SPM_ARGS=(--vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --input-sentence-size "$SPM_SAMPLE"
-  --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE")
+  --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE" --input-sentence-size-name SPM_SAMPLE)
 if [ "$JOINT_VOCAB" = 1 ]; then
   data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
     "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
@@ -125,7 +125,7 @@ for side in "$SRC" "$TGT"; do
   model=$([ "$side" = "$SRC" ] && echo "$SRC_SPM" || echo "$TGT_SPM")
   data_stage "2b-$side" "encode train, valid and test ($side) into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" \
-      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side"
+      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(nproc)"
 done
 
 # ---- 3. binarize ---------------------------------------------------------------------------------------------

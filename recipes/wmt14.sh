@@ -27,6 +27,8 @@ WORK=${WORK:-runs/wmt14_${SRC}_${TGT}$([ "$TOY" != 1 ] || echo _toy)}  # data sh
 FROM=${FROM:-}                             # directory holding the archives (offline); empty: download
 IGNORE_PINNED_MD5=${IGNORE_PINNED_MD5:-0}  # 1: test sets that differ from sacreBLEU's md5 only warn (toy archives)
 PREP_WORKERS=${PREP_WORKERS:-$(nproc)}     # processes for normalisation
+SPM_SAMPLE=${SPM_SAMPLE:-$([ "$SPM_TYPE" = unigram ] && echo 3000000 || echo 10000000)}  # sentences sentencepiece
+                                           # learns from: its memory grows with them (docs/benchmarks.md), not the corpus
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}  # Section 5.1: ~25,000 source + 25,000 target tokens
 MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}  # what one GPU holds; more GPUs -> less accumulation
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}  # GPUs per machine (0: CPU workers; TOY=1: 0 unless set)
@@ -79,15 +81,17 @@ prepare_data() {
   data_stage 1 "WMT14 $PAIR: fetch, verify, extract, clean, normalise" \
     "$PY" -m preprocess.wmt14 prepare "${PREPARE_ARGS[@]}"
 
+  local SAMPLE_ARGS=()  # the module's default, 10M, is not written out: stamps made before SPM_SAMPLE still hold
+  [ "$SPM_SAMPLE" = 10000000 ] || SAMPLE_ARGS=(--input-sentence-size "$SPM_SAMPLE")
   data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
     "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
       --model-prefix "$SPM/spm" --vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --threads "$PREP_WORKERS" \
-      --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE"
+      "${SAMPLE_ARGS[@]}" --input-sentence-size-name SPM_SAMPLE --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE"
 
   data_stage 2b "encode train, valid and test into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$SPM/spm.model" \
       --inputs "$DATA"/{train,valid,test}."$SRC" "$DATA"/{train,valid,test}."$TGT" \
-      --outputs "$SPM"/{train,valid,test}.sp."$SRC" "$SPM"/{train,valid,test}.sp."$TGT"
+      --outputs "$SPM"/{train,valid,test}.sp."$SRC" "$SPM"/{train,valid,test}.sp."$TGT" --threads "$PREP_WORKERS"
 
   binarize_stages 3 "$PREP_WORKERS" --joined-dictionary  # SHARDS=N: N data-bins, one dictionary (lib.sh)
 }

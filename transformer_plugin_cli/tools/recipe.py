@@ -58,7 +58,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 # from it), where and how long the machines of a training wait for each other, and which of its epochs'
 # checkpoints a training keeps beside those averaging reads (the recipes kept them until 2026-11-26).
 HOW_ONLY_OPTIONS = ("--workers", "--threads", "--heartbeat-timeout", "--rdzv-conf", "--master-addr",
-                    "--master-port", "--distributed-port", "--keep-last-epochs")  # fmt: skip
+                    "--master-port", "--distributed-port", "--keep-last-epochs", "--input-sentence-size-name")  # fmt: skip
 HOW_ONLY_FLAGS = ("--no-epoch-checkpoints",)
 # the functions of lib.sh a stage's command may start with: the engine runs them (see run_command)
 TRAINING_LAUNCHERS = ("train_workers", "launch_training")

@@ -1,5 +1,8 @@
 """The joint vocabulary: one model for both sides, lossless encoding, line counts kept."""
 
+import re
+
+import pytest
 import sentencepiece as spm
 
 from preprocess.sentencepiece_vocab import encode, train
@@ -21,6 +24,20 @@ def test_joint_bpe_round_trip(tmp_path):
         assert all(" " in line for line in encoded)  # split into pieces
 
 
+def test_batches_on_threads_encode_as_line_by_line(tmp_path):
+    """encode() takes batches of lines on sentencepiece's threads: the same pieces, in order, as one line
+    at a time, whatever the batch (one that does not divide the line count, one larger than the file)."""
+    generate(str(tmp_path), train=500, valid=5, test=5, seed=1)
+    text = str(tmp_path / "train.src")
+    model = train([text, str(tmp_path / "train.tgt")], str(tmp_path / "spm"), vocab_size=300)
+    processor = spm.SentencePieceProcessor(model_file=model)
+    expected = [" ".join(processor.encode(line, out_type=str)) for line in open(text, encoding="utf-8").read().splitlines()]
+    for threads, batch in ((1, 10_000), (2, 7), (3, 499)):
+        out = str(tmp_path / f"out.{threads}")
+        assert encode(model, [text], [out], threads=threads, batch=batch) == [500]
+        assert open(out, encoding="utf-8").read().splitlines() == expected
+
+
 def test_a_vocabulary_too_large_for_the_text_is_named(tmp_path, capsys):
     from preprocess.sentencepiece_vocab import main
 
@@ -32,3 +49,24 @@ def test_a_vocabulary_too_large_for_the_text_is_named(tmp_path, capsys):
     error = capsys.readouterr().err
     assert "TOY_VOCAB_SIZE=400 is more than the training text" in error and str(text) in error
     assert not list((tmp_path / "spm").iterdir())  # nothing half-written
+
+
+def test_a_sample_too_large_for_the_memory_stops_before_training_naming_the_setting(tmp_path, monkeypatch, capsys):
+    """The memory check runs before sentencepiece loads anything: it names the recipe's variable and a
+    sample that fits (memory_needed of that sample is within what is available)."""
+    from preprocess import sentencepiece_vocab as sv
+
+    text = tmp_path / "train.en"
+    text.write_text("".join(f"sentence number {i} with a few words in it\n" for i in range(20_000)))
+    lines, size = sv.text_size([str(text)])
+    available = sv.memory_needed("unigram", 10_000, size / lines)  # room for about half of it
+    with pytest.raises(sv.NotEnoughMemoryError) as e:
+        sv.check_memory([str(text)], "unigram", 10_000_000, "SPM_SAMPLE", available=available)
+    fits = int(re.search(r"set SPM_SAMPLE to ([\d,]+) or fewer", str(e.value)).group(1).replace(",", ""))
+    assert 0 < fits <= 10_000 and sv.memory_needed("unigram", fits, size / lines) <= available
+    assert f"training on 20,000 sentences of {text}" in str(e.value)
+    sv.check_memory([str(text)], "unigram", fits, "SPM_SAMPLE", available=available)  # a sample that fits passes
+    monkeypatch.setattr(sv, "available_memory", lambda: available)
+    code = sv.main(["train", "--inputs", str(text), "--model-prefix", str(tmp_path / "spm"), "--vocab-size", "100",
+                    "--model-type", "unigram", "--input-sentence-size-name", "SPM_SAMPLE"])  # fmt: skip
+    assert code == 2 and "set SPM_SAMPLE to" in capsys.readouterr().err and not (tmp_path / "spm.model").exists()
