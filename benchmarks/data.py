@@ -195,16 +195,19 @@ def descendants(pid: int) -> List[int]:
     return out
 
 
-def pss_bytes(pid: int) -> int:
-    """The proportional set size of ``pid`` (0 once it is gone)."""
+def pss_bytes(pid: int) -> Tuple[int, int]:
+    """The proportional set size of ``pid``: (all of it, its anonymous part), (0, 0) once it is gone. The
+    rest is file pages mapped in (libraries, memory-mapped data), which the kernel can drop and read again."""
+    found = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
+                key = line.split(b":", 1)[0]
+                if key in (b"Pss", b"Pss_Anon"):
+                    found[key] = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 0
+    return found.get(b"Pss", 0), found.get(b"Pss_Anon", found.get(b"Pss", 0))
 
 
 def cmdline(pid: int) -> str:
@@ -217,11 +220,12 @@ def cmdline(pid: int) -> str:
 
 class TreeMemory(threading.Thread):
     """Samples the summed PSS of every process below ``root`` but the recipe's own shell and engine, every
-    ``interval`` seconds; ``take()`` returns the peak since the last call."""
+    ``interval`` seconds; ``take()`` returns the peak since the last call (``anon_peak``: the same for the
+    anonymous part alone, which no file backs)."""
 
     def __init__(self, root: int, interval: float = 0.2):
         super().__init__(daemon=True)
-        self.root, self.interval, self.peak, self.stopped = root, interval, 0, threading.Event()
+        self.root, self.interval, self.peak, self.anon_peak, self.stopped = root, interval, 0, 0, threading.Event()
         self.lock = threading.Lock()
         self.skip: set = set()
 
@@ -231,13 +235,17 @@ class TreeMemory(threading.Thread):
             for pid in pids:
                 if pid not in self.skip and "transformer_plugin_cli.tools.recipe" in cmdline(pid):
                     self.skip.add(pid)  # the engine: it waits, its memory is not the stage's
-            total = sum(pss_bytes(p) for p in pids if p not in self.skip)
+            sizes = [pss_bytes(p) for p in pids if p not in self.skip]
             with self.lock:
-                self.peak = max(self.peak, total)
+                self.peak = max(self.peak, sum(s[0] for s in sizes))
+                self.anon_peak = max(self.anon_peak, sum(s[1] for s in sizes))
 
-    def take(self) -> int:
+    def take(self, anon: bool = False) -> int:
         with self.lock:
-            peak, self.peak = self.peak, 0
+            if anon:
+                peak, self.anon_peak = self.anon_peak, 0
+            else:
+                peak, self.peak = self.peak, 0
         return peak
 
 
@@ -259,15 +267,17 @@ def run_recipe_stages(script: str, env: Dict[str, str], log_path: str) -> List[D
             if m:
                 now = time.monotonic()
                 if current:
-                    current.update(seconds=now - current.pop("start"), peak_bytes=memory.take())
+                    current.update(seconds=now - current.pop("start"), peak_bytes=memory.take(),
+                                   anon_peak_bytes=memory.take(anon=True))  # fmt: skip
                 current = {"id": m.group(1), "title": m.group(2), "start": now}
-                memory.take()
+                memory.take(), memory.take(anon=True)
                 stages.append(current)
         code = proc.wait()
         memory.stopped.set()
         memory.join()
         if current and "start" in current:
-            current.update(seconds=time.monotonic() - current.pop("start"), peak_bytes=max(memory.take(), memory.peak))
+            current.update(seconds=time.monotonic() - current.pop("start"), peak_bytes=memory.take(),
+                           anon_peak_bytes=memory.take(anon=True))  # fmt: skip
     if code != 0:
         raise RuntimeError(f"{script} failed (exit {code}); its output: {log_path}")
     return stages
@@ -325,13 +335,30 @@ def spm_peak(text: str, sentences: int, model_type: str, vocab: int, threads: in
     return {"sentences": sentences, "model_type": model_type, "seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * 1024}
 
 
+def compare_vocabularies(models: Dict[int, str], held_out: Sequence[str]) -> List[Dict]:
+    """Each model against the one of the largest sample: the share of its pieces that the largest has,
+    and pieces per sentence on ``held_out`` text (sentences none of the samples held)."""
+    import sentencepiece as spm
+
+    largest = max(models)
+    pieces = {n: {p.id_to_piece(i) for i in range(p.get_piece_size())} for n, p in
+              ((n, spm.SentencePieceProcessor(model_file=path)) for n, path in models.items())}  # fmt: skip
+    rows = []
+    for n, path in sorted(models.items()):
+        processor = spm.SentencePieceProcessor(model_file=path)
+        tokens = sum(len(t) for t in processor.encode(list(held_out), out_type=int))
+        rows.append({"sample": n, "shared_with_largest": len(pieces[n] & pieces[largest]) / len(pieces[n]),
+                     "pieces_per_sentence": tokens / len(held_out)})  # fmt: skip
+    return rows
+
+
 # ---- the table ------------------------------------------------------------------------------------------
 
 
 def table(results: Sequence[Dict], workers: int) -> str:
     lines = [f"data stages of the WMT14 recipe, PREP_WORKERS={workers}: wall time, lines per second per process, "
              "peak memory (PSS) of the stage's process tree", "",
-             "| pairs | kept | stage | wall s | lines/s per process | peak MB |", "|---|---|---|---|---|---|"]  # fmt: skip
+             "| pairs | kept | stage | wall s | lines/s per process | peak MB | of it anonymous |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results:
         pairs, kept = r["settings"]["pairs"], r["kept_pairs"]
         for s in r["stages"]:
@@ -339,7 +366,7 @@ def table(results: Sequence[Dict], workers: int) -> str:
             procs = {"1": workers, "2a": workers, "2b": workers, "3": workers}.get(s["id"], 1)
             rate = f"{lines_of / s['seconds'] / procs:,.0f}" if lines_of and s["seconds"] > 0 else ""
             lines.append(f"| {pairs:,} | {kept:,} | {s['id']} {s['title']} | {s['seconds']:.1f} | {rate} | "
-                         f"{s['peak_bytes'] / 1e6:,.0f} |")  # fmt: skip
+                         f"{s['peak_bytes'] / 1e6:,.0f} | {s.get('anon_peak_bytes', 0) / 1e6:,.0f} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -377,11 +404,30 @@ def main(argv=None) -> int:
             os.replace(corpus + ".tmp", corpus)
         for model_type, vocab in zip(a.spm, a.spm_vocab):
             for n in a.spm_sizes:
-                r = spm_peak(corpus, n, model_type, vocab, a.workers, os.path.join(a.work, "spm", f"{model_type}.{n}"))
+                prefix = os.path.join(a.work, "spm", f"{model_type}.{n}")
+                settings = {"vocab": vocab, "threads": a.workers, "corpus": corpus}
+                if os.path.exists(prefix + ".json") and json.load(open(prefix + ".json")).get("settings") == settings:
+                    r = json.load(open(prefix + ".json"))  # measured before with the same settings
+                else:
+                    r = {**spm_peak(corpus, n, model_type, vocab, a.workers, prefix), "settings": settings}
+                    with open(prefix + ".json", "w") as f:
+                        json.dump(r, f)
                 spm.append(r)
                 print(json.dumps(r), flush=True)
         text += "\n\nsentencepiece alone: | type | sentences | wall s | peak RSS MB |\n" + "\n".join(
             f"| {r['model_type']} | {r['sentences']:,} | {r['seconds']:.0f} | {r.get('peak_rss_bytes', 0) / 1e6:,.0f} |" for r in spm)
+        import numpy as np
+
+        src, tgt = a.pair.split("-")
+        lex = {lang: Lexicon.of(lang) for lang in (src, tgt)}
+        held_out = [s for pair in sentence_pairs(5000, lex[src], lex[tgt], tgt, np.random.default_rng(a.seed + 1000))
+                    for s in pair]  # fmt: skip
+        text += "\n\nthe vocabulary of a sample against the largest sample's: | type | sample | pieces shared | pieces a sentence |"
+        for model_type in a.spm:
+            models = {n: os.path.join(a.work, "spm", f"{model_type}.{n}.model") for n in a.spm_sizes}
+            for r in compare_vocabularies({n: m for n, m in models.items() if os.path.exists(m)}, held_out):
+                spm.append({"model_type": model_type, **r})
+                text += f"\n| {model_type} | {r['sample']:,} | {r['shared_with_largest']:.1%} | {r['pieces_per_sentence']:.2f} |"
     print_table(text, a.out)
     if a.out:
         with open(os.path.splitext(a.out)[0] + ".json", "w") as f:

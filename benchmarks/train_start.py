@@ -27,7 +27,7 @@ import struct
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -92,12 +92,13 @@ MILESTONES = {
 }
 
 
-def measure(data_bin: str, processes: int, log_path: str) -> Dict:
+def measure(data_bin: str, processes: int, log_path: str, extra_args: Sequence[str] = ()) -> Dict:
     """fairseq-train on ``data_bin`` with ``processes`` CPU workers, to 2 updates."""
     common = [f"{BIN}/fairseq-train", data_bin, "--user-dir", PLUGIN, "--arch", "vaswani_base", "--share-all-embeddings",
               "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr-scheduler", "vaswani_inverse_sqrt",
               "--criterion", "vaswani_label_smoothed_cross_entropy", "--max-tokens", "3125", "--max-update", "2",
-              "--disable-validation", "--no-save", "--log-format", "json", "--log-interval", "1", "--seed", "1"]  # fmt: skip
+              "--disable-validation", "--no-save", "--log-format", "json", "--log-interval", "1", "--seed", "1",
+              *extra_args]  # fmt: skip
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
     start = time.monotonic()
@@ -112,21 +113,23 @@ def measure(data_bin: str, processes: int, log_path: str) -> Dict:
                                           stderr=subprocess.STDOUT, text=True, cwd=REPO))  # fmt: skip
         memory = TreeMemory(os.getpid())
         memory.start()
-        before_training = 0
+        before_training = before_training_anon = 0
         for line in procs[0].stdout:
             log.write(line)
             for name, pattern in MILESTONES.items():
                 if name not in seen and pattern.search(line):
                     seen[name] = time.monotonic() - start
-                    if name == "batches made":
-                        before_training = memory.take()  # the dataset, its index and batches, the model
+                    if name == "batches made":  # the dataset, its index and batches, the model
+                        before_training, before_training_anon = memory.take(), memory.take(anon=True)
         codes = [p.wait() for p in procs]
         memory.stopped.set()
         memory.join()
     if any(codes):
         raise RuntimeError(f"fairseq-train exited {codes}; its log: {log_path}")
     return {"processes": processes, "seconds": seen, "total_seconds": time.monotonic() - start,
-            "peak_before_training_bytes": before_training, "peak_bytes": max(before_training, memory.take())}
+            "peak_before_training_bytes": before_training, "peak_bytes": max(before_training, memory.take()),
+            "anon_peak_before_training_bytes": before_training_anon,
+            "anon_peak_bytes": max(before_training_anon, memory.take(anon=True))}
 
 
 def disk_bytes(path: str) -> int:
@@ -139,6 +142,7 @@ def main(argv=None) -> int:
     p.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     p.add_argument("--work", default="runs/bench-train-start")
     p.add_argument("--keep", action="store_true", help="keep the data-bins (several GB)")
+    p.add_argument("--train-args", default="", help="more fairseq-train flags, e.g. '--num-workers 0' (word-split)")
     p.add_argument("--out")
     a = p.parse_args(argv)
     rows: List[Dict] = []
@@ -148,20 +152,21 @@ def main(argv=None) -> int:
         write_data_bin(data_bin, pairs)
         made = time.monotonic() - t
         for n in a.processes:
-            r = measure(data_bin, n, os.path.join(a.work, f"train-{pairs}-{n}.log"))
-            r.update(pairs=pairs, disk_bytes=disk_bytes(data_bin), write_seconds=made)
+            r = measure(data_bin, n, os.path.join(a.work, f"train-{pairs}-{n}.log"), a.train_args.split())
+            r.update(train_args=a.train_args, pairs=pairs, disk_bytes=disk_bytes(data_bin), write_seconds=made)
             rows.append(r)
             print(json.dumps(r), flush=True)
         if not a.keep:
             shutil.rmtree(data_bin)
     lines = ["fairseq-train with the plugin on a data-bin of WMT14 size: its start, on CPU workers", "",
-             "| pairs | data-bin GB | processes | data loaded s | batches made s | first update s | peak MB before training |"
-             " peak MB to update 2 |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| pairs | data-bin GB | processes | data loaded s | batches made s | first update s | peak MB before training"
+             " (anonymous) | peak MB to update 2 (anonymous) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         s = r["seconds"]
         at = {k: f"{s[k]:.0f}" if k in s else "-" for k in MILESTONES}
         lines.append(f"| {r['pairs']:,} | {r['disk_bytes'] / 1e9:.1f} | {r['processes']} | {at['data loaded']} | {at['batches made']} "
-                     f"| {at['first update']} | {r['peak_before_training_bytes'] / 1e6:,.0f} | {r['peak_bytes'] / 1e6:,.0f} |")  # fmt: skip
+                     f"| {at['first update']} | {r['peak_before_training_bytes'] / 1e6:,.0f} ({r['anon_peak_before_training_bytes'] / 1e6:,.0f})"
+                     f" | {r['peak_bytes'] / 1e6:,.0f} ({r['anon_peak_bytes'] / 1e6:,.0f}) |")  # fmt: skip
     print_table("\n".join(lines), a.out)
     if a.out:
         with open(os.path.splitext(a.out)[0] + ".json", "w") as f:
