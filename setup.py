@@ -49,6 +49,7 @@ setup(
             "vaswani-synthetic-pair = preprocess.synthetic_pair:main",
             "vaswani-prepare-debian-l10n = preprocess.debian_l10n:main",
             "vaswani-prepare-parallel-text = preprocess.parallel_text:main",
+            "vaswani-shard-text = preprocess.shards:main",
             "vaswani-paper-flags = transformer_plugin_cli.paper:main",
         ]
     },

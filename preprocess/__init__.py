@@ -15,6 +15,7 @@ Each module is a console script and runs with ``python -m preprocess.<module>``:
     debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's translation catalogues)
     parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split; settings by size
     ptb.py                  vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised (Section 6.3)
+    shards.py               vaswani-shard-text           the training text in N round-robin shards (SHARDS=N)
 
 None imports fairseq or torch. They share the tools' atomic writes (transformer_plugin_cli/files.py), and
 ptb.py the tree model that EVALB scoring reads back (transformer_plugin_cli/parsing/trees.py); the tools

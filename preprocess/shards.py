@@ -65,7 +65,7 @@ def split(prefix: str, langs: Sequence[str], shards: int, out: str) -> List[int]
 
 @exits_on_a_full_disk
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m preprocess.shards", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="vaswani-shard-text", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("split", help="PREFIX.LANG for each language, in N round-robin shards")
     p.add_argument("--prefix", required=True)
