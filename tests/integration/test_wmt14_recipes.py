@@ -466,6 +466,7 @@ def test_shards_one_dictionary_every_shard_read_in_turn_and_a_rerun_skips_the_sh
     work = tmp_path / "sharded work"
     archives = toy_run[0].parent / "archives"
     env = dict(TOY, SHARDS="3")
+    estimate = estimated(run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(archives), **env).stdout)[0]
     data = run_recipe("wmt14_en_de_base.sh", work, FROM=str(archives), DATA_ONLY="1", **env)
     assert data.returncode == 0, data.stdout[-3000:] + data.stderr[-3000:]
     for header in ("3a: the training text in 3 shards", "3b: one dictionary", "3c-shard0:", "3c-shard1:", "3c-shard2:"):
@@ -494,3 +495,5 @@ def test_shards_one_dictionary_every_shard_read_in_turn_and_a_rerun_skips_the_sh
     assert re.search(r"loaded [\d,]+ examples from: .+/shard0/valid\.en-de\.en", log)
     scores = json.loads((work / "base" / "results" / "scores.test.json").read_text())
     assert scores["sentences"] == 40
+    actual = written_by_the_base_run(work)  # mostly checkpoints, which the estimate sizes from the shards. dictionary
+    assert abs(estimate - actual) <= 0.1 * actual, (estimate, actual)
