@@ -495,5 +495,5 @@ def test_shards_one_dictionary_every_shard_read_in_turn_and_a_rerun_skips_the_sh
     assert re.search(r"loaded [\d,]+ examples from: .+/shard0/valid\.en-de\.en", log)
     scores = json.loads((work / "base" / "results" / "scores.test.json").read_text())
     assert scores["sentences"] == 40
-    actual = written_by_the_base_run(work)  # mostly checkpoints, which the estimate sizes from the shards. dictionary
+    actual = written_by_the_base_run(work)  # mostly checkpoints, which the estimate sizes from the shards' dictionary
     assert abs(estimate - actual) <= 0.1 * actual, (estimate, actual)
