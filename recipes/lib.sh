@@ -121,6 +121,18 @@ trap 'status=$?
 #   paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"
 #   paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"
 #   paper_flags DECODING decoding --parsing     # Section 6.3
+paper_flags() {
+  local -n flags_into=$1
+  local flags options=()
+  set -- "${@:2}"
+  while [ $# -gt 0 ]; do
+    if [[ $1 == --* ]] && [ $# -gt 1 ] && [ -z "$2" ]; then shift 2; else options+=("$1"); shift; fi
+  done
+  flags=$("$PY" -m transformer_plugin_cli.paper "${options[@]}")
+  mapfile -t flags_into <<< "$flags"
+}
+
+# ---- binarizing and logging ------------------------------------------------------------------------
 # binarize_stages ID WORKERS [--joined-dictionary]: fairseq-preprocess of $SPM/{train,valid,test}.sp.{$SRC,$TGT}
 # into $BIN, as stage ID. With SHARDS=N > 1, for corpora too large for one binarization: the training text in N
 # round-robin shards (preprocess/shards.py), one dictionary from all of it (--dict-only, in $BIN/dict), and
@@ -158,17 +170,6 @@ binarize_stages() {
 # log_interval MAX_UPDATE EVERY: fairseq-train's --log-interval, EVERY or less, so that even a short run
 # logs its training loss (the report plots it) at least 10 times
 log_interval() { local every=$(($1 / 10)); echo $((every < 1 ? 1 : every < $2 ? every : $2)); }
-
-paper_flags() {
-  local -n flags_into=$1
-  local flags options=()
-  set -- "${@:2}"
-  while [ $# -gt 0 ]; do
-    if [[ $1 == --* ]] && [ $# -gt 1 ] && [ -z "$2" ]; then shift 2; else options+=("$1"); shift; fi
-  done
-  flags=$("$PY" -m transformer_plugin_cli.paper "${options[@]}")
-  mapfile -t flags_into <<< "$flags"
-}
 
 # ---- GPU and multi-machine training (the WMT14 and WSJ recipes) ----------------------------------
 # Both read GPUS (per machine; 0: CPU workers), CPU_WORKERS (per machine, when GPUS=0), NNODES, LAUNCH
