@@ -259,6 +259,17 @@ def values_after(words: Sequence[str], name: str) -> List[str]:
     return out
 
 
+def preprocess_vocabulary(words: Sequence[str], plan: Plan) -> Optional[int]:
+    """The dictionary size a fairseq-preprocess command will write, where a stage before it said: the
+    sentencepiece model beside its --trainpref, or the dictionary it is given (--srcdict: a shard,
+    binarized with the dictionary of all of them)."""
+    trainpref, srcdict = flag(words, "--trainpref"), flag(words, "--srcdict")
+    if srcdict:
+        return plan.vocabulary.get(os.path.dirname(os.path.realpath(srcdict)))
+    return next((v for prefix, v in plan.vocabulary.items()
+                 if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)), None)  # fmt: skip
+
+
 def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
     """What the stage of ``argv`` (as lib.sh declares it) writes; records what later stages will read."""
     words = list(argv)
@@ -271,12 +282,9 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
     if any(os.path.basename(w) == "fairseq-train" for w in words):
         return checkpoints_written(words, plan)
     if any(os.path.basename(w) == "fairseq-preprocess" for w in words) and "--dict-only" in words:
-        dest = os.path.realpath(flag(words, "--destdir", "data-bin"))
-        trainpref = flag(words, "--trainpref")
-        vocab = next((v for prefix, v in plan.vocabulary.items()
-                      if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)), None)  # fmt: skip
+        vocab = preprocess_vocabulary(words, plan)
         if vocab:
-            plan.vocabulary[dest] = vocab
+            plan.vocabulary[os.path.realpath(flag(words, "--destdir", "data-bin"))] = vocab
         return Written(SMALL, 0, "a dictionary")
     if any(os.path.basename(w) == "fairseq-preprocess" for w in words):
         inputs = sum(size_of(f"{prefix}.{lang}", plan) for name in ("--trainpref", "--validpref", "--testpref")
@@ -285,11 +293,7 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
         written = BINARIZED_RATIO * inputs
         dest = os.path.realpath(flag(words, "--destdir", "data-bin"))
         plan.sizes[dest] = written
-        trainpref = flag(words, "--trainpref")
-        vocab = next((v for prefix, v in plan.vocabulary.items()
-                      if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)), None)  # fmt: skip
-        srcdict = flag(words, "--srcdict")  # a shard, binarized with the dictionary of all of them
-        vocab = vocab or (plan.vocabulary.get(os.path.dirname(os.path.realpath(srcdict))) if srcdict else None)
+        vocab = preprocess_vocabulary(words, plan)
         nwords = flag(words, "--nwordssrc")
         if vocab or nwords:
             plan.vocabulary[dest] = _padded(vocab or int(nwords) + 4)
