@@ -46,6 +46,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import print_table  # noqa: E402
+from preprocess.parallel_text import count_lines  # noqa: E402
 from preprocess.wmt14 import PAIRS, _sgml  # noqa: E402
 
 # pairs of each WMT14 training corpus (before cleaning), as the corpora's own READMEs and line counts give them
@@ -283,11 +284,6 @@ def run_recipe_stages(script: str, env: Dict[str, str], log_path: str) -> List[D
     return stages
 
 
-def line_count(path: str) -> int:
-    with open(path, "rb") as f:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
-
-
 def measure_size(pair: str, pairs: int, work: str, workers: int, seed: int, extra_env: Dict[str, str]) -> Dict:
     """The recipe's data stages on ``pairs`` pairs; reused when done with the same settings."""
     where = os.path.join(work, pair, str(pairs))
@@ -310,7 +306,7 @@ def measure_size(pair: str, pairs: int, work: str, workers: int, seed: int, extr
     stages = run_recipe_stages(SCRIPTS[pair], env, os.path.join(where, "recipe.log"))
     src, tgt = pair.split("-")
     data = os.path.join(where, "work", "data")
-    kept = line_count(os.path.join(data, f"train.{src}"))
+    kept = count_lines(os.path.join(data, f"train.{src}"))
     text_bytes = sum(os.path.getsize(os.path.join(data, f"train.{lang}")) for lang in (src, tgt))
     result = {"settings": settings, "stages": stages, "kept_pairs": kept, "train_text_bytes": text_bytes}
     with open(result_path, "w") as f:
