@@ -70,3 +70,16 @@ def test_a_sample_too_large_for_the_memory_stops_before_training_naming_the_sett
     code = sv.main(["train", "--inputs", str(text), "--model-prefix", str(tmp_path / "spm"), "--vocab-size", "100",
                     "--model-type", "unigram", "--input-sentence-size-name", "SPM_SAMPLE"])  # fmt: skip
     assert code == 2 and "set SPM_SAMPLE to" in capsys.readouterr().err and not (tmp_path / "spm.model").exists()
+
+
+def test_the_size_of_a_large_text_is_estimated_from_stretches_spread_over_it(tmp_path):
+    """The memory check reads stretches spread over a large file, whose line lengths change along it (as
+    concatenated corpora's do): their line count scaled to the file's size is within 2%."""
+    from preprocess.sentencepiece_vocab import text_size
+
+    text = tmp_path / "train.en"
+    text.write_text("".join(f"sentence {i} {'word ' * (i % 7 + (i >= 10_000) * 10)}\n" for i in range(20_000)))
+    exact = text_size([str(text)])
+    assert exact == (20_000, text.stat().st_size)
+    lines, size = text_size([str(text)], sample=30_000)
+    assert size == exact[1] and abs(lines - 20_000) < 0.02 * 20_000
