@@ -494,6 +494,21 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]]) -> Si
                  "small (under 100k pairs)")  # fmt: skip
 
 
+def sizes_table() -> str:
+    """The settings of each size class, as settings_for picks them (one script on both sides)."""
+    bounds = [at_least for at_least, _ in VOCABULARY if at_least > 0]
+    lines = ["| lines of TRAIN | VOCAB_SIZE | ARCH MODEL_FLAGS | DROPOUT | TOKENS_PER_UPDATE | MAX_UPDATE |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for i, at_least in enumerate(bounds):
+        found = settings_for(at_least, ("LATIN", "LATIN"))
+        span = f"{at_least:,} or more" if i == 0 else f"{at_least:,} to {bounds[i - 1]:,}"
+        model = " ".join(filter(None, (found.arch, found.model_flags)))
+        lines.append(f"| {span} | {found.vocab_size:,} | {model} | {found.dropout} | {found.tokens_per_update:,} |"
+                     f" {found.max_update:,} |")  # fmt: skip
+    lines.append(f"| under {bounds[-1]:,} | refused (MIN_PAIRS) | | | | |")
+    return "\n".join(lines)
+
+
 def settings(train: Sequence[str], src: str, tgt: str) -> Sized:
     corpora = [find_corpus(spec, src, tgt) for spec in train]
     pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
@@ -507,6 +522,7 @@ def settings(train: Sequence[str], src: str, tgt: str) -> Sized:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="vaswani-prepare-parallel-text", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("sizes", help="the settings of each size class")
     for name in ("prepare", "settings"):
         p = sub.add_parser(name)
         p.add_argument("--train", nargs="+", required=True, help="PREFIX (PREFIX.SRC and PREFIX.TGT) or a .tsv file, each")
@@ -524,6 +540,9 @@ def main(argv=None) -> int:
             p.add_argument("--valid-size", type=int)
             p.add_argument("--test-size", type=int)
     args = parser.parse_args(argv)
+    if args.command == "sizes":
+        print(sizes_table())
+        return 0
     try:
         if args.command == "settings":
             found = settings(args.train, args.src, args.tgt)

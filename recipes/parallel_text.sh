@@ -27,9 +27,12 @@ TRAIN=${TRAIN:-}                           # training corpora, colon-separated (
 SRC=${SRC:-}; TGT=${TGT:-}                 # language codes, as in the file names (ISO 639-1 for language id)
 VALID=${VALID:-}; TEST=${TEST:-}           # dev and test sets in the same forms; empty: held out from TRAIN
 TOY=${TOY:-0}                              # 1: toy size on CPU
+NEEDED="TRAIN, SRC and TGT are needed: TRAIN=corpus/train SRC=en TGT=de bash $0 (corpus/train.en, corpus/train.de)"
 if [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
-  echo "TRAIN, SRC and TGT are needed: TRAIN=corpus/train SRC=en TGT=de bash $0 (corpus/train.en, corpus/train.de)" >&2
-  exit 2
+  if [ "$DRY_RUN" = 0 ]; then echo "$NEEDED" >&2; exit 2; fi
+  echo "$NEEDED. Without them a dry run can only show the settings it picks by the corpus's size:"
+  "${VENV_PYTHON:-python}" -m preprocess.parallel_text sizes
+  exit 0
 fi
 IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALID"; IFS=: read -r -a TEST_SETS <<< "$TEST"
 WORK=${WORK:-runs/parallel_${SRC}_${TGT}$([ "$TOY" != 1 ] || echo _toy)}

@@ -141,3 +141,20 @@ def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_p
     bad = run_recipe("parallel_text.sh", work, "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
                      MIN_PAIRS="5000", SHARDS="0")  # fmt: skip
     assert bad.returncode == 2 and "SHARDS=0: a number of shards, 1 or more" in bad.stderr
+
+
+def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(tmp_path):
+    """`bash recipes/parallel_text.sh --dry-run` as typed, no TRAIN: the settings of each size class (those
+    settings_for picks), nothing written; a real run stops, naming what it needs."""
+    from preprocess.parallel_text import settings_for
+
+    dry = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "TRAIN, SRC and TGT are needed" in dry.stdout and "| under 10,000 | refused (MIN_PAIRS) |" in dry.stdout
+    for pairs, span in ((1_000_000, "| 1,000,000 or more |"), (50_000, "| 10,000 to 100,000 |")):
+        found = settings_for(pairs, ("LATIN", "LATIN"))
+        row = next(line for line in dry.stdout.splitlines() if line.startswith(span))
+        assert f"| {found.vocab_size:,} | {' '.join(filter(None, (found.arch, found.model_flags)))} | {found.dropout} |" in row
+    assert not (tmp_path / "w").exists()
+    run = run_recipe("parallel_text.sh", tmp_path / "w")
+    assert run.returncode == 2 and "TRAIN, SRC and TGT are needed" in run.stderr and not (tmp_path / "w").exists()
