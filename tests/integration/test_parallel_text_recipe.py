@@ -110,6 +110,7 @@ def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
 @pytest.mark.parametrize("env,warmup,peak", [
     (dict(), "4000", None),  # the default budget (30,000 updates) leaves room for the paper's warm-up
     (dict(MAX_UPDATE="1200"), "200", "4000"),  # a sixth of a short budget, at the paper's peak
+    (dict(MAX_UPDATE="600"), "100", "4000"),  # and a log interval under 100
     (dict(MAX_UPDATE="1200", WARMUP="300"), "300", None),  # a WARMUP given is Eq. (3)'s, as written
 ])  # fmt: skip
 def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves_20_times(corpus, tmp_path, env, warmup, peak):
