@@ -79,3 +79,42 @@ def test_each_stage_reads_what_the_one_before_will_write(tmp_path):
     assert plan.needed == pytest.approx(plan.kept + 2 * one)
     skipped = space.estimate([(sid, argv, sid not in ("1", "2a", "2b", "3")) for sid, argv, _ in stages])
     assert skipped.total("data") == 0 and skipped.total("checkpoints") == pytest.approx(23 * one)
+
+
+def test_shards_are_estimated_as_one_data_bin(tmp_path):
+    """SHARDS=2: the split writes the encoded text once more, the dictionary stage writes almost nothing, each
+    shard half the binarized text; the training on the shards colon-joined is sized from their dictionary,
+    from the plan or from shard0's files once they exist."""
+    work = tmp_path / "w"
+    spm = ["python", "-m", "preprocess.sentencepiece_vocab", "train", "--inputs", f"{work}/data/train.en",
+           f"{work}/data/train.de", "--model-prefix", f"{work}/spm/spm", "--vocab-size", "8000"]  # fmt: skip
+    encode = ["python", "-m", "preprocess.sentencepiece_vocab", "encode", "--model", f"{work}/spm/spm.model", "--inputs",
+              f"{work}/data/train.en", f"{work}/data/train.de", "--outputs", f"{work}/spm/train.sp.en", f"{work}/spm/train.sp.de"]  # fmt: skip
+    (work / "data").mkdir(parents=True)
+    for lang in ("en", "de"):
+        (work / "data" / f"train.{lang}").write_bytes(b"x" * 1_000_000)
+    train = ["fairseq-train", f"{work}/data-bin/shard0:{work}/data-bin/shard1", "--arch", "vaswani_tiny",
+             "--share-all-embeddings", "--max-update", "100", "--save-interval-updates", "10", "--keep-interval-updates", "5",
+             "--no-epoch-checkpoints", "--save-dir", f"{work}/ckpt"]  # fmt: skip
+    shards = [("2a", spm, True), ("2b", encode, True),
+              ("3a", ["python", "-m", "preprocess.shards", "split", "--prefix", f"{work}/spm/train.sp", "--langs", "en", "de",
+                      "--shards", "2", "--out", f"{work}/spm/shards"], True),
+              ("3b", ["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref", f"{work}/spm/train.sp",
+                      "--joined-dictionary", "--dict-only", "--destdir", f"{work}/data-bin/dict"], True),
+              *((f"3c-shard{i}", ["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref",
+                                  f"{work}/spm/shards/train.sp.shard{i}", "--srcdict", f"{work}/data-bin/dict/dict.en.txt",
+                                  "--tgtdict", f"{work}/data-bin/dict/dict.de.txt", "--destdir", f"{work}/data-bin/shard{i}"],
+                 True) for i in range(2)),
+              ("4", train, True)]  # fmt: skip
+    by_stage = dict(space.estimate(shards).stages)
+    encoded = by_stage["2b"].kept
+    assert by_stage["3a"].kept == pytest.approx(encoded) and by_stage["3b"].kept == space.SMALL
+    assert by_stage["3c-shard0"].kept == by_stage["3c-shard1"].kept == pytest.approx(space.BINARIZED_RATIO * encoded / 2)
+    planned = space.Plan(fallback_vocabulary=space._padded(8004))  # sentencepiece's 8,000 and fairseq's 4
+    one = space.stage_writes([*train[:1], f"{work}/data-bin/x", *train[2:]], planned).transient / 2
+    assert by_stage["4"].kept == pytest.approx(7 * one)  # the vocabulary of 8,000 pieces, through the shards' dictionary
+    (work / "data-bin" / "shard0").mkdir(parents=True)
+    for lang in ("en", "de"):  # made: the dictionary is read from the first shard, as from a data-bin of its own
+        (work / "data-bin" / "shard0" / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(8000)))
+    alone = space.stage_writes([*train[:1], f"{work}/data-bin/shard0", *train[2:]], space.Plan()).kept
+    assert alone > 0 and space.stage_writes(train, space.Plan()).kept == alone
