@@ -181,7 +181,8 @@ BENCH_DATA_SIZES ?= 100000 300000 1000000 2000000 4000000
 bench-data: $(STAMP)
 	$(PIP) install -q wordfreq==3.1.1
 	$(PY) -m benchmarks.data --pair en-de --sizes $(BENCH_DATA_SIZES) --spm bpe unigram \
-		--spm-sizes 250000 500000 1000000 2000000 --work runs/bench-data --out runs/bench-data/data.md
+		--spm-sizes 250000 500000 1000000 2000000 --work runs/bench-data --out runs/bench-data/data.md \
+		--plot docs/figures/bench-data.png
 	$(PY) -m benchmarks.train_start --pairs 4500000 36000000 --work runs/bench-train-start \
 		--out runs/bench-train-start/train_start.md
 

@@ -24,6 +24,7 @@ Common Crawl 2.40M, News Commentary v9 0.20M pairs; En-Fr adds UN 12.9M and Giga
 
     python -m benchmarks.data --pair en-de --sizes 100000 300000 1000000 --work runs/bench-data --out runs/bench-data/table.md
     python -m benchmarks.data --spm bpe unigram --spm-sizes 250000 500000 1000000 2000000 --work runs/bench-data
+    python -m benchmarks.data --sizes 100000 4000000 --spm bpe unigram --plot docs/figures/bench-data.png   # reuses both
 
 Each size's result is kept in ``WORK/<pair>/<size>/result.json`` and reused when its settings are the same.
 """
@@ -366,6 +367,84 @@ def table(results: Sequence[Dict], workers: int) -> str:
     return "\n".join(lines)
 
 
+STAGE_NAMES = {"1": "1 clean, normalise", "2a": "2a sentencepiece", "2b": "2b encode", "3": "3 fairseq-preprocess"}
+SIZES_OF_WMT14 = {"En-De": 4_500_000, "En-Fr": 36_000_000}
+
+
+def plot(results: Sequence[Dict], spm: Sequence[Dict], mean_characters: float, path: str) -> None:
+    """Three panels against corpus size: each stage's wall time (measured, and linear from the largest size
+    to WMT14's sizes), each stage's peak memory, and sentencepiece's peak memory against its sample with the
+    line that ``preprocess.sentencepiece_vocab`` checks it by."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from preprocess.sentencepiece_vocab import memory_needed
+
+    fig, (time_ax, memory_ax, spm_ax) = plt.subplots(1, 3, figsize=(15, 4.6))
+    results = sorted(results, key=lambda r: r["settings"]["pairs"])
+    pairs = [r["settings"]["pairs"] for r in results]
+    for (stage_id, name), marker in zip(STAGE_NAMES.items(), "os^D"):
+        rows = [(r["settings"]["pairs"], s) for r in results for s in r["stages"] if s["id"] == stage_id]
+        if not rows:
+            continue
+        xs = [x for x, _ in rows]
+        line, = time_ax.plot(xs, [s["seconds"] for _, s in rows], marker + "-", label=name)
+        last_x, last = rows[-1]
+        far = [last_x, *sorted(v for v in SIZES_OF_WMT14.values() if v > last_x)]
+        if stage_id != "2a":  # stage 2a stops growing at its sample; the others are linear in the corpus
+            time_ax.plot(far, [last["seconds"] * x / last_x for x in far], ":", color=line.get_color())
+        memory_ax.plot(xs, [s["peak_bytes"] / 1e9 for _, s in rows], marker + "-", label=name, color=line.get_color())
+        if stage_id == "2a":  # the recipes' check, at the BPE sample of SPM_SAMPLE (10M) sentences at most
+            far = sorted({*far, *[x for x in (5_000_000,) if x > last_x]})  # 5M pairs: both sides fill the sample
+            memory_ax.plot(far, [memory_needed("bpe", min(2 * x, 10_000_000), mean_characters) / 1e9 for x in far], ":",
+                           color=line.get_color(), label="2a: the recipes' check, BPE")  # fmt: skip
+        elif stage_id == "3" and len(rows) > 1:  # fairseq-preprocess keeps a few lists of per-line sizes
+            (x0, s0), (x1, s1) = rows[-2], rows[-1]
+            slope = (s1["peak_bytes"] - s0["peak_bytes"]) / (x1 - x0)
+            memory_ax.plot(far, [(s1["peak_bytes"] + slope * (x - x1)) / 1e9 for x in far], ":", color=line.get_color())
+    for ax in (time_ax, memory_ax):
+        for label, x in SIZES_OF_WMT14.items():
+            ax.axvline(x, color="grey", lw=0.8, ls="--")
+            ax.text(x, 0.98, f" {label}", transform=ax.get_xaxis_transform(), va="top", fontsize=8, color="grey")
+        ax.set_xscale("log")
+        ax.set_xlabel("training pairs")
+        ax.grid(alpha=0.3, which="both")
+    time_ax.set_yscale("log")
+    time_ax.set_ylabel("wall seconds (PREP_WORKERS=2)")
+    time_ax.set_title("data stages: time (dotted: linear in the corpus)", fontsize=10)
+    time_ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.92))
+    memory_ax.set_ylabel("peak PSS of the stage's processes, GB")
+    memory_ax.set_title("data stages: peak memory (dotted: extrapolated)", fontsize=10)
+    memory_ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.92))
+    memory_ax.set_xlim(min(pairs) / 1.5, max(SIZES_OF_WMT14.values()) * 1.5)
+    for model_type, marker in (("bpe", "o"), ("unigram", "s")):
+        rows = sorted((r["sentences"], r["peak_rss_bytes"]) for r in spm if r.get("model_type") == model_type and "peak_rss_bytes" in r)
+        if not rows:
+            continue
+        line, = spm_ax.plot([x / 1e6 for x, _ in rows], [m / 1e9 for _, m in rows], marker, label=f"{model_type}: measured")
+        xs = [x / 1e6 for x in range(0, 10_000_001, 250_000)]
+        spm_ax.plot(xs, [memory_needed(model_type, x * 1e6, mean_characters) / 1e9 for x in xs], "-",
+                    color=line.get_color(), alpha=0.6, label=f"{model_type}: the recipes' check")  # fmt: skip
+    for label, x in (("unigram SPM_SAMPLE", 3), ("BPE SPM_SAMPLE", 10)):
+        spm_ax.axvline(x, color="grey", lw=0.8, ls="--")
+        spm_ax.text(x, 0.98, f"{label} ", transform=spm_ax.get_xaxis_transform(), va="top", ha="right", fontsize=8, color="grey")
+    spm_ax.axhline(16, color="red", lw=0.8)
+    spm_ax.text(0.2, 16, " 16 GB", va="bottom", fontsize=8, color="red")
+    spm_ax.set_xlabel(f"sentences in the sample, millions ({mean_characters:.0f} characters a line)")
+    spm_ax.set_ylabel("peak resident memory, GB")
+    spm_ax.set_title("sentencepiece alone: memory by sample", fontsize=10)
+    spm_ax.set_xlim(0, 10.5)
+    spm_ax.set_ylim(0, 32)
+    spm_ax.grid(alpha=0.3)
+    spm_ax.legend(fontsize=8, loc="center right")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pair", default="en-de", choices=sorted(SCRIPTS))
@@ -377,6 +456,7 @@ def main(argv=None) -> int:
     p.add_argument("--spm-sizes", type=int, nargs="*", default=[250_000, 500_000, 1_000_000, 2_000_000])
     p.add_argument("--spm-vocab", type=int, nargs="*", default=[37_000, 32_000], help="per --spm model type")
     p.add_argument("--out", help="write the table here (markdown); results as JSON beside it")
+    p.add_argument("--plot", help="draw time and memory against corpus size here (PNG)")
     a = p.parse_args(argv)
     results = []
     for pairs in a.sizes:
@@ -425,6 +505,10 @@ def main(argv=None) -> int:
                 spm.append({"model_type": model_type, **r})
                 text += f"\n| {model_type} | {r['sample']:,} | {r['shared_with_largest']:.1%} | {r['pieces_per_sentence']:.2f} |"
     print_table(text, a.out)
+    if a.plot:
+        corpus = os.path.join(a.work, "spm", f"text.{max(a.spm_sizes)}")
+        mean = os.path.getsize(corpus) / count_lines(corpus) - 1 if a.spm and os.path.exists(corpus) else 134.0
+        plot(results, spm, mean, a.plot)
     if a.out:
         with open(os.path.splitext(a.out)[0] + ".json", "w") as f:
             json.dump({"sizes": results, "spm": spm}, f, indent=1)
