@@ -367,6 +367,8 @@ def table(results: Sequence[Dict], workers: int) -> str:
     return "\n".join(lines)
 
 
+RECIPE_SPM = {"en-de": "bpe", "en-fr": "unigram"}  # the WMT14 recipes' SPM_TYPE
+RECIPE_SAMPLE = {"bpe": 10_000_000, "unigram": 3_000_000}  # their SPM_SAMPLE
 STAGE_NAMES = {"1": "1 clean, normalise", "2a": "2a sentencepiece", "2b": "2b encode", "3": "3 fairseq-preprocess"}
 SIZES_OF_WMT14 = {"En-De": 4_500_000, "En-Fr": 36_000_000}
 
@@ -501,6 +503,11 @@ def main(argv=None) -> int:
         text += "\n\nthe vocabulary of a sample against the largest sample's: | type | sample | pieces shared | pieces a sentence |"
         for model_type in a.spm:
             models = {n: os.path.join(a.work, "spm", f"{model_type}.{n}.model") for n in a.spm_sizes}
+            if results and RECIPE_SPM[a.pair] == model_type:  # the recipe's own model on the largest corpus, when larger
+                largest_run = max(results, key=lambda r: r["settings"]["pairs"])
+                sample = min(2 * largest_run["kept_pairs"], RECIPE_SAMPLE[model_type])
+                if sample > max(models):
+                    models[sample] = os.path.join(a.work, a.pair, str(largest_run["settings"]["pairs"]), "work", "spm", "spm.model")
             for r in compare_vocabularies({n: m for n, m in models.items() if os.path.exists(m)}, held_out):
                 spm.append({"model_type": model_type, **r})
                 text += f"\n| {model_type} | {r['sample']:,} | {r['shared_with_largest']:.1%} | {r['pieces_per_sentence']:.2f} |"
