@@ -506,7 +506,7 @@ def main(argv=None) -> int:
             if results and RECIPE_SPM[a.pair] == model_type:  # the recipe's own model on the largest corpus, when larger
                 largest_run = max(results, key=lambda r: r["settings"]["pairs"])
                 sample = min(2 * largest_run["kept_pairs"], RECIPE_SAMPLE[model_type])
-                if sample > max(models):
+                if sample > max(models, default=0):
                     models[sample] = os.path.join(a.work, a.pair, str(largest_run["settings"]["pairs"]), "work", "spm", "spm.model")
             for r in compare_vocabularies({n: m for n, m in models.items() if os.path.exists(m)}, held_out):
                 spm.append({"model_type": model_type, **r})
