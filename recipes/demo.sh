@@ -35,7 +35,6 @@ BLEU_BAR=${BLEU_BAR:-65}                # the demo's bar for the averaged model 
 SEED=${SEED:-1}
 # -----------------------------------------------------------------------------------------------
 
-PY=${VENV_PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 paper_flags TRAINING training --warmup-updates "$WARMUP"              # Section 5.3, Eq. (3), Section 5.4
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"   # Section 6.1

@@ -31,7 +31,7 @@ NEEDED="TRAIN, SRC and TGT are needed: TRAIN=corpus/train SRC=en TGT=de bash $0 
 if [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
   if [ "$DRY_RUN" = 0 ]; then echo "$NEEDED" >&2; exit 2; fi
   echo "$NEEDED. Without them a dry run can only show the settings it picks by the corpus's size:"
-  "${VENV_PYTHON:-python}" -m preprocess.parallel_text sizes
+  "$PY" -m preprocess.parallel_text sizes
   exit 0
 fi
 IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALID"; IFS=: read -r -a TEST_SETS <<< "$TEST"
@@ -44,7 +44,6 @@ SEED=${SEED:-1}
 SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
 
 # ---- settings by the corpus's size: preprocess/parallel_text.py settings (docs/parallel-text.md) ---------
-PY=${VENV_PYTHON:-python}
 AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT") || exit 2
 eval "$AUTO"
 VOCAB_SIZE=${VOCAB_SIZE:-$AUTO_VOCAB_SIZE}       # sentencepiece pieces (per side when not joint)

@@ -56,7 +56,6 @@ MAX_PAIRS=${MAX_PAIRS:-}
 SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
 # -----------------------------------------------------------------------------------------------
 
-PY=${VENV_PYTHON:-python}
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"
 RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
 

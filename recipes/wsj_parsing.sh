@@ -48,7 +48,6 @@ if [ "$TOY" = 1 ]; then
 fi
 # -------------------------------------------------------------------------------------------------
 
-PY=${VENV_PYTHON:-python}
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 precision_args "$PRECISION"
