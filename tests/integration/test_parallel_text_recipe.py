@@ -29,11 +29,11 @@ def two_files_run(corpus):
     work = corpus / "work"
     proc = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return work, proc.stdout
+    return work, proc.stdout, proc.stderr
 
 
 def test_two_files_to_scores_a_report_and_exports(two_files_run):
-    work, out = two_files_run
+    work, out, _ = two_files_run
     for stage in ("1", "2a", "2b-en", "2b-de", "3", "4", "5", "6", "7", "8", "9-ct2", "9-hf"):
         assert f"==== stage {stage}:" in out
     report = json.loads((work / "data" / "report.json").read_text())
@@ -51,8 +51,16 @@ def test_two_files_to_scores_a_report_and_exports(two_files_run):
     assert "small (under 100k pairs)" in out and "a joint vocabulary of 500" in out
 
 
+def test_no_debug_messages_from_any_stage(two_files_run):
+    """Importing fairseq turns on every library's debug messages (patches/debug_logging_at_import.py):
+    without the patch the report's plots print matplotlib's font search, fairseq-generate hydra's."""
+    _, out, err = two_files_run
+    debug = [line for line in (out + err).splitlines() if line.startswith("DEBUG:") or " | DEBUG | " in line]
+    assert not debug, f"{len(debug)} debug lines, the first: {debug[:3]}"
+
+
 def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(two_files_run, corpus):
-    work, _ = two_files_run
+    work, _, _ = two_files_run
     again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
     assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 12
     changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), **dict(TOY, TOY_VOCAB_SIZE="400"))
@@ -63,7 +71,7 @@ def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(t
 
 def test_a_tsv_gives_the_data_of_the_two_files(two_files_run, corpus, tmp_path):
     """And validation by BLEU: two workers sum its counts into float64 arrays, which the checkpoints hold."""
-    work, _ = two_files_run
+    work, _, _ = two_files_run
     proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus / "pairs.tsv"), EVAL_BLEU="1",
                       **dict(TOY, TOY_MAX_UPDATE="20"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

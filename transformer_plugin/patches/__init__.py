@@ -12,7 +12,8 @@ import logging
 logger = logging.getLogger(__name__)
 
 PATCHES = [
-    "checkpoint_allowlist",  # first: before fairseq loads any checkpoint
+    "debug_logging_at_import",  # first: it notes the root logger's handlers before anything imports fairseq
+    "checkpoint_allowlist",  # before fairseq loads any checkpoint
     "last_batch",
     "atomic_checkpoint_copy",
     "interval_checkpoints",
