@@ -451,10 +451,11 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
 
 
 def report_text(result: Dict) -> str:
+    scripts = ", ".join(f"{lang} {script or '(no letters)'}" for lang, script in result["scripts"].items())
     lines = [f"# {result['source']}-{result['target']}: {', '.join(result['corpora'])}", "",
              f"kept: train {result['pairs'].get('train', 0):,}, valid {result['pairs'].get('valid', 0):,}, "
              f"test {result['pairs'].get('test', 0):,} pairs; dev: {result['valid']}; test: {result['test']}",
-             f"scripts: {result['scripts']}; language id: {result['langid']}", "",
+             f"scripts: {scripts}; language id: {result['langid']}", "",
              "| change or reason a pair was dropped | pairs | the first |", "|---|---|---|"]  # fmt: skip
     for reason, entry in result["changes_and_drops"].items():
         lines.append(f"| {reason} | {entry['count']:,} | {', '.join(entry['first'][:3])} |")

@@ -177,7 +177,7 @@ stage 7 "sacreBLEU and chrF on the test set" \
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
     --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
-    --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$AUTO_PAIRS lines ($AUTO_SIZE_CLASS), vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
+    --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$AUTO_PAIRS lines, $AUTO_SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
 
 # ---- 9. exports ----------------------------------------------------------------------------------------------
 for export in $EXPORT; do

@@ -105,7 +105,8 @@ def test_every_change_and_drop_is_counted_with_its_first_lines(tmp_path):
     assert "A bell and tab" in train and "Café decomposed here." in train and pairs[0][0][1:] in train
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert sum(report["pairs"].values()) == 300 - 5
-    assert "| source equal to target | 1 |" in (tmp_path / "out" / "report.md").read_text()
+    report_md = (tmp_path / "out" / "report.md").read_text()
+    assert "| source equal to target | 1 |" in report_md and "scripts: en LATIN, de LATIN;" in report_md
 
 
 def test_sides_in_another_language_or_script_are_dropped(tmp_path):
