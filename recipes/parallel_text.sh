@@ -99,7 +99,7 @@ if [ "$TOY" != 1 ] && [ "$MAX_UPDATE" -lt $((AUTO_MAX_UPDATE / 4)) ] && { [ "$DR
     [ "$VOCAB_SIZE" = "$AUTO_VOCAB_SIZE" ] || [ "$ARCH $MODEL_FLAGS" = "$AUTO_ARCH $AUTO_MODEL_FLAGS" ]; }; then
   echo "note: MAX_UPDATE=$MAX_UPDATE is under a quarter of the $AUTO_MAX_UPDATE updates that the $AUTO_SIZE_CLASS settings" \
     "are made for. At such a budget they can lose to smaller settings: on 77k pairs at 1,200 updates, P_drop 0.3 cost" \
-    "4.4 BLEU, a vocabulary of 1,000 3.8, and 6 layers of 512 learnt the slowest (docs/parallel-text.md, \"A short budget\")"
+    "4.4 BLEU, a vocabulary of 1,000 3.8, and its 6 layers learnt the slowest (3 of 512 as fast as 3 of 256; docs/parallel-text.md, \"A short budget\")"
 fi
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
