@@ -14,9 +14,10 @@ environment (``INFO`` unset), and that handler fairseq's format, when the handle
   plugin's own tools), when importing fairseq added it;
 - where fairseq came first (fairseq's CLIs with ``--user-dir``), when the root logger is at DEBUG
   with nothing but one stderr handler in the bare format, as that call leaves it.
-``LOGLEVEL=DEBUG`` brings the debug messages back, as it does for fairseq-train. A program that configured its logging before it imported
-fairseq is left as it is; one that set DEBUG with ``logging.basicConfig`` after importing fairseq and
-before the plugin needs ``LOGLEVEL=DEBUG`` as well. The handler's stream is not changed (stderr).
+``LOGLEVEL=DEBUG`` brings the debug messages back, as it does for fairseq-train. A program that
+configured its logging before it imported fairseq is left as it is; one that set DEBUG with
+``logging.basicConfig`` after importing fairseq and before the plugin needs ``LOGLEVEL=DEBUG`` as well.
+The handler's stream is not changed (stderr).
 """
 
 import logging
