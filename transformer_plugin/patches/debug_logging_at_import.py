@@ -26,8 +26,7 @@ import sys
 
 # The root logger's handlers before fairseq is imported, where the plugin comes first (patches/__init__
 # imports this module before any other patch, and nothing of the plugin imports fairseq before it).
-_root = logging.getLogger()
-_HANDLERS_BEFORE_FAIRSEQ = None if "fairseq" in sys.modules else tuple(_root.handlers)
+_HANDLERS_BEFORE_FAIRSEQ = None if "fairseq" in sys.modules else tuple(logging.getLogger().handlers)
 
 import fairseq.models  # noqa: E402, F401  (imports every model, wav2vec2_classification among them)
 
@@ -38,13 +37,13 @@ FAIRSEQ_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"  # fairs
 FAIRSEQ_DATEFMT = "%Y-%m-%d %H:%M:%S"
 
 
+def _bare_format(handler: logging.Handler) -> bool:
+    """Python's own format, as ``logging.basicConfig()`` without ``format=`` leaves it."""
+    return handler.formatter is None or handler.formatter._fmt == logging.BASIC_FORMAT
+
+
 def _bare_stderr_handler(handler: logging.Handler) -> bool:
-    formatter = handler.formatter
-    return (
-        type(handler) is logging.StreamHandler
-        and handler.stream is sys.stderr
-        and (formatter is None or formatter._fmt == logging.BASIC_FORMAT)
-    )
+    return type(handler) is logging.StreamHandler and handler.stream is sys.stderr and _bare_format(handler)
 
 
 def _set_by_fairseq(root: logging.Logger) -> list:
@@ -66,5 +65,5 @@ def apply() -> None:
     except ValueError:  # not a level's name: fairseq's CLIs would stop on it; the plugin takes INFO
         root.setLevel(logging.INFO)
     for handler in added:
-        if handler.formatter is None or handler.formatter._fmt == logging.BASIC_FORMAT:
+        if _bare_format(handler):
             handler.setFormatter(logging.Formatter(FAIRSEQ_FORMAT, FAIRSEQ_DATEFMT))
