@@ -5,7 +5,8 @@ default, its ``--help`` and a YAML key's default are the same value:
 
 - ``VaswaniTransformerConfig``: the model of Section 3 with the base model's sizes (Table 3, row
   "base"); ``ARCHITECTURES`` gives the other architectures as overrides of it (registered by
-  models/vaswani_transformer.py, one dataclass each);
+  models/vaswani_transformer.py, one dataclass each); both sizes and overrides live in architectures.py,
+  which the recipes' space estimate reads without fairseq;
 - ``VaswaniInverseSqrtConfig``: Eq. (3) (Section 5.3); its ``d_model`` is the model's, by
   interpolation (``II("model.d_model")``), in a hydra config as on the command line;
 - ``VaswaniLabelSmoothedCrossEntropyConfig``: label smoothing, eps_ls (Section 5.4).
@@ -20,6 +21,7 @@ from typing import Dict, Optional
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
+from .architectures import ARCHITECTURES, BASE  # noqa: F401 (ARCHITECTURES: registered by models/)
 from .modules.dropout import MASK_CHOICES
 from .modules.positional_encoding import SINUSOID_VARIANTS
 
@@ -28,14 +30,14 @@ POSITIONAL_ENCODINGS = ChoiceEnum(["sinusoidal", "learned"])
 
 @dataclass
 class VaswaniTransformerConfig(FairseqDataclass):
-    encoder_layers: int = field(default=6, metadata={"help": "N, number of encoder layers"})
-    decoder_layers: int = field(default=6, metadata={"help": "N, number of decoder layers"})
-    d_model: int = field(default=512, metadata={"help": "d_model, width of embeddings and every sub-layer output"})
-    d_ff: int = field(default=2048, metadata={"help": "d_ff, inner size of the feed-forward network (Eq. 2)"})
-    attention_heads: int = field(default=8, metadata={"help": "h, number of attention heads"})
-    d_k: Optional[int] = field(default=None, metadata={"help": "d_k, query/key width per head (default d_model/h)"})
-    d_v: Optional[int] = field(default=None, metadata={"help": "d_v, value width per head (default d_model/h)"})
-    dropout: float = field(default=0.1, metadata={"help": "P_drop, residual and embedding dropout (Section 5.4)"})
+    encoder_layers: int = field(default=BASE["encoder_layers"], metadata={"help": "N, number of encoder layers"})
+    decoder_layers: int = field(default=BASE["decoder_layers"], metadata={"help": "N, number of decoder layers"})
+    d_model: int = field(default=BASE["d_model"], metadata={"help": "d_model, width of embeddings and every sub-layer output"})
+    d_ff: int = field(default=BASE["d_ff"], metadata={"help": "d_ff, inner size of the feed-forward network (Eq. 2)"})
+    attention_heads: int = field(default=BASE["attention_heads"], metadata={"help": "h, number of attention heads"})
+    d_k: Optional[int] = field(default=BASE["d_k"], metadata={"help": "d_k, query/key width per head (default d_model/h)"})
+    d_v: Optional[int] = field(default=BASE["d_v"], metadata={"help": "d_v, value width per head (default d_model/h)"})
+    dropout: float = field(default=BASE["dropout"], metadata={"help": "P_drop, residual and embedding dropout (Section 5.4)"})
     attention_dropout: float = field(
         default=0.0, metadata={"help": "dropout on attention weights (not in the paper; default 0)"}
     )
@@ -43,7 +45,7 @@ class VaswaniTransformerConfig(FairseqDataclass):
         default=0.0, metadata={"help": "dropout after the FFN's ReLU (not in the paper; default 0)"}
     )
     positional_encoding: POSITIONAL_ENCODINGS = field(
-        default="sinusoidal", metadata={"help": "sinusoidal (Section 3.5) or learned (Table 3 row E)"}
+        default=BASE["positional_encoding"], metadata={"help": "sinusoidal (Section 3.5) or learned (Table 3 row E)"}
     )
     sinusoid_variant: ChoiceEnum(list(SINUSOID_VARIANTS)) = field(
         default="paper",
@@ -66,8 +68,8 @@ class VaswaniTransformerConfig(FairseqDataclass):
     normalize_before: bool = field(
         default=False, metadata={"help": "pre-norm x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's post-norm"}
     )
-    max_source_positions: int = field(default=1024, metadata={"help": "longest source sentence, in tokens"})
-    max_target_positions: int = field(default=1024, metadata={"help": "longest target sentence, in tokens"})
+    max_source_positions: int = field(default=BASE["max_source_positions"], metadata={"help": "longest source sentence, in tokens"})
+    max_target_positions: int = field(default=BASE["max_target_positions"], metadata={"help": "longest target sentence, in tokens"})
     checkpoint_activations: bool = field(
         default=False,
         metadata={"help": "keep only each layer's input and recompute the layer in the backward pass"
@@ -79,20 +81,6 @@ class VaswaniTransformerConfig(FairseqDataclass):
                   " (implies --checkpoint-activations)"},
     )  # fmt: skip
 
-
-
-ARCHITECTURES: Dict[str, Dict[str, object]] = {
-    # Table 3, row "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1 (65M params): the dataclass
-    "vaswani_base": {},
-    # Table 3, row "big": N=6, d_model=1024, d_ff=4096, h=16, d_k=d_v=64, P_drop=0.3 (213M params)
-    "vaswani_big": dict(d_model=1024, d_ff=4096, attention_heads=16, dropout=0.3),
-    # Section 6.1: the big model for English-French uses P_drop = 0.1 instead of 0.3
-    "vaswani_big_en_fr": dict(d_model=1024, d_ff=4096, attention_heads=16, dropout=0.1),
-    # Section 6.3: 4 layers, d_model = 1024, other settings from the base model (h = 8, d_ff = 2048)
-    "vaswani_parsing": dict(encoder_layers=4, decoder_layers=4, d_model=1024),
-    # Not in the paper: a small model for CPU demos and tests
-    "vaswani_tiny": dict(encoder_layers=2, decoder_layers=2, d_model=64, d_ff=256, attention_heads=4),
-}
 
 
 @dataclass

@@ -17,7 +17,7 @@ commands. Each tool is a console script and runs with ``python -m`` too:
     parsing/  vaswani-evalb                EVALB-conformant bracket scores of parses (Section 6.3)
     paper.py  vaswani-paper-flags          the paper's fairseq-train / fairseq-generate flags
 
-and, not a console script, ``tools/recipe.py``: the recipes' engine, which recipes/lib.sh runs (stamps,
+and, not a console script, ``tools/recipe/``: the recipes' engine, which recipes/lib.sh runs (stamps,
 the decision for every stage before any work, the stages' processes, the layout of a training).
 
 Shared, with ``preprocess`` too: ``files.py`` writes files atomically; ``parsing/trees.py`` is the tree

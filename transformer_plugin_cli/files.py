@@ -83,6 +83,14 @@ def publish(out: str, texts: Dict[str, List[str]], report: Dict, written: Sequen
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
 
+def size(n: float) -> str:
+    """Bytes for people: 1.4 GB, 312.0 MB."""
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+
+
 def full_disk_error(error: BaseException) -> Optional[OSError]:
     """The OSError of a full disk or quota behind ``error`` (torch.save raises a RuntimeError whose context
     is the OSError of the write), or None."""

@@ -1,4 +1,4 @@
-"""recipes/lib.sh and its engine (transformer_plugin_cli/tools/recipe.py) from the shell, as the recipes use
+"""recipes/lib.sh and its engine (transformer_plugin_cli/tools/recipe/) from the shell, as the recipes use
 them: stamps, what a stage makes, every stage decided before any work, stamps of the code before the engine,
 data from node 0, the launcher of data-parallel workers, Ctrl-C and kill, and failures explained."""
 
@@ -65,7 +65,7 @@ def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
     recipe(tmp_path, TRAIN="0")
     proc, log = recipe(tmp_path, "--dry-run", TRAIN="0", VOCAB="400")
     assert "a real run redoes this stage: its settings changed since it was done: VOCAB was 300, now 400" in proc.stdout
-    assert "a real run redoes this stage: stage 2, whose outputs it reads, is redone (VOCAB was 300, now 400)" in proc.stdout
+    assert "a real run redoes this stage: stage 2, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)" in proc.stdout
     assert proc.stdout.count("a real run skips this stage") == 1  # stage 1
     proc, log = recipe(tmp_path, TRAIN="0", VOCAB="400")
     assert proc.returncode == 0, proc.stderr
@@ -75,7 +75,7 @@ def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
 
 def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(tmp_path):
     recipe(tmp_path)
-    for change, why in [(dict(VOCAB="400"), "stage 2, whose outputs it reads, is redone (VOCAB was 300, now 400)"),
+    for change, why in [(dict(VOCAB="400"), "stage 2, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"),
                         (dict(STEPS="20"), "its settings changed since it was done: STEPS was 10, now 20")]:  # fmt: skip
         proc, _ = recipe(tmp_path, "--dry-run", **change)
         assert proc.returncode == 0 and f"(a real run stops here: stage 3 (training) was done, but {why}" in proc.stdout
@@ -109,7 +109,7 @@ def test_a_changed_input_outside_work_redoes_its_stage_and_a_copy_of_it_does_not
     assert proc.returncode == 0 and proc.stdout.count("skipping") == 3, proc.stdout
     (copy / "train.txt").write_text("one\ntwo\n")
     proc, log = recipe(tmp_path, TRAIN="0", CORPUS=copy)
-    assert proc.returncode == 0 and f"redoing it: its settings or inputs changed since it was done: the files of {copy} changed" in proc.stdout
+    assert proc.returncode == 0 and f"redoing it: its inputs changed since it was done: the content of {copy} changed" in proc.stdout
     assert "CORPUS was" not in proc.stdout  # the variable did not change: the files it names did
     assert log == ["data", "vocab 300", "score", "data", "vocab 300", "score"]
 
@@ -284,7 +284,7 @@ FAKE_WORKER = r"""#!/usr/bin/env bash
 for ((i = 1; i <= $#; i++)); do [ "${!i}" = --distributed-rank ] && { j=$((i + 1)); rank=${!j}; }; done
 echo "rank $rank started" > "$MARKERS/rank$rank"
 if [ "$rank" = 1 ] && [ "$FAIL" = 1 ]; then sleep 1; exit 3; fi
-exec sleep 60  # one process, like fairseq-train
+exec sleep "${WORKER_SECONDS:-60}"  # one process, like fairseq-train
 """
 
 
@@ -364,3 +364,26 @@ def test_a_failed_launcher_says_why_and_how_to_resume(tmp_path):
     assert proc.returncode == 1
     assert "training stopped: a task failed (node1: task 1: Killed), and srun ended the others. Once the cause is " \
            f"gone, run the same command again on every machine: training resumes from checkpoint_last.pt (full log: {log})" in err  # fmt: skip
+
+
+def test_a_nohup_run_outlives_the_hang_up_of_its_terminal(tmp_path):
+    """`nohup bash recipe.sh &`, then the terminal closes (SIGHUP to the recipe's process group): the engine kept
+    nohup's ignored SIGHUP, and so did the stage's workers, which finish. Without nohup the same SIGHUP stops it."""
+    for nohup in (True, False):
+        where = tmp_path / ("nohup" if nohup else "plain")
+        where.mkdir()
+        script = where / "one_stage.sh"
+        script.write_text('set -euo pipefail\nsource "$REPO/recipes/lib.sh"\nstage 1 "one stage" "$@"\nrun_stages\n')
+        argv = ["nohup", "bash", str(script)] if nohup else ["bash", str(script)]
+        proc = subprocess.Popen([*argv, "train_workers", "2", str(where / "train.log"), fake_worker(where)],
+                                env=user_env(REPO=REPO, WORK=where / "work", MARKERS=where, WORKER_SECONDS="4"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+        started(where)
+        os.killpg(proc.pid, signal.SIGHUP)
+        _, err = proc.communicate(timeout=60)
+        if nohup:
+            assert proc.returncode == 0, err
+            assert (where / "work" / ".done" / "1").exists()
+        else:
+            assert proc.returncode == -signal.SIGHUP and "stopped by SIGHUP" in err  # bash itself dies of it
+        assert not processes_naming(str(where / "fake-train"))

@@ -9,7 +9,6 @@ The checkpoints saved before are untouched (fairseq removes old ones only after 
 same command resumes from ``checkpoint_last.pt`` once there is room. Other errors keep fairseq's handling.
 """
 
-import errno
 import glob
 import os
 import shutil
@@ -20,30 +19,13 @@ from typing import Optional
 import torch
 from fairseq import checkpoint_utils
 
+from transformer_plugin_cli.files import full_disk_error as full_disk
+from transformer_plugin_cli.files import size
+
 from ._patching import replace
 
 UPSTREAM = None  # no upstream issue found
 CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"
-FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-def full_disk(error: BaseException) -> Optional[OSError]:
-    """The OSError of a full disk or quota behind ``error`` (torch.save raises a RuntimeError whose context
-    is the OSError of the write), or None."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in FULL:
-            return error
-        error = error.__cause__ or error.__context__
-    return None
-
-
-def size(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1000
 
 
 def state_bytes(trainer) -> int:

@@ -1,4 +1,4 @@
-"""The recipes' engine (transformer_plugin_cli/tools/recipe.py) as functions: what a stage makes, stamps old and
+"""The recipes' engine (transformer_plugin_cli/tools/recipe/) as functions: what a stage makes, stamps old and
 new, what changed, the decision for every stage, the layout and batch of a training, and why a training
 stopped. Through the shell, with processes: tests/integration/test_recipes_lib.py."""
 
@@ -156,9 +156,10 @@ def test_every_stage_is_decided_before_any_work(tmp_path):
     decisions = recipe.decide(changed, ctx)
     assert [d.action for d in decisions] == ["redo", "redo", "stop", "redo"]
     assert decisions[0].why == "its settings changed since it was done: VOCAB was 300, now 400"
-    assert decisions[2].why == "stage 1, whose outputs it reads, is redone (VOCAB was 300, now 400)"
+    assert decisions[2].why == "stage 1, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"
+    assert decisions[3].why == "stage 1, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"
     message = recipe.stop_message(changed[2], decisions[2].why, ctx)
-    assert message.startswith("stage 3 (training) was done, but stage 1, whose outputs it reads, is redone")
+    assert message.startswith("stage 3 (training) was done, but stage 1, whose outputs it may read (it declares none), is redone")
     assert f"delete checkpoints and {ctx.stamp_dir}/3;" in message  # fairseq's default --save-dir
 
 
@@ -167,8 +168,8 @@ def test_a_stage_never_done_redoes_the_stages_after_it(tmp_path):
     mark_done(ctx, stages())
     os.remove(os.path.join(ctx.stamp_dir, "2"))
     assert [(d.action, d.why) for d in recipe.decide(stages(), ctx)] == [
-        ("skip", ""), ("run", ""), ("stop", "stage 2, whose outputs it reads, is redone"),
-        ("redo", "stage 2, whose outputs it reads, is redone")]  # fmt: skip
+        ("skip", ""), ("run", ""), ("stop", "stage 2, whose outputs it may read (it declares none), is redone (it was never done)"),
+        ("redo", "stage 2, whose outputs it may read (it declares none), is redone (it was never done)")]  # fmt: skip
 
 
 def test_on_another_node_data_stages_wait_and_stamps_are_the_nodes_own(tmp_path):
@@ -187,11 +188,87 @@ def test_an_unreadable_stamp_redoes_its_stage(tmp_path):
 
 
 def test_the_plan_as_lib_sh_writes_it():
-    data = b"\0".join([b"stage", b"3", b"train it", b"run", b"", b"2", b"a b", b"", b"var", b"VOCAB", b"300",
-                       b"source", b"/r.sh"]) + b"\0"  # fmt: skip
+    data = b"\0".join([b"stage", b"3", b"train it", b"run", b"", b"1", b"c d.en", b"0", b"2", b"a b", b"", b"var", b"VOCAB",
+                       b"300", b"source", b"/r.sh"]) + b"\0"  # fmt: skip
     plan, variables, sources = recipe.read_plan(data)
-    assert plan == [Stage("3", "train it", "run", "", ["a b", ""])]
+    assert plan == [Stage("3", "train it", "run", "", ["a b", ""], reads=["c d.en"], writes=[])]
     assert variables == {"VOCAB": "300"} and sources == ["/r.sh"]
+
+
+# ---- what reads what ---------------------------------------------------------------------------------------
+
+
+def pipeline(tmp_path, corpus, export=("hf",)):
+    """A recipe's stages as the recipes declare them: a corpus given as a prefix, read through --reads."""
+    w = str(tmp_path / "work")
+    plan = [Stage("1", "clean", "data", "", ["prep", "--train", corpus, "--out", f"{w}/data"], reads=[f"{corpus}.en", f"{corpus}.de"]),
+            Stage("2", "spm", "data", "", ["spm", "--inputs", f"{w}/data/train.en", "--model-prefix", f"{w}/spm/spm"]),
+            Stage("3", "bin", "data", f"{w}/bin", ["bin", "--trainpref", f"{w}/data/train", "--spm", f"{w}/spm/spm.model"]),
+            Stage("4", "train", "run", "", ["train_workers", "1", f"{w}/train.log", "fairseq-train", f"{w}/bin", "--save-dir", f"{w}/ckpt"]),
+            Stage("5", "average", "run", "", ["avg", "--inputs", f"{w}/ckpt", "--output", f"{w}/ckpt/average.pt"]),
+            Stage("6", "generate", "run", "", ["capture", f"{w}/gen.out", "generate", f"{w}/bin", "--path", f"{w}/ckpt/average.pt", "--beam", "4"]),
+            Stage("7", "score", "run", "", ["score", "--generate-output", f"{w}/gen.out", "--json", f"{w}/scores.json"])]
+    plan += [Stage(f"9-{e}", e, "run", "", [f"export-{e}", "--model", f"{w}/ckpt/average.pt", "--output_dir", f"{w}/{e}"]) for e in export]
+    return plan
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    (tmp_path / "in").mkdir()
+    for lang in ("en", "de"):
+        (tmp_path / "in" / f"c.{lang}").write_text("".join(f"{lang} line {i}\n" for i in range(1000)))
+    return str(tmp_path / "in" / "c")
+
+
+def test_an_edited_corpus_given_as_a_prefix_redoes_what_reads_it_and_stops_before_training(tmp_path, corpus):
+    """The prefix (c for c.en and c.de) is no file: only the declared reads digest it. The same line count."""
+    ctx = context(tmp_path)
+    mark_done(ctx, pipeline(tmp_path, corpus))
+    assert {d.action for d in recipe.decide(pipeline(tmp_path, corpus), ctx)} == {"skip"}
+    with open(f"{corpus}.de", "r+") as f:
+        text = f.read().replace("de line 999", "de Zeile 99")
+        f.seek(0), f.truncate(), f.write(text)
+    decisions = recipe.decide(pipeline(tmp_path, corpus), ctx)
+    assert [d.action for d in decisions] == ["redo", "redo", "redo", "stop", "redo", "redo", "redo", "redo"]
+    assert decisions[0].why == f"its inputs changed since it was done: the content of {corpus}.de changed"
+    assert decisions[3].why == (f"stage 3, whose outputs it reads ($WORK/bin), is redone (the content of {corpus}.de "
+                                "changed, in stage 1)")  # fmt: skip
+    message = recipe.stop_message(pipeline(tmp_path, corpus)[3], decisions[3].why, ctx)
+    assert message.startswith("stage 4 (training) was done, but stage 3") and f"{corpus}.de" in message
+
+
+def test_a_change_redoes_what_reads_it_and_nothing_else(tmp_path, corpus):
+    ctx = context(tmp_path)
+    mark_done(ctx, pipeline(tmp_path, corpus, export=("hf",)))
+    # EXPORT="ct2 hf" after EXPORT=hf: the new export runs, the one done is kept
+    decisions = recipe.decide(pipeline(tmp_path, corpus, export=("ct2", "hf")), ctx)
+    assert [d.action for d in decisions] == ["skip"] * 7 + ["run", "skip"]
+    # another beam: generation and its score, not the export of the model
+    changed = pipeline(tmp_path, corpus)
+    changed[5].argv[-1] = "5"
+    assert [d.action for d in recipe.decide(changed, ctx)] == ["skip"] * 5 + ["redo", "redo", "skip"]
+
+
+def test_a_stamp_from_before_the_declared_reads_holds_and_is_rewritten(tmp_path, corpus):
+    ctx = context(tmp_path)
+    plan = pipeline(tmp_path, corpus)
+    mark_done(ctx, plan)
+    path = os.path.join(ctx.stamp_dir, "1")
+    with open(path) as f:
+        stamp = json.load(f)
+    del stamp["reads"]
+    stamp["stamp"] = 2
+    with open(path, "w") as f:
+        json.dump(stamp, f)
+    decision = recipe.decide(plan, ctx)[0]
+    assert (decision.action, decision.upgrade) == ("skip", True)
+
+
+def test_the_stop_advice_quotes_its_paths(tmp_path):
+    ctx = context(tmp_path / "my runs")
+    stage = Stage("4", "train", "run", "", ["train_workers", "1", "log", "fairseq-train", "--save-dir", "my ckpt"])
+    message = recipe.stop_message(stage, "why", ctx)
+    assert "delete 'my ckpt' and '" in message and "/my runs/work/.done/4' only" in message
 
 
 # ---- the layout of a training ----------------------------------------------------------------------------

@@ -1,0 +1,79 @@
+"""The engine's command line, as recipes/lib.sh runs it:
+
+    python -m transformer_plugin_cli.tools.recipe run --work W --repo R --python PY ... < PLAN
+    python -m transformer_plugin_cli.tools.recipe layout --launch local --gpus 8 ... --tokens 25000 --cap 4096
+"""
+
+import argparse
+import os
+import shlex
+import sys
+from typing import Sequence
+
+from transformer_plugin_cli.tools.recipe.layout import LayoutError, cuda_devices, layout
+from transformer_plugin_cli.tools.recipe.runner import Runner, read_plan, say
+from transformer_plugin_cli.tools.recipe.stamps import Context, DigestCache, setting_names
+
+
+def main_run(args) -> int:
+    stages, variables, sources = read_plan(sys.stdin.buffer.read())
+    settings = {name: variables.get(name, "") for name in setting_names(sources)}
+    ctx = Context(args.work, args.repo, args.python, args.launch, args.node_rank, int(args.dist_timeout), settings)
+    ctx.digest_cache = DigestCache(os.path.join(ctx.stamp_dir, "digests.json"))  # each node its own
+    layout_vars = {k: variables.get(k, "") for k in ("MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "NNODES")}
+    runner = Runner(stages, ctx, args.dry_run, layout_vars, gpus=int(variables.get("GPUS") or 0),
+                    per_node=int(variables.get("PER_NODE") or 1), grace=args.grace, parent_pid=args.parent_pid)  # fmt: skip
+    return runner.run(check_only=args.check)
+
+
+def main_layout(args) -> int:
+    try:
+        found = layout(args.launch, args.nnodes, args.node_rank, args.master_addr, args.master_port, args.gpus,
+                       args.cpu_workers, args.dist_timeout, args.tokens, args.cap, real=args.real,
+                       slurm_job_id=os.environ.get("SLURM_JOB_ID", ""),
+                       slurm_job_num_nodes=os.environ.get("SLURM_JOB_NUM_NODES", ""), cuda_devices=cuda_devices)  # fmt: skip
+    except LayoutError as e:
+        print(e, file=sys.stderr)
+        return 2
+    for name, value in found.items():
+        print(f"{name}={shlex.quote(value)}")
+    return 0
+
+
+def parse(argv: Sequence[str]):
+    parser = argparse.ArgumentParser(prog="python -m transformer_plugin_cli.tools.recipe", description="The recipes' engine.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="check every stage of the plan on stdin, then run (or show) them in order")
+    run.add_argument("--work", required=True)
+    run.add_argument("--repo", required=True)
+    run.add_argument("--python", default="python")
+    run.add_argument("--launch", default="local")
+    run.add_argument("--node-rank", default="0")
+    run.add_argument("--dist-timeout", default="600")
+    run.add_argument("--dry-run", action="store_true")
+    run.add_argument("--check", action="store_true", help="decide every stage, run none; exit 3 if a run would stop")
+    run.add_argument("--grace", type=float, default=float(os.environ.get("RECIPE_STOP_GRACE", "10")),
+                     help="seconds between SIGTERM and SIGKILL when a stage is stopped")  # fmt: skip
+    run.add_argument("--parent-pid", type=int, default=0, help="the recipe's shell: if it is gone already, stop")
+    run.set_defaults(main=main_run)
+    lay = sub.add_parser("layout", help="the training's layout and batch as shell assignments")
+    for name in ("launch", "nnodes", "node-rank", "master-addr", "master-port", "gpus", "cpu-workers", "dist-timeout"):
+        lay.add_argument(f"--{name}", default="")
+    lay.add_argument("--tokens", type=int, required=True)
+    lay.add_argument("--cap", type=int, required=True)
+    lay.add_argument("--real", action="store_true", help="also check what only this machine tells")
+    lay.set_defaults(main=main_layout)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        arguments = parse(argv)
+        return arguments.main(arguments)
+    except KeyboardInterrupt:  # Ctrl-C while the engine decides (digesting a large corpus, say): before any stage ran
+        say("FAILED: stopped by SIGINT before any stage ran; nothing was changed", err=True)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,89 @@
+"""Stamps written before the engine (recipes/lib.sh until 2026-11): a quoted command line, with ``ID.settings``
+beside it. They still count: a stage whose old stamp holds is skipped, and its stamp rewritten as JSON."""
+
+import os
+import re
+import subprocess
+from typing import List, Sequence
+
+from transformer_plugin_cli.tools.recipe.stamps import Context, Stage, without_how_only
+
+# data preparation that moved to preprocess/: a stamp that names the old module is the same stage
+MOVED_MODULES = re.compile(r"^transformer_plugin_cli\.(?:data|parsing)\.(wmt14|sentencepiece_vocab|synthetic_pair|debian_l10n|ptb)$")
+
+_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
+              "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}  # fmt: skip
+
+
+def bash_words(text: str) -> List[str]:
+    """The words of a line written by bash's ``printf %q`` (backslash escapes, '...' and $'...')."""
+    words, word, i, n, in_word = [], [], 0, len(text), False
+    while i < n:
+        c = text[i]
+        if c in " \t\n":
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+            i += 1
+            continue
+        in_word = True
+        if c == "\\" and i + 1 < n:
+            word.append(text[i + 1])
+            i += 2
+        elif c == "'":
+            j = text.index("'", i + 1)
+            word.append(text[i + 1 : j])
+            i = j + 1
+        elif c == "$" and text.startswith("$'", i):
+            i += 2
+            while i < n and text[i] != "'":
+                if text[i] == "\\" and i + 1 < n:
+                    e = text[i + 1]
+                    if e in _C_ESCAPES:
+                        word.append(_C_ESCAPES[e])
+                        i += 2
+                    elif e == "x":
+                        m = re.match(r"[0-9a-fA-F]{1,2}", text[i + 2 :])
+                        word.append(chr(int(m.group(), 16)))
+                        i += 2 + len(m.group())
+                    elif e in "01234567":
+                        m = re.match(r"[0-7]{1,3}", text[i + 1 :])
+                        word.append(chr(int(m.group(), 8)))
+                        i += 1 + len(m.group())
+                    else:
+                        word.append("\\" + e)
+                        i += 2
+                else:
+                    word.append(text[i])
+                    i += 1
+            i += 1
+        else:
+            word.append(c)
+            i += 1
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
+def legacy_words(stage: Stage, ctx: Context) -> List[str]:
+    """The words an old stamp of this stage would hold today (recipes/lib.sh before this module: the
+    command line as it ran, and ``PATH=`` a digest of the names, sizes and times of the files below each
+    argument that named a path outside WORK and the checkout), as that code compared them."""
+    words = list(stage.argv)
+    work, repo = os.path.realpath(ctx.work_abs), os.path.realpath(ctx.repo_abs)
+    for arg in stage.argv:
+        if not os.path.exists(arg):
+            continue
+        real = os.path.realpath(arg)
+        if any(real + "/" == p + "/" or (real + "/").startswith(p + "/") for p in (work, repo)):
+            continue
+        old = subprocess.run(["bash", "-c", "find -L \"$0\" -type f -printf '%P %s %T@\\n' 2> /dev/null | sort | md5sum | cut -c1-16", real],
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        words.append(f"{arg}={old}")
+    return normalised_legacy(words)
+
+
+def normalised_legacy(words: Sequence[str]) -> List[str]:
+    return [f"preprocess.{m.group(1)}" if (m := MOVED_MODULES.match(w)) else w for w in without_how_only(words)]
+
+

@@ -1,0 +1,171 @@
+"""The run: every stage decided (:mod:`.decisions`), the disk checked against what the stages that run will write
+(:mod:`.space`), then each stage run in order (:mod:`.launching`), or shown in a dry run, its stamp written when it
+succeeds. A failure or a signal stops the recipe, saying which stage, why, and how to resume."""
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from transformer_plugin_cli.tools.recipe import space
+from transformer_plugin_cli.tools.recipe.decisions import Decision, decide, stop_message
+from transformer_plugin_cli.tools.recipe.failures import StageFailed
+from transformer_plugin_cli.tools.recipe.launching import Launcher, shown
+from transformer_plugin_cli.tools.recipe.processes import Interrupted, Supervisor, die_with_parent
+from transformer_plugin_cli.tools.recipe.stamps import Context, Stage, write_stamp
+
+
+def say(text: str, err: bool = False) -> None:
+    """Print for people; a terminal that is gone (a hang-up under nohup's SIGHUP) does not stop the run."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+class Runner:
+    """Runs (or, in a dry run, shows) the plan's stages in order, after deciding every one of them."""
+
+    def __init__(self, stages: Sequence[Stage], ctx: Context, dry_run: bool, layout_vars: Dict[str, str],
+                 gpus: int = 0, per_node: int = 1, grace: float = 10.0, parent_pid: int = 0):  # fmt: skip
+        self.stages, self.ctx, self.dry_run, self.parent_pid = list(stages), ctx, dry_run, parent_pid
+        self.supervisor = Supervisor(grace)
+        self.launcher = Launcher(ctx, self.supervisor, say, layout_vars, gpus, per_node)
+
+    def check(self) -> Tuple[List[Decision], List[str]]:
+        decisions = decide(self.stages, self.ctx)
+        stops = [stop_message(s, d.why, self.ctx) for s, d in zip(self.stages, decisions) if d.action == "stop"]
+        return decisions, stops
+
+    def space(self, decisions: Sequence[Decision]) -> Tuple[space.Plan, int]:
+        """What the stages that will run write under WORK, and how much WORK's disk has free."""
+        runs = [(s.id, s.argv, d.action in ("run", "redo", "stop")) for s, d in zip(self.stages, decisions) if d.action != "wait"]
+        vocabulary = self.ctx.settings.get("VOCAB_SIZE", "")
+        plan = space.estimate(runs, int(vocabulary) if vocabulary.isdigit() else None)
+        where = self.ctx.work_abs
+        while not os.path.exists(where):
+            where = os.path.dirname(where)
+        return plan, shutil.disk_usage(where).free
+
+    def run(self, check_only: bool = False) -> int:
+        decisions, stops = self.check()
+        if check_only:
+            for message in stops:
+                say(message, err=True)
+            return 3 if stops else 0
+        if stops and not self.dry_run:
+            for message in stops:
+                say(message, err=True)
+            say("FAILED: stopped before any work (nothing was changed): a training stage would have to be redone", err=True)
+            return 3
+        plan, free = self.space(decisions)
+        if self.dry_run:
+            say("\n==== space ====\n" + "\n".join(space.lines(plan, free, self.ctx.work)))
+        elif plan.needed > free and os.environ.get("IGNORE_FREE_SPACE", "0") != "1":
+            say("\n".join(space.lines(plan, free, self.ctx.work)), err=True)
+            say(f"FAILED: stopped before any work: {self.ctx.work} needs about {space.size(plan.needed)} free and its disk has "
+                f"{space.size(free)}. Make room, set WORK to a larger disk, or keep fewer checkpoints (AVERAGE_LAST); "
+                "IGNORE_FREE_SPACE=1 goes on regardless", err=True)  # fmt: skip
+            return 4
+        if not self.dry_run:
+            self.supervisor.install()
+            die_with_parent(signal.SIGTERM)
+            if self.parent_pid and os.getppid() != self.parent_pid:  # the recipe died before we asked
+                self.supervisor.signum = signal.SIGTERM
+        current = None
+        try:
+            for stage, decision in zip(self.stages, decisions):
+                current = stage
+                self.one(stage, decision)
+            current = None
+            if self.supervisor.signum is not None:  # after the last stage: the recipe must not go on
+                raise Interrupted(self.supervisor.signum)
+        except Interrupted as e:
+            say(self.interrupted_message(current, e.signum), err=True)
+            return 128 + e.signum
+        except StageFailed as e:
+            if e.message:
+                say(e.message, err=True)
+            say(f"FAILED: stage {current.id}: {current.title} (exit {e.status})", err=True)
+            return e.status
+        except OSError as e:  # the stage's stamp, log or output could not be written
+            say(f"FAILED: stage {current.id}: {current.title}: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", err=True)
+            return 1
+        finally:
+            if self.ctx.digest_cache and not self.dry_run:
+                with contextlib.suppress(OSError):
+                    self.ctx.digest_cache.save()
+        return 0
+
+    @staticmethod
+    def interrupted_message(stage: Optional[Stage], signum: int) -> str:
+        name = signal.Signals(signum).name
+        if stage is None:
+            return f"FAILED: stopped by {name} between stages"
+        resume = "training continues from the last checkpoint it saved (checkpoint_last.pt)" if stage.trains else \
+            "this stage starts over, and the stages done before it are kept"  # fmt: skip
+        return (f"FAILED: stage {stage.id}: {stage.title}: stopped by {name}; every process it started has ended. "
+                f"Run the same command again to resume: {resume}")  # fmt: skip
+
+    def one(self, stage: Stage, decision: Decision) -> None:
+        if decision.action == "wait":
+            return self.launcher.wait_for_node0(stage, self.dry_run)
+        say(f"\n==== stage {stage.id}: {stage.title} ====")
+        stamp = os.path.join(self.ctx.stamp_dir, stage.id)
+        if decision.action == "skip":
+            say(f"done already with these settings: {'a real run skips this stage' if self.dry_run else 'skipping'}")
+            if not self.dry_run and decision.upgrade:
+                write_stamp(stamp, stage, decision.identity, self.ctx)
+            if not self.dry_run:
+                return
+        elif decision.action == "stop":  # only in a dry run: a real run stopped before any work
+            say(f"(a real run stops here: {stop_message(stage, decision.why, self.ctx)})")
+        elif decision.action == "redo":
+            say(f"{'a real run redoes this stage' if self.dry_run else 'redoing it'}: {decision.why}")
+        if self.dry_run:
+            if not stage.outputs():
+                say("(it declares no outputs: every stage after it is taken to read them; stage --writes PATH says what it writes)")
+            if stage.clears:
+                say(shown(["rm", "-rf", stage.clears]))
+            self.launcher.show(stage.argv)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(stamp)
+        if stage.clears:
+            shutil.rmtree(stage.clears, ignore_errors=True)
+        self.launcher.make_directories(stage.argv)
+        self.launcher.run(stage.argv)
+        write_stamp(stamp, stage, decision.identity, self.ctx)
+
+
+def read_plan(data: bytes) -> Tuple[List[Stage], Dict[str, str], List[str]]:
+    """lib.sh's plan: NUL-separated records, ``stage ID TITLE KIND CLEARS NR READS... NW WRITES... N ARGV...``,
+    ``var NAME VALUE`` (every upper-case shell variable) and ``source FILE`` (the recipe's files)."""
+    tokens = data.decode("utf-8", errors="surrogateescape").split("\0")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    stages, variables, sources, i = [], {}, [], 0
+
+    def counted(at: int) -> Tuple[List[str], int]:
+        n = int(tokens[at])
+        return tokens[at + 1 : at + 1 + n], at + 1 + n
+
+    while i < len(tokens):
+        kind = tokens[i]
+        if kind == "":  # printf's one empty word for an empty list
+            i += 1
+        elif kind == "stage":
+            sid, title, stage_kind, clears = tokens[i + 1 : i + 5]
+            reads, i = counted(i + 5)
+            writes, i = counted(i)
+            argv, i = counted(i)
+            stages.append(Stage(sid, title, stage_kind, clears, argv, reads, writes))
+        elif kind == "var":
+            variables[tokens[i + 1]] = tokens[i + 2]
+            i += 3
+        elif kind == "source":
+            sources.append(tokens[i + 1])
+            i += 2
+        else:
+            raise ValueError(f"recipe plan: unknown record {kind!r}")
+    return stages, variables, sources
