@@ -38,7 +38,6 @@ import argparse
 import contextlib
 import gzip
 import hashlib
-import json
 import os
 import shlex
 import sys
@@ -47,7 +46,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.files import TMP_SUFFIX, exits_on_a_full_disk
+from transformer_plugin_cli.files import TMP_SUFFIX, exits_on_a_full_disk, publish
 
 FIRST = 10  # line numbers kept per reason
 LANGID_MIN_CHARS = 40
@@ -78,6 +77,10 @@ class Corpus:
     @property
     def name(self) -> str:
         return self.tsv or f"{self.source} + {self.target}"
+
+    @property
+    def files(self) -> List[str]:
+        return [self.tsv] if self.tsv else [self.source, self.target]
 
 
 def find_corpus(spec: str, src: str, tgt: str) -> Corpus:
@@ -190,7 +193,10 @@ def normalise(text: str, report: Report, where: str) -> str:
     nfc = unicodedata.normalize("NFC", cleaned)
     if nfc != cleaned:
         report.note("Unicode normalised (NFC)", where)
-    return " ".join(nfc.split())
+    single = " ".join(nfc.split())
+    if single != nfc:
+        report.note("white space collapsed (runs, tabs, or at either end)", where)
+    return single
 
 
 def script_of(char: str) -> Optional[str]:
@@ -352,7 +358,11 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
                         pair = (normalise(s.decode("utf-8"), report, where), normalise(t.decode("utf-8"), report, where))
                     except UnicodeDecodeError:
                         raise CorpusError(f"{where}: not valid UTF-8 (a {split} set is never filtered: convert it)") from None
-                    if pair not in seen and pair[0] and pair[1]:
+                    if not (pair[0] and pair[1]):
+                        report.note(f"an empty side ({split} set)", where)
+                    elif pair in seen:
+                        report.note(f"a duplicate of an earlier pair ({split} set)", where)
+                    else:
                         seen.add(pair)
                         kept.append(pair)
             held[split] = kept
@@ -385,10 +395,7 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
             if wanted >= len(unique):
                 raise CorpusError(f"only {len(unique)} distinct sources after cleaning: too few to hold out {wanted} for "
                                   "dev and test (give VALID and TEST)")  # fmt: skip
-            cut = unique[:wanted]
-            first = {h: ("test" if "test" not in held and i < sizes["test"] else "valid") for i, h in enumerate(cut)}
-            if "test" in held:
-                first = {h: "valid" for h in cut}
+            first = {h: ("test" if "test" not in held and i < sizes["test"] else "valid") for i, h in enumerate(unique[:wanted])}
             del ranked, unique
         else:
             first = {}
@@ -412,7 +419,7 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
                             report.note("another translation of a held-out source", where)
                             continue
                         taken.add(s)
-                    elif s in held_sources or (first and sentence_hash(s, seed) in first):
+                    elif s in held_sources:
                         report.note("source in the dev or test set", where)
                         continue
                     split = split or "train"
@@ -437,15 +444,8 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
         "pairs": dict(counts), "changes_and_drops": report.as_dict(),
         "rules": {"max_words": rules.max_words, "max_ratio": rules.max_ratio, "on_bad_bytes": rules.on_bad_bytes},
     }  # fmt: skip
-    with open(os.path.join(out, "report.json" + TMP_SUFFIX), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2, ensure_ascii=False)
-    with open(os.path.join(out, "report.md" + TMP_SUFFIX), "w", encoding="utf-8") as f:
-        f.write(report_text(result))
-    for split in ("train", "valid", "test"):
-        for lang in (src, tgt):
-            os.replace(os.path.join(out, f"{split}.{lang}{TMP_SUFFIX}"), os.path.join(out, f"{split}.{lang}"))
-    for name in ("report.md", "report.json"):
-        os.replace(os.path.join(out, name + TMP_SUFFIX), os.path.join(out, name))
+    texts = [f"{split}.{lang}" for split in ("train", "valid", "test") for lang in (src, tgt)]  # written above, under .tmp
+    publish(out, {"report.md": report_text(result).rstrip("\n").split("\n")}, result, written=texts)
     log(report_text(result))
     return result
 
@@ -529,9 +529,9 @@ def main(argv=None) -> int:
         p.add_argument("--train", nargs="+", required=True, help="PREFIX (PREFIX.SRC and PREFIX.TGT) or a .tsv file, each")
         p.add_argument("--src", required=True)
         p.add_argument("--tgt", required=True)
+        p.add_argument("--valid", nargs="*", default=[])
+        p.add_argument("--test", nargs="*", default=[])
         if name == "prepare":
-            p.add_argument("--valid", nargs="*", default=[])
-            p.add_argument("--test", nargs="*", default=[])
             p.add_argument("--out", required=True)
             p.add_argument("--max-words", type=int, default=250)
             p.add_argument("--max-ratio", type=float, default=3.0)
@@ -550,6 +550,9 @@ def main(argv=None) -> int:
             for name, value in vars(found).items():
                 value = int(value) if isinstance(value, bool) else value
                 print(f"AUTO_{name.upper()}={shlex.quote(str(value))}")
+            # every file the corpora are read from: the recipe's first stage declares them (an edit redoes it)
+            files = [f for spec in (*args.train, *args.valid, *args.test) for f in find_corpus(spec, args.src, args.tgt).files]
+            print(f"AUTO_INPUT_FILES=({' '.join(shlex.quote(f) for f in files)})")
             return 0
         rules = Rules(args.src, args.tgt, args.max_words, args.max_ratio, args.on_bad_bytes, not args.no_langid)
         prepare(args.train, args.src, args.tgt, args.out, args.valid, args.test, rules, args.seed, args.valid_size,

@@ -43,7 +43,8 @@ stage 1 "synthetic corpus: $TRAIN_PAIRS/$VALID_PAIRS/$TEST_PAIRS pairs" \
   "$PY" -m preprocess.synthetic_pair --out-dir "$DATA" --train "$TRAIN_PAIRS" --valid "$VALID_PAIRS" \
     --test "$TEST_PAIRS" --seed "$SEED"
 
-stage 2 "joint sentencepiece BPE vocabulary of $VOCAB_SIZE pieces" bash -c 'set -euo pipefail
+stage --writes "$DATA/spm" --writes "$DATA/train.sp" --writes "$DATA/valid.sp" --writes "$DATA/test.sp" \
+  2 "joint sentencepiece BPE vocabulary of $VOCAB_SIZE pieces" bash -c 'set -euo pipefail
   "$0" -m preprocess.sentencepiece_vocab train --inputs "$1/train.src" "$1/train.tgt" \
     --model-prefix "$1/spm" --vocab-size "$2" --model-type bpe --vocab-size-name VOCAB_SIZE
   "$0" -m preprocess.sentencepiece_vocab encode --model "$1/spm.model" \

@@ -44,7 +44,8 @@ SEED=${SEED:-1}
 SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
 
 # ---- settings by the corpus's size: preprocess/parallel_text.py settings (docs/parallel-text.md) ---------
-AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT") || exit 2
+AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
+  --src "$SRC" --tgt "$TGT") || exit 2
 eval "$AUTO"
 VOCAB_SIZE=${VOCAB_SIZE:-$AUTO_VOCAB_SIZE}       # sentencepiece pieces (per side when not joint)
 JOINT_VOCAB=${JOINT_VOCAB:-$AUTO_JOINT}          # 1: one vocabulary for both sides (same script); 0: one per side
@@ -113,7 +114,8 @@ PREPARE_ARGS=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA"
 [ ${#VALID_SETS[@]} = 0 ] || PREPARE_ARGS+=(--valid "${VALID_SETS[@]}")
 [ ${#TEST_SETS[@]} = 0 ] || PREPARE_ARGS+=(--test "${TEST_SETS[@]}")
 [ "$LANGID" = 1 ] || PREPARE_ARGS+=(--no-langid)
-data_stage 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
+READS=(); for file in "${AUTO_INPUT_FILES[@]}"; do READS+=(--reads "$file"); done  # the corpora's files, digested
+data_stage "${READS[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
 
 # ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences -----------------------------------------------
 SPM_ARGS=(--vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --input-sentence-size "$SPM_SAMPLE"
@@ -157,7 +159,6 @@ if [ "$EVAL_BLEU" = 1 ]; then
     --eval-bleu-remove-bpe sentencepiece --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
 fi
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
-TRAIN_LOG="$WORK/train.log$([ "$LAUNCH" != torchrun ] || echo ".node$NODE_RANK")"
 train_stage 4 "fairseq-train --arch $ARCH, at most $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation ------------------------------------------------------------------------------------------

@@ -35,7 +35,12 @@ row() {  # row ID RECIPE FLAGS [--check]: one row, trained and evaluated by its 
 }
 if [ "$DRY_RUN" = 0 ]; then  # every row decided before any row's work: none would have to redo its training
   while IFS=$'\t' read -r id recipe flags; do
-    row "$id" "$recipe" "$flags" --check > /dev/null || { FAILED_AT="stopped before any work (nothing was changed): row $id"; exit 3; }
+    status=0 && row "$id" "$recipe" "$flags" --check > /dev/null || status=$?
+    case $status in  # 3: a training that would be redone (the row said which, above); else the row's own error
+      0) ;;
+      3) FAILED_AT="stopped before any work (nothing was changed): row $id would have to redo its training"; exit 3 ;;
+      *) FAILED_AT="row $id ($recipe) cannot run as set (exit $status, its message above); no row was started"; exit "$status" ;;
+    esac
   done <<< "$PLAN"
 fi
 while IFS=$'\t' read -r id recipe flags; do

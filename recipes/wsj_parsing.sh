@@ -62,8 +62,17 @@ if [ -z "$TREEBANK" ]; then
     "$PY" -m preprocess.ptb toy-treebank --out "$TREEBANK"
 fi
 PREPARE_ARGS=(--treebank "$TREEBANK" --out "$DATA")
-if [ -n "$EXTRA_TREES" ]; then read -r -a EXTRA <<< "$EXTRA_TREES"; PREPARE_ARGS+=(--extra-trees "${EXTRA[@]}"); fi
-data_stage 1 "WSJ: sections 02-21 train, 22 dev, 23 test; clean and linearise" \
+EXTRA=()  # EXTRA_TREES: files or patterns ("/data/berkeley/*.trees"), space-separated, each expanded here
+read -r -a PATTERNS <<< "$EXTRA_TREES"
+for pattern in "${PATTERNS[@]}"; do
+  mapfile -t found < <(compgen -G "$pattern" | sort)
+  if [ ${#found[@]} = 0 ] && [ "$DRY_RUN" = 1 ]; then echo "note: EXTRA_TREES: no file matches $pattern here"; found=("$pattern"); fi
+  [ ${#found[@]} -gt 0 ] || { echo "EXTRA_TREES: no file matches $pattern" >&2; exit 2; }
+  EXTRA+=("${found[@]}")
+done
+READS=(--reads "$TREEBANK"); for file in "${EXTRA[@]}"; do READS+=(--reads "$file"); done  # digested: an edit redoes it
+[ ${#EXTRA[@]} = 0 ] || PREPARE_ARGS+=(--extra-trees "${EXTRA[@]}")
+data_stage "${READS[@]}" 1 "WSJ: sections 02-21 train, 22 dev, 23 test; clean and linearise" \
   "$PY" -m preprocess.ptb prepare "${PREPARE_ARGS[@]}"
 
 data_stage --clears "$BIN" 2 "fairseq-preprocess: words -> linearised trees, $VOCAB_SIZE source words" \

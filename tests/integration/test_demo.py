@@ -79,7 +79,8 @@ def test_a_changed_vocabulary_stops_before_any_work(small_demo):
     before = {p: p.stat().st_mtime_ns for p in (work / "data" / "spm.model", work / "checkpoints" / "average.pt")}
     dry = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"), DRY="1")
     assert "a real run redoes this stage: its settings changed since it was done: VOCAB_SIZE was 300, now 301" in dry.stdout
-    why = "stage 4 (training) was done, but stage 2, whose outputs it reads, is redone (VOCAB_SIZE was 300, now 301)"
+    why = ("stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (VOCAB_SIZE was "
+           "300, now 301, in stage 2)")  # fmt: skip
     assert f"(a real run stops here: {why}" in dry.stdout
     proc = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"))
     assert proc.returncode == 3

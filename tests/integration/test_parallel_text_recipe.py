@@ -59,14 +59,43 @@ def test_no_debug_messages_from_any_stage(two_files_run):
     assert not debug, f"{len(debug)} debug lines, the first: {debug[:3]}"
 
 
+def test_no_third_party_noise_from_any_stage(two_files_run):
+    """hydra's deprecation warnings, torch's autocast and pin_memory warnings, fairseq's tensorboardX line
+    (patches/third_party_warnings.py, requirements.txt): about 60 of a short run's 491 lines."""
+    _, out, err = two_files_run
+    noise = [line for line in (out + err).splitlines() if "Warning:" in line or "Please install tensorboardX" in line]
+    assert not noise, f"{len(noise)} lines, the first: {noise[:3]}"
+
+
 def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(two_files_run, corpus):
     work, _, _ = two_files_run
     again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
     assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 12
     changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), **dict(TOY, TOY_VOCAB_SIZE="400"))
     assert changed.returncode == 3
-    assert "stage 4 (training) was done, but stage 2a, whose outputs it reads, is redone (VOCAB_SIZE was 500, now 400)" \
-        in changed.stderr  # fmt: skip
+    assert ("stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (VOCAB_SIZE was "
+            "500, now 400, in stage 2a)") in changed.stderr  # fmt: skip
+
+
+def test_an_edited_corpus_redoes_what_reads_it_and_stops_before_training_naming_the_file(two_files_run, corpus):
+    """The same line count, the last 1,000 pairs' targets replaced: the prefix form (train for train.en and
+    train.de) is no file, and was never digested."""
+    work, _, _ = two_files_run
+    original = (corpus / "train.de").read_bytes()
+    lines = original.decode().splitlines(keepends=True)
+    try:
+        (corpus / "train.de").write_text("".join(lines[:-1000]) + "".join(lines[:1000]), encoding="utf-8")
+        dry = run_recipe("parallel_text.sh", work, "--dry-run", TRAIN=str(corpus / "train"), **TOY)
+        assert f"a real run redoes this stage: its inputs changed since it was done: the content of {corpus}/train.de changed" \
+            in dry.stdout  # fmt: skip
+        proc = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), **TOY)
+        assert proc.returncode == 3
+        assert (f"stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (the content "
+                f"of {corpus}/train.de changed, in stage 1)") in proc.stderr  # fmt: skip
+    finally:
+        (corpus / "train.de").write_bytes(original)
+    again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
+    assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 12
 
 
 def test_a_tsv_gives_the_data_of_the_two_files(two_files_run, corpus, tmp_path):

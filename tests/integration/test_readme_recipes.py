@@ -24,7 +24,12 @@ def readme_recipe_lines():
         words = shlex.split(wrapped.group(1) if wrapped else command)
         if "bash" in words and words.index("bash") + 1 < len(words) and words[words.index("bash") + 1].startswith("recipes/"):
             i = words.index("bash")
-            found.append((command, words[:i], words[i + 1 :]))
+            args = words[i + 1 :]
+            for j, word in enumerate(args):  # `nohup bash recipes/x.sh > x.log 2>&1 &`: the recipe and its arguments
+                if word.startswith((">", "&", "2>")):
+                    args = args[:j]
+                    break
+            found.append((command, [w for w in words[:i] if "=" in w], args))
     return found
 
 

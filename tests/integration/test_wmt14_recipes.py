@@ -433,6 +433,14 @@ def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
     assert bad.returncode != 0 and "unknown Table 3 row 'F-nonsense'" in bad.stderr
 
 
+def test_table3_says_a_rows_own_error_and_not_that_a_training_would_be_redone(tmp_path):
+    """Every --check failure used to become "exit 3, nothing was changed", a setting's error included."""
+    proc = run_recipe("wmt14_table3.sh", tmp_path / "w", ROWS="base A-h1", PRECISION="fp64")
+    assert proc.returncode == 2 and "PRECISION=fp64: use fp32, fp16, bf16 or amp" in proc.stderr
+    assert "FAILED: row base (wmt14_en_de_base.sh) cannot run as set (exit 2, its message above); no row was started" in proc.stderr
+    assert "would have to redo" not in proc.stderr and not (tmp_path / "w").exists()
+
+
 @pytest.mark.slow  # ~50 s; the rows' flags are checked by the dry-run test and tests/test_table3.py
 def test_table3_toy_row_and_table(toy_run):
     from transformer_plugin_cli.tools.table3 import count_parameters

@@ -30,6 +30,22 @@ def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
     assert flag(score, "--paper") == paper
 
 
+def test_extra_trees_as_docs_recipes_md_shows_them_a_pattern_expanded(tmp_path):
+    """EXTRA_TREES="/data/silver/*.trees": `read -a` did not expand it, and preprocess/ptb.py refused the literal."""
+    (tmp_path / "silver").mkdir()
+    for name in ("b.trees", "a.trees", "notes.txt"):
+        (tmp_path / "silver" / name).write_text("(S (NP x))\n")
+    proc = run_recipe("wsj_parsing.sh", tmp_path / "w", "--dry-run", TREEBANK="/ldc/treebank_3/parsed/mrg",
+                      EXTRA_TREES=f"{tmp_path}/silver/*.trees /data/one.trees")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [prepare] = [c for c in commands(proc.stdout, PYTHON) if "preprocess.ptb" in c]
+    extra = prepare[prepare.index("--extra-trees") + 1 :]
+    assert extra == [f"{tmp_path}/silver/a.trees", f"{tmp_path}/silver/b.trees", "/data/one.trees"]
+    assert "note: EXTRA_TREES: no file matches /data/one.trees here" in proc.stdout
+    real = run_recipe("wsj_parsing.sh", tmp_path / "w", TREEBANK=str(tmp_path), EXTRA_TREES=f"{tmp_path}/silver/*.tree")
+    assert real.returncode == 2 and f"EXTRA_TREES: no file matches {tmp_path}/silver/*.tree" in real.stderr
+
+
 def test_a_treebank_is_required(tmp_path):
     proc = run_recipe("wsj_parsing.sh", tmp_path / "w")
     assert proc.returncode == 2 and "TREEBANK is not set" in proc.stderr

@@ -168,3 +168,19 @@ def test_a_vocabulary_per_side_where_the_scripts_differ(tmp_path):
     tsv.write_text("".join(f"{e}\tDatei {i}\n" for i, e in enumerate(ENGLISH * 30)))
     assert pt.settings([prefix], "en", "de").joint is False and pt.settings([str(tsv)], "en", "de").joint is True
     assert pt.settings([prefix, str(tsv)], "en", "de").pairs == 600
+
+
+def test_given_dev_and_test_sets_count_what_they_drop_and_change(tmp_path):
+    """Their empty and duplicate pairs used to be dropped uncounted, and collapsed white space counted nowhere."""
+    train = corpus(tmp_path, many(500), "train")
+    pairs = many(20, start=1000)
+    pairs[3] = ("", pairs[3][1])
+    pairs[4] = pairs[5]
+    pairs[6] = ("  Two  spaces here. ", pairs[6][1])
+    valid = corpus(tmp_path, pairs, "valid")
+    report = prepare(tmp_path, train, valid=[valid])
+    drops = report["changes_and_drops"]
+    assert drops["an empty side (valid set)"]["first"] == [f"{valid}:4"]
+    assert drops["a duplicate of an earlier pair (valid set)"]["first"] == [f"{valid}:6"]
+    assert drops["white space collapsed (runs, tabs, or at either end)"]["first"] == [f"{valid}:7"]
+    assert report["pairs"]["valid"] == 18

@@ -118,3 +118,15 @@ def test_shards_are_estimated_as_one_data_bin(tmp_path):
         (work / "data-bin" / "shard0" / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(8000)))
     alone = space.stage_writes([*train[:1], f"{work}/data-bin/shard0", *train[2:]], space.Plan()).kept
     assert alone > 0 and space.stage_writes(train, space.Plan()).kept == alone
+
+
+def test_a_command_without_an_estimate_says_so():
+    """It used to be counted as 64 KB without a word."""
+    plan = space.estimate([("9", ["python", "-m", "my_tool", "--out", "/big/place"], True),
+                           ("7", ["python", "-m", "transformer_plugin_cli.tools.evaluate", "--json", "s.json"], True)])  # fmt: skip
+    written = dict(plan.stages)
+    assert written["9"].kind == "unknown" and written["9"].how == "no estimate for my_tool: counted as 65.5 KB"
+    assert written["7"].kind == "other" and written["7"].how == "a small output"
+    lines = space.lines(plan, 10**9, "runs/x")
+    assert any(line.startswith("  stage 9: ") and "no estimate for my_tool" in line for line in lines)
+    assert not any(line.startswith("  stage 7: ") for line in lines)
