@@ -84,7 +84,7 @@ def test_a_changed_vocabulary_stops_before_any_work(small_demo):
     assert f"(a real run stops here: {why}" in dry.stdout
     proc = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"))
     assert proc.returncode == 3
-    assert why in proc.stderr and f"delete {work / 'checkpoints'} and {work / '.done' / '4'};" in proc.stderr
+    assert why in proc.stderr and f"delete '{work / 'checkpoints'}' and '{work / '.done' / '4'}';" in proc.stderr  # quoted: a space
     assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
     assert {p: p.stat().st_mtime_ns for p in before} == before
 

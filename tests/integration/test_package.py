@@ -60,7 +60,7 @@ def test_the_papers_flags_print_without_fairseq():
 def test_the_plugin_holds_what_user_dir_registers_and_nothing_else():
     root = os.path.join(REPO, "transformer_plugin")
     entries = sorted(e for e in os.listdir(root) if not e.startswith((".", "__pycache__")))
-    assert entries == ["__init__.py", "config.py", "criterions", "lr_scheduler", "models", "modules", "patches"]
+    assert entries == ["__init__.py", "architectures.py", "config.py", "criterions", "lr_scheduler", "models", "modules", "patches"]
 
 
 def _tool_modules(package):

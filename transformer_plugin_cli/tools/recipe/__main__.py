@@ -66,7 +66,7 @@ def parse(argv: Sequence[str]):
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str]) -> int:
+def command_line(argv: Sequence[str]) -> int:  # not main(): no console script, lib.sh runs it
     try:
         arguments = parse(argv)
         return arguments.main(arguments)
@@ -76,4 +76,4 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(command_line(sys.argv[1:]))

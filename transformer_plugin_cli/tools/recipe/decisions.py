@@ -100,12 +100,11 @@ def reads_from(stage: Stage, earlier: Stage, work: str) -> Optional[str]:
     """The output of ``earlier`` that ``stage`` reads, '' where ``earlier`` declares no outputs (then every stage
     after it may read them), or None."""
     outputs = earlier.outputs()
-    if not outputs:
+    if not outputs or any(os.path.abspath(o) in ("/", os.path.abspath(work)) for o in outputs):  # none, or all of WORK
         return ""
     names = [os.path.abspath(n) for n in stage.names()]
     for output in outputs:
-        absolute = os.path.abspath(output)
-        if absolute not in ("/", os.path.abspath(work)) and any(_related(absolute, n) for n in names):
+        if any(_related(os.path.abspath(output), n) for n in names):
             return output
     return None
 

@@ -39,7 +39,7 @@ class Runner:
 
     def space(self, decisions: Sequence[Decision]) -> Tuple[space.Plan, int]:
         """What the stages that will run write under WORK, and how much WORK's disk has free."""
-        runs = [(s.id, s.argv, d.action in ("run", "redo", "stop")) for s, d in zip(self.stages, decisions) if d.action != "wait"]
+        runs = [(s.id, s.argv, d.action in ("run", "redo", "stop"), s.reads) for s, d in zip(self.stages, decisions) if d.action != "wait"]
         vocabulary = self.ctx.settings.get("VOCAB_SIZE", "")
         plan = space.estimate(runs, int(vocabulary) if vocabulary.isdigit() else None)
         where = self.ctx.work_abs

@@ -255,8 +255,9 @@ def preprocess_vocabulary(words: Sequence[str], plan: Plan) -> Optional[int]:
                  if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)), None)  # fmt: skip
 
 
-def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
-    """What the stage of ``argv`` (as lib.sh declares it) writes; records what later stages will read."""
+def stage_writes(argv: Sequence[str], plan: Plan, reads: Sequence[str] = ()) -> Written:
+    """What the stage of ``argv`` (as lib.sh declares it, with the files it declares reading) writes; records what
+    later stages will read."""
     c = call(argv)
     if c.verb is not None and c.verb.name == "capture":
         return Written(SMALL, 0, "a small output")
@@ -287,7 +288,9 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
         plan.sizes[os.path.realpath(flag(args, "--out"))] = 120 * 1024
         return Written(120 * 1024, 0, "toy archives", "data")
     if module == "preprocess.parallel_text" and args[:1] == ["prepare"]:
-        text = sum(unpacked_size(path) for spec in values_after(args, "--train") for path in _corpus_files(spec, args))
+        # the corpora's files, as the recipe declares them (the prefix form names none); else the TSVs named
+        files = [p for p in reads if os.path.isfile(p)] or [p for p in values_after(args, "--train") if os.path.isfile(p)]
+        text = sum(unpacked_size(path) for path in files)
         src, tgt, out = flag(args, "--src"), flag(args, "--tgt"), os.path.realpath(flag(args, "--out"))
         plan.sizes[os.path.join(out, f"train.{src}")] = plan.sizes[os.path.join(out, f"train.{tgt}")] = CLEANED_RATIO * text / 2
         return Written(CLEANED_RATIO * text, text, "your text, cleaned (a copy of it while it is split)", "data")
@@ -321,16 +324,6 @@ def stage_writes(argv: Sequence[str], plan: Plan) -> Written:
     if module in SMALL_MODULES or program in SMALL_PROGRAMS:
         return Written(SMALL, 0, "a small output")
     return Written(SMALL, 0, f"no estimate for {module or program or 'this command'}: counted as {size(SMALL)}", "unknown")
-
-
-def _corpus_files(spec: str, args: Sequence[str]) -> List[str]:
-    """The files of one corpus of preprocess.parallel_text (none where it cannot find them: the stage says why)."""
-    from preprocess.parallel_text import CorpusError, find_corpus
-
-    try:
-        return find_corpus(spec, flag(args, "--src"), flag(args, "--tgt")).files
-    except CorpusError:
-        return []
 
 
 def _padded(n: int) -> int:
@@ -368,13 +361,13 @@ def wmt14_written(args: Sequence[str], plan: Plan) -> Written:
                    f"WMT14 {pair}: {'downloaded archives, ' if archives else ''}the text unpacked and the text kept", "data")  # fmt: skip
 
 
-def estimate(stages: Sequence[Tuple[str, Sequence[str], bool]], vocabulary: Optional[int] = None) -> Plan:
-    """The plan of stages (id, argv, whether it runs); a stage that does not run writes nothing, but what it
+def estimate(stages: Sequence[Tuple], vocabulary: Optional[int] = None) -> Plan:
+    """The plan of stages (id, argv, whether it runs[, the files it declares reading]); a stage that does not run writes nothing, but what it
     made is read from disk by the stages after it. ``vocabulary``: the recipe's VOCAB_SIZE, for a training
     whose data the plan cannot follow to its sentencepiece model."""
     plan = Plan(fallback_vocabulary=_padded(vocabulary + 4) if vocabulary else None)
-    for sid, argv, runs in stages:
-        written = stage_writes(argv, plan)
+    for sid, argv, runs, *reads in stages:
+        written = stage_writes(argv, plan, reads[0] if reads else ())
         if not runs:
             written = Written(0, 0, "done already", written.kind)
         plan.stages.append((sid, written))
