@@ -49,6 +49,9 @@ def test_two_files_to_scores_a_report_and_exports(two_files_run):
     assert (work / "results" / "report.md").exists() and (work / "ct2" / "model.bin").exists()
     assert (work / "hf" / "config.json").exists()
     assert "small (under 100k pairs)" in out and "a joint vocabulary of 500" in out
+    # fairseq-train's progress after each logged interval (patches/training_progress.py)
+    assert re.search(r"\| progress \| update 4 of 40 \(10%\) \| \d+ s elapsed \| about \d+ s left, ends \d\d:\d\d$", out, flags=re.M)
+    assert re.search(r"\| progress \| update 40 of 40 \(100%\) \| .* \| valid loss \d+\.\d\d$", out, flags=re.M)
 
 
 def test_no_debug_messages_from_any_stage(two_files_run):

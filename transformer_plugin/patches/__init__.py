@@ -14,6 +14,7 @@ logger = logging.getLogger(__name__)
 PATCHES = [
     "debug_logging_at_import",  # first: it notes the root logger's handlers before anything imports fairseq
     "third_party_warnings",
+    "training_progress",
     "checkpoint_allowlist",  # before fairseq loads any checkpoint
     "last_batch",
     "atomic_checkpoint_copy",
