@@ -163,15 +163,19 @@ def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves
     budget = int(env.get("MAX_UPDATE", 30000))
     assert f"--log-interval {min(100, budget // 10)} " in train
     assert f"--save-interval-updates {min(1000, budget // 20)} " in train  # and so validation
-    note = f"note: MAX_UPDATE={budget} is under a quarter of the 30000 updates that the small (under 100k pairs) settings"
-    assert (note in proc.stdout) == (budget < 30000 // 4), proc.stdout[:2000]
+    # a budget under a quarter of the class's 30,000 updates: the short budget's settings, and why
+    short = "--encoder-layers 3 --decoder-layers 3 --d-model 256 --d-ff 1024 --attention-heads 4 P_drop 0.1, a joint vocabulary of 8000"
+    assert (short in proc.stdout) == (budget < 30000 // 4), proc.stdout[:2000]
+    assert ("budget: MAX_UPDATE=1,200: under a quarter of the 30,000 updates the small (under 100k pairs) class is made for, "
+            "so a short budget's settings (measured" in proc.stdout) == (budget == 1200)  # fmt: skip
+    assert ("budget: no MAX_UPDATE: a full run of the small (under 100k pairs) class, 30,000 updates" in proc.stdout) == (not env)
 
 
-def test_a_short_budget_with_settings_of_ones_own_has_no_note(corpus, tmp_path):
+def test_a_short_budget_keeps_the_settings_one_sets(corpus, tmp_path):
     proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                      MIN_PAIRS="5000", MAX_UPDATE="1200", DROPOUT="0.1", VOCAB_SIZE="8000", ARCH="vaswani_tiny")  # fmt: skip
+                      MIN_PAIRS="5000", MAX_UPDATE="1200", DROPOUT="0.2", VOCAB_SIZE="4000", MODEL_FLAGS="--d-ff 512")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "P_drop 0.1, a joint vocabulary of 8000" in proc.stdout and "note: MAX_UPDATE" not in proc.stdout
+    assert "small (under 100k pairs): vaswani_base --d-ff 512 P_drop 0.2, a joint vocabulary of 4000" in proc.stdout
 
 
 def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_path):

@@ -162,6 +162,25 @@ def test_the_settings_follow_the_corpus_size(pairs, vocab, size_class):
     assert (found.dropout, found.arch) == ((0.1, "vaswani_base") if size_class == "large" else (0.3, "vaswani_base"))
 
 
+@pytest.mark.parametrize("pairs, max_update, short", [
+    (50_000, None, False), (50_000, 30_000, False), (50_000, 7_500, False),  # within a factor 4 of the small class's
+    (50_000, 7_499, True), (50_000, 1_200, True), (600_000, 12_000, True), (5_000_000, 20_000, True),
+])  # fmt: skip
+def test_a_budget_under_a_quarter_of_the_classs_gets_the_short_budgets_settings(pairs, max_update, short):
+    """The short budget's: the learning benchmark's model, measured best at 1,200 updates on 77k pairs."""
+    found = pt.settings_for(pairs, ("LATIN", "LATIN"), max_update)
+    full = pt.class_settings(pairs, ("LATIN", "LATIN"))
+    assert found.max_update == (max_update or full.max_update)
+    if short:
+        assert (found.vocab_size, found.dropout, found.tokens_per_update) == (8000, 0.1, 4096)
+        assert found.model_flags == "--encoder-layers 3 --decoder-layers 3 --d-model 256 --d-ff 1024 --attention-heads 4"
+        measured = pairs < 100_000 and max_update <= 1_800  # the small class, near the 1,200 updates measured
+        assert ("(measured:" in found.budget) == measured and ("(extrapolated:" in found.budget) == (not measured)
+    else:
+        assert (found.vocab_size, found.model_flags, found.dropout) == (full.vocab_size, full.model_flags, full.dropout)
+    assert found.budget.startswith(f"MAX_UPDATE={max_update:,}:" if max_update else "no MAX_UPDATE: a full run")
+
+
 def test_a_vocabulary_per_side_where_the_scripts_differ(tmp_path):
     prefix = corpus(tmp_path, [(e, "Документ номер %d." % i) for i, e in enumerate(ENGLISH * 30)])
     tsv = tmp_path / "p.tsv"
