@@ -73,9 +73,10 @@ class Stage:
         """Every path its command names (in ``a:b``, ``NAME=PATH`` and ``PATH,PATH`` too) or it declared reading."""
         out = list(self.reads)
         for word in self.argv:
-            for part in re.split(r"[:,]", word.split("=", 1)[1] if re.match(r"^[\w.-]+=", word) else word):
-                if "/" in part and "\n" not in part:
-                    out.append(part)
+            for value in {word, word.rsplit("=", 1)[-1]}:  # LABEL=PATH (a report's --scores), NAME=PATH
+                for part in re.split(r"[:,]", value):
+                    if "/" in part and "\n" not in part:
+                        out.append(part)
         return out
 
 

@@ -249,6 +249,14 @@ def test_a_change_redoes_what_reads_it_and_nothing_else(tmp_path, corpus):
     assert [d.action for d in recipe.decide(changed, ctx)] == ["skip"] * 5 + ["redo", "redo", "skip"]
 
 
+def test_paths_are_read_in_every_form_a_command_names_them():
+    stage = Stage("8", "report", "run", "", ["report", "--scores", "average of the last 5=/w/scores.json", "--data",
+                                             "/w/bin/shard0:/w/bin/shard1", "--from=/c/in,/c/other", "--n", "5"])  # fmt: skip
+    assert set(stage.names()) >= {"/w/scores.json", "/w/bin/shard0", "/w/bin/shard1", "/c/in", "/c/other"}
+    assert recipe.reads_from(stage, Stage("7", "score", "run", "", ["score", "--json", "/w/scores.json"]), "/w") == "/w/scores.json"
+    assert recipe.reads_from(stage, Stage("6", "gen", "run", "", ["capture", "/w/gen.out", "generate"]), "/w") is None
+
+
 def test_a_stamp_from_before_the_declared_reads_holds_and_is_rewritten(tmp_path, corpus):
     ctx = context(tmp_path)
     plan = pipeline(tmp_path, corpus)
