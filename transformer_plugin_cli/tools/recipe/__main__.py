@@ -7,6 +7,7 @@
 import argparse
 import os
 import shlex
+import signal
 import sys
 from typing import Sequence
 
@@ -67,6 +68,7 @@ def parse(argv: Sequence[str]):
 
 
 def command_line(argv: Sequence[str]) -> int:  # not main(): no console script, lib.sh runs it
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C while deciding, even as a shell's background job
     try:
         arguments = parse(argv)
         return arguments.main(arguments)

@@ -4,8 +4,8 @@ Each child gets SIGTERM if the engine dies (PR_SET_PDEATHSIG), and the engine is
 (PR_SET_CHILD_SUBREAPER): a process that leaves the stage's group (torchrun starts its workers in sessions of
 their own) and is orphaned stays the engine's descendant, so that none is left behind. SIGINT (Ctrl-C), SIGTERM
 and SIGHUP send SIGTERM to the group, then SIGKILL to it and to every descendant after ``grace`` seconds. A
-signal the engine inherited as ignored stays ignored, here and in its children (``nohup`` ignores SIGHUP: a run
-so started outlives the terminal, as a nohup'd fairseq-train does).
+SIGHUP the engine inherited as ignored stays ignored, here and in its children (``nohup`` ignores it: a run so
+started outlives the terminal, as a nohup'd fairseq-train does).
 """
 
 import contextlib
@@ -83,8 +83,9 @@ class Supervisor:
         self.stop_group()
 
     def install(self) -> None:
-        """Our handler for SIGINT, SIGTERM and SIGHUP, except those inherited as ignored (nohup's SIGHUP)."""
-        self.ignored = tuple(s for s in STOP_SIGNALS if signal.getsignal(s) is signal.SIG_IGN)
+        """Our handler for SIGINT, SIGTERM and SIGHUP, except a SIGHUP inherited as ignored (nohup's). SIGINT is
+        handled even where it was inherited as ignored (a shell's background job): `kill -INT` still stops a stage."""
+        self.ignored = (signal.SIGHUP,) if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else ()
         for sig in STOP_SIGNALS:
             if sig not in self.ignored:
                 signal.signal(sig, self.handle)

@@ -9,6 +9,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from helpers import REPO, user_env
 from transformer_plugin_cli.tools.recipe.launching import Launcher
 from transformer_plugin_cli.tools.recipe.processes import Supervisor, Tee
@@ -36,20 +38,23 @@ def test_a_sighup_inherited_as_ignored_stays_ignored_in_the_engine_and_its_child
     assert proc.stdout.split() == ["True", "0", "alive"], proc.stderr
 
 
-def test_without_nohup_a_sighup_stops_the_stage():
-    proc = python("""
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGINT"])
+def test_without_nohup_a_sighup_stops_the_stage_and_sigint_does_even_in_a_background_job(sig):
+    """A shell's background job (`bash recipe.sh &`) inherits SIGINT ignored: `kill -INT` still stops the stage."""
+    proc = python(f"""
         import signal, subprocess, sys, threading, os
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a non-interactive shell starts a background job
         from transformer_plugin_cli.tools.recipe.processes import Supervisor, Interrupted
         s = Supervisor(grace=2)
         s.install()
         p = s.start([sys.executable, "-c", "import time; time.sleep(30)"])
-        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGHUP)).start()
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.{sig})).start()
         try:
             s.wait([p])
         except Interrupted as e:
             print(e, p.returncode)
     """)
-    assert proc.stdout.split() == ["SIGHUP", "-15"], proc.stderr
+    assert proc.stdout.split() == [sig, "-15"], proc.stderr
 
 
 class Failing:
@@ -115,9 +120,14 @@ def test_rank_logs_are_appended_as_rank_0s_is(tmp_path):
     assert open(log).read().count("rank 0") == 2
 
 
-def test_ctrl_c_while_the_engine_decides_is_one_line_and_changes_nothing(tmp_path):
+@pytest.mark.parametrize("background", [False, True])
+def test_ctrl_c_while_the_engine_decides_is_one_line_and_changes_nothing(tmp_path, background):
+    def start():  # a shell's background job inherits SIGINT ignored; a terminal's foreground job does not
+        signal.signal(signal.SIGINT, signal.SIG_IGN if background else signal.SIG_DFL)
+
     proc = subprocess.Popen([sys.executable, "-m", "transformer_plugin_cli.tools.recipe", "run", "--work", str(tmp_path / "w"),
-                             "--repo", REPO], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=user_env(PYTHONPATH=REPO))  # fmt: skip
+                             "--repo", REPO], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=user_env(PYTHONPATH=REPO),
+                            preexec_fn=start)  # fmt: skip
     time.sleep(2)  # it reads the plan, which never ends
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
