@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_plugin_cli.tools.report import main, schedule_of
+from transformer_plugin_cli.tools.report import main, schedule_of, training_time, write_report
 
 
 def checkpoint(path, lr_scheduler):
@@ -31,3 +31,13 @@ def test_another_schedule_is_named_and_the_flags_asked_for(tmp_path, capsys):
     log.write_text('2026-01-01 | INFO | train_inner | {"epoch": 1, "update": 0.1, "loss": "5.0", "num_updates": "1"}\n')
     assert main(["--train-log", str(log), "--out-dir", str(tmp_path / "out")]) == 1
     assert "give --checkpoint, or --d-model and --warmup-updates" in capsys.readouterr().err
+
+
+def test_the_report_says_how_long_training_took(tmp_path):
+    """fairseq's wall clock at the last logged interval."""
+    records = {"train_inner": [{"num_updates": 1200, "loss": 5.0, "nll_loss": 4.5, "lr": 1e-3, "wall": 2940.0}],
+               "valid": [], "train": []}  # fmt: skip
+    schedule = {"d_model": 256, "warmup": 200, "multiplier": 1.0}
+    path = write_report(str(tmp_path / "out"), records, {}, schedule, None, None, "a run", [])
+    assert "- training took 49 min (fairseq's wall clock at update 1200)" in open(path).read()
+    assert [training_time(s) for s in (2940, 5400, 12240)] == ["49 min", "1.5 h", "3.4 h"]
