@@ -91,6 +91,17 @@ def size(n: float) -> str:
         n /= 1000
 
 
+def duration(seconds: float) -> str:
+    """Seconds for people: '40 s', '27 min', '3.4 h', '2.1 days'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
 def full_disk_error(error: BaseException) -> Optional[OSError]:
     """The OSError of a full disk or quota behind ``error`` (torch.save raises a RuntimeError whose context
     is the OSError of the write), or None."""

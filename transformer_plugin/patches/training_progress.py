@@ -21,6 +21,8 @@ from typing import Dict, Optional
 
 from fairseq.logging import progress_bar
 
+from transformer_plugin_cli.files import duration
+
 from ._patching import replace
 
 UPSTREAM = ""
@@ -28,17 +30,6 @@ CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"
 logger = logging.getLogger("progress")
 
 _run: Dict = {}  # max_update, and (time, update) where this process started
-
-
-def duration(seconds: float) -> str:
-    """'40 s', '27 min', '3.4 h', '2.1 days'."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
 
 
 def line(update: int, max_update: int, started: float, start_update: int, now: float,

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, paper_lrate  # noqa: E402
 
 from ..fairseq_output import log_records, numbers  # noqa: E402
-from ..files import atomic_path, exits_on_a_full_disk, write_text  # noqa: E402
+from ..files import atomic_path, duration, exits_on_a_full_disk, write_text  # noqa: E402
 
 
 def save_figure(fig, path: str) -> None:
@@ -151,11 +151,6 @@ def attention_maps(checkpoint: str, data: str, out_dir: str, index: Optional[int
     return encoder_png, decoder_png
 
 
-def training_time(seconds: float) -> str:
-    """'49 min', '3.4 h'."""
-    return f"{seconds / 60:.0f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
-
-
 def write_report(
     out_dir: str,
     records,
@@ -181,7 +176,7 @@ def write_report(
         f" nll {last['nll_loss']:.3f} bits/token",
     ]
     if "wall" in last:  # fairseq's wall clock (its 'wall' meter) at the last logged interval
-        lines.append(f"- training took {training_time(last['wall'])} (fairseq's wall clock at update {int(last['num_updates'])})")
+        lines.append(f"- training took {duration(last['wall'])} (fairseq's wall clock at update {int(last['num_updates'])})")
     if valid:
         lines.append(f"- last validation: loss {valid[-1]['valid_loss']:.3f}, nll {valid[-1]['valid_nll_loss']:.3f},"
                      f" ppl {2 ** valid[-1]['valid_nll_loss']:.2f} (per subword token)")  # fmt: skip

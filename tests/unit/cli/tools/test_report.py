@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from transformer_plugin_cli.tools.report import main, schedule_of, training_time, write_report
+from transformer_plugin_cli.files import duration
+from transformer_plugin_cli.tools.report import main, schedule_of, write_report
 
 
 def checkpoint(path, lr_scheduler):
@@ -40,4 +41,4 @@ def test_the_report_says_how_long_training_took(tmp_path):
     schedule = {"d_model": 256, "warmup": 200, "multiplier": 1.0}
     path = write_report(str(tmp_path / "out"), records, {}, schedule, None, None, "a run", [])
     assert "- training took 49 min (fairseq's wall clock at update 1200)" in open(path).read()
-    assert [training_time(s) for s in (2940, 5400, 12240)] == ["49 min", "1.5 h", "3.4 h"]
+    assert [duration(s) for s in (2940, 5400, 12240)] == ["49 min", "1.5 h", "3.4 h"]
