@@ -122,13 +122,16 @@ class Supervisor:
             self.kill_group(signal.SIGTERM)
 
     def group_alive(self) -> bool:
+        """Whether a process of the stage's group still runs. A zombie does not count: an orphan of the group
+        (srun leaves one) that ended is reparented to us and reaped here, else it would keep the group alive."""
         if self.group is None:
             return False
         try:
             os.killpg(self.group, 0)
-            return True
         except (ProcessLookupError, PermissionError):
             return False
+        self._reap()
+        return _group_runs(self.group)
 
     def wait(self, procs: Sequence[subprocess.Popen], grace: Optional[float] = None) -> Tuple[int, Optional[subprocess.Popen]]:
         """Wait for ``procs``; returns (status, the first that failed). The first failure stops the others;
@@ -184,6 +187,19 @@ class Supervisor:
             if pid not in self.children:
                 with contextlib.suppress(ChildProcessError, OSError):
                     os.waitpid(pid, os.WNOHANG)
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of process group ``group`` runs (is not a zombie), from /proc."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                    if int(fields[2]) == group and fields[0] != b"Z":
+                        return True
+    return False
 
 
 def _zombie(pid: int) -> bool:

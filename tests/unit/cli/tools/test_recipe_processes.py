@@ -17,8 +17,8 @@ from transformer_plugin_cli.tools.recipe.processes import Supervisor, Tee
 from transformer_plugin_cli.tools.recipe.stamps import Context
 
 
-def python(code: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60,
+def python(code: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout,
                           cwd=REPO, env=user_env(PYTHONPATH=REPO), **kwargs)  # fmt: skip
 
 
@@ -106,6 +106,23 @@ def test_what_leaves_the_stages_group_and_is_orphaned_is_ended_with_it(tmp_path)
         print(os.path.exists(f"/proc/{{worker}}") and open(f"/proc/{{worker}}/stat").read().split(")")[-1].split()[0] != "Z")
     """)
     assert proc.stdout.split() == ["False"], proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_an_orphan_that_ends_in_the_stages_group_does_not_keep_the_stage_waiting(status):
+    """srun leaves a helper of its own in the stage's group: orphaned, it is reparented to the engine (a subreaper),
+    and once it ended its zombie kept the group alive, so a failed training never ended (the SLURM job stayed)."""
+    proc = python(f"""
+        import sys, time
+        from transformer_plugin_cli.tools.recipe.processes import Supervisor
+        s = Supervisor(grace=1)
+        s.install()
+        p = s.start(["sh", "-c", "(sleep 0.3) & exit {status}"])
+        started = time.monotonic()
+        result, _ = s.wait([p])
+        print(result, round(time.monotonic() - started) < 3)
+    """, timeout=20)
+    assert proc.stdout.split() == [str(status), "True"], proc.stdout + proc.stderr
 
 
 def test_rank_logs_are_appended_as_rank_0s_is(tmp_path):
