@@ -124,8 +124,11 @@ test-pythons:
 # The tests whose premises rest on a trained model or on floating-point results, again under two other
 # kernel paths of MKL and torch: the numbers another processor computes (AVX2 without AVX-512, another
 # vendor). A model trained to a threshold must pass its threshold with a margin on any of them.
-KERNEL_TESTS := tests/unit tests/integration/test_fairseq_features.py tests/integration/test_cli.py \
-	tests/integration/test_reliability.py tests/integration/test_serving.py tests/integration/test_export_transformers.py
+# (The unit tier's engine, data preparation and patches, and the reliability tier's resumes, compare nothing a
+# processor computes differently: they run once, in make test.)
+KERNEL_TESTS := tests/unit/models tests/unit/modules tests/unit/criterions tests/unit/lr_scheduler tests/unit/cli/tools/test_convert.py \
+	tests/integration/test_fairseq_features.py tests/integration/test_cli.py tests/integration/test_serving.py \
+	tests/integration/test_export_transformers.py
 # Each path one word, its variables joined by commas: MKL's reproducible path; torch's kernels without vector
 # instructions; an AVX2 processor without AVX-512 (torch's, MKL's and oneDNN's kernels alike).
 KERNEL_PATHS := MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default \

@@ -44,9 +44,10 @@ import sys
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.files import TMP_SUFFIX, exits_on_a_full_disk, publish
+from transformer_plugin_cli.tools.speed_probe import BudgetError, parse_time, training_seconds
 
 FIRST = 10  # line numbers kept per reason
 LANGID_MIN_CHARS = 40
@@ -496,23 +497,53 @@ SHORT_BUDGET = dict(vocab_size=8000, model_flags="--encoder-layers 3 --decoder-l
                     dropout=0.1, tokens_per_update=4096)  # fmt: skip
 
 
+def short_settings(full: Sized, max_update: int, why: str) -> Sized:
+    """The short budget's settings, for the corpus of ``full`` (its size class's settings)."""
+    return Sized(full.pairs, SHORT_BUDGET["vocab_size"], full.joint, "vaswani_base", SHORT_BUDGET["model_flags"],
+                 SHORT_BUDGET["dropout"], SHORT_BUDGET["tokens_per_update"], max_update, full.size_class, why)  # fmt: skip
+
+
+def short_why(full: Sized, updates: int, given: str) -> str:
+    measured = "measured" if updates <= SHORT_BUDGET_MEASURED * 1.5 and full.size_class.startswith("small") else "extrapolated"
+    return (f"{given}: under a quarter of the {full.max_update:,} updates the {full.size_class} class is made for, so a short "
+            f"budget's settings ({measured}: the best at {SHORT_BUDGET_MEASURED:,} updates on 77k pairs, docs/parallel-text.md "
+            "\"A short budget\")")  # fmt: skip
+
+
 def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_update: Optional[int] = None) -> Sized:
     """The settings for ``pairs`` training pairs and a budget of ``max_update`` updates (None: the size class's
     own, a full run): the size class's, or, for a budget under a quarter of the class's, the short budget's."""
     full = class_settings(pairs, scripts)
     if max_update is None:
-        full.budget = f"no MAX_UPDATE: a full run of the {full.size_class} class, {full.max_update:,} updates"
+        full.budget = f"no MAX_UPDATE or TIME: a full run of the {full.size_class} class, {full.max_update:,} updates"
         return full
     if max_update * SHORT_BUDGET_SHARE >= full.max_update:
         full.max_update = max_update
         full.budget = f"MAX_UPDATE={max_update:,}: within a factor {SHORT_BUDGET_SHARE} of the {full.size_class} class's budget, its settings"
         return full
-    measured = "measured" if max_update <= SHORT_BUDGET_MEASURED * 1.5 and full.size_class.startswith("small") else "extrapolated"
-    return Sized(pairs, SHORT_BUDGET["vocab_size"], full.joint, "vaswani_base", SHORT_BUDGET["model_flags"],
-                 SHORT_BUDGET["dropout"], SHORT_BUDGET["tokens_per_update"], max_update, full.size_class,
-                 f"MAX_UPDATE={max_update:,}: under a quarter of the {full.max_update:,} updates the {full.size_class} class is "
-                 f"made for, so a short budget's settings ({measured}: the best at {SHORT_BUDGET_MEASURED:,} updates on 77k "
-                 "pairs, docs/parallel-text.md \"A short budget\")")  # fmt: skip
+    return short_settings(full, max_update, short_why(full, max_update, f"MAX_UPDATE={max_update:,}"))
+
+
+def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], seconds: int, time_text: str,
+                      speed: Callable[[Sized], float]) -> Sized:  # fmt: skip
+    """The settings for a budget of ``seconds`` here, ``speed`` giving a candidate's seconds per update on this
+    machine: the size class's, with as many updates as fit (at most the class's own), when at least a quarter of the
+    class's updates fit; else the short budget's, with as many of its (faster) updates as fit."""
+    full = class_settings(pairs, scripts)
+    usable = training_seconds(seconds)
+    per_update = speed(full)
+    updates = int(usable / per_update)
+    if updates * SHORT_BUDGET_SHARE >= full.max_update:
+        full.max_update = min(full.max_update, updates)
+        full.budget = (f"TIME={time_text}: {updates:,} updates of the {full.size_class} class fit here ({per_update:.2f} s each), "
+                       f"within a factor {SHORT_BUDGET_SHARE} of its {class_settings(pairs, scripts).max_update:,}: its settings")  # fmt: skip
+        return full
+    short = short_settings(full, 0, "")
+    per_update = speed(short)
+    short.max_update = int(usable / per_update)
+    short.budget = short_why(full, short.max_update, f"TIME={time_text}: {updates:,} updates of the {full.size_class} class fit here "
+                                                     f"({speed(full):.2f} s each), {short.max_update:,} of a short budget's ({per_update:.2f} s each)")  # fmt: skip
+    return short
 
 
 def class_settings(pairs: int, scripts: Tuple[Optional[str], Optional[str]]) -> Sized:
@@ -546,9 +577,20 @@ def sizes_table() -> str:
     return "\n".join(lines)
 
 
-def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int] = None) -> Sized:
+def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int] = None, time_text: str = "",
+             speed: Optional[Callable[[Sized], float]] = None) -> Sized:  # fmt: skip
+    """The settings for the corpora ``train``, and a budget of ``max_update`` updates or of ``time_text`` (TIME=,
+    turned into updates by ``speed``, a candidate's seconds per update here)."""
     corpora = [find_corpus(spec, src, tgt) for spec in train]
     pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
+    if time_text:
+        if max_update is not None:
+            raise CorpusError(f"TIME={time_text} and MAX_UPDATE={max_update}: give one budget (TIME is turned into updates here)")
+        try:
+            seconds = parse_time(time_text)
+        except BudgetError as e:
+            raise CorpusError(str(e)) from None
+        return settings_for_time(pairs, sides_scripts(corpora), seconds, time_text, speed)
     return settings_for(pairs, sides_scripts(corpora), max_update)
 
 
@@ -569,6 +611,11 @@ def main(argv=None) -> int:
         p.add_argument("--test", nargs="*", default=[])
         if name == "settings":
             p.add_argument("--max-update", default="", help="the budget in updates (empty: a full run of the size class)")
+            p.add_argument("--time", default="", help="the budget in time (90m, 8h): updates at this machine's speed")
+            p.add_argument("--gpus", type=int, default=0, help="the training's layout, for the speed probe: GPUs per machine")
+            p.add_argument("--cpu-workers", type=int, default=1, help="CPU processes per machine (with --gpus 0)")
+            p.add_argument("--devices", type=int, default=0, help="devices in all (0: this machine's)")
+            p.add_argument("--precision", default="fp32")
         if name == "prepare":
             p.add_argument("--out", required=True)
             p.add_argument("--max-words", type=int, default=250)
@@ -586,7 +633,16 @@ def main(argv=None) -> int:
         if args.command == "settings":
             if args.max_update and not args.max_update.isdigit():
                 raise CorpusError(f"MAX_UPDATE={args.max_update}: a number of updates")
-            found = settings(args.train, args.src, args.tgt, int(args.max_update) if args.max_update else None)
+            speed = None
+            if args.time:
+                from transformer_plugin_cli.tools.speed_probe import layout_probe, seconds_per_update
+
+                def speed(candidate: Sized) -> float:
+                    probe = layout_probe(candidate.arch, candidate.model_flags, candidate.vocab_size, candidate.tokens_per_update,
+                                         args.gpus, args.cpu_workers, args.devices, args.precision)  # fmt: skip
+                    return float(seconds_per_update(probe)["seconds"])
+
+            found = settings(args.train, args.src, args.tgt, int(args.max_update) if args.max_update else None, args.time, speed)
             for name, value in vars(found).items():
                 value = int(value) if isinstance(value, bool) else value
                 print(f"AUTO_{name.upper()}={shlex.quote(str(value))}")

@@ -42,11 +42,25 @@ MAX_WORDS=${MAX_WORDS:-250}; MAX_RATIO=${MAX_RATIO:-3}   # longest side, longest
 MIN_PAIRS=${MIN_PAIRS:-10000}              # fewer training lines stop the recipe (OPUS-MT does not train below 10k)
 SEED=${SEED:-1}
 SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
+# ---- the budget: one of them, or neither (a full run of the corpus's size class) -----------------------------
+TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit, at this machine's measured speed
+GIVEN_MAX_UPDATE=${MAX_UPDATE:-}           # MAX_UPDATE=N: N updates
+GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
+LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
+MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}
+if [ -n "$TIME" ] && [ -n "$GIVEN_MAX_UPDATE$([ "$TOY" = 1 ] && echo "${TOY_MAX_UPDATE:-}")" ]; then
+  echo "TIME=$TIME and MAX_UPDATE=${GIVEN_MAX_UPDATE:-$TOY_MAX_UPDATE}: give one budget (TIME is turned into updates here)" >&2; exit 2
+fi
+if [ -n "$TIME" ] && [ "$NNODES" != 1 ]; then
+  echo "TIME=$TIME is measured on this machine, and NNODES=$NNODES machines must agree on the updates: give MAX_UPDATE" \
+    "(on one machine, a dry run with TIME=$TIME prints the MAX_UPDATE it gives)" >&2; exit 2
+fi
 
 # ---- settings by the corpus's size: preprocess/parallel_text.py settings (docs/parallel-text.md) ---------
-# MAX_UPDATE, the budget in updates, is read here: a short one picks a short budget's settings
+# the budget is read here: a short one picks a short budget's settings (TIME: each candidate's speed, probed here)
 AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
-  --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "${MAX_UPDATE:-}")") || exit 2
+  --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "$GIVEN_MAX_UPDATE")" --time "$([ "$TOY" = 1 ] || echo "$TIME")" \
+  --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION") || exit 2
 eval "$AUTO"
 VOCAB_SIZE=${VOCAB_SIZE:-$AUTO_VOCAB_SIZE}       # sentencepiece pieces (per side when not joint)
 JOINT_VOCAB=${JOINT_VOCAB:-$AUTO_JOINT}          # 1: one vocabulary for both sides (same script); 0: one per side
@@ -55,7 +69,7 @@ SPM_SAMPLE=${SPM_SAMPLE:-2000000}                # sentences sentencepiece learn
 ARCH=${ARCH:-$AUTO_ARCH}; MODEL_FLAGS=${MODEL_FLAGS:-$AUTO_MODEL_FLAGS}   # the model (word-split flags)
 DROPOUT=${DROPOUT:-$AUTO_DROPOUT}                # P_drop
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-$AUTO_TOKENS_PER_UPDATE}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
-MAX_UPDATE=${MAX_UPDATE:-$AUTO_MAX_UPDATE}       # the budget, at most; training also stops after PATIENCE validations without gain
+MAX_UPDATE=${MAX_UPDATE:-$AUTO_MAX_UPDATE}       # at most; training also stops after PATIENCE validations without gain
 PATIENCE=${PATIENCE:-10}                         # fairseq's --patience (0: off)
 SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-}   # and validation; empty: 1000, or MAX_UPDATE/20 if less
 EVAL_BLEU=${EVAL_BLEU:-0}                        # 1: validation BLEU, the best checkpoint by it
@@ -63,9 +77,6 @@ AVERAGE_LAST=${AVERAGE_LAST:-5}
 WARMUP=${WARMUP:-}                               # empty: the paper's 4000, or MAX_UPDATE/6 if less, at the same peak
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # empty: the paper's
 EXPORT=${EXPORT:-}                               # ct2 and/or hf
-GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
-LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
-MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}
 if [ "$TOY" = 1 ]; then                          # the same stages at toy size, on CPU, in minutes
   ARCH=${TOY_ARCH:-vaswani_tiny}; MODEL_FLAGS=${TOY_MODEL_FLAGS:-}; VOCAB_SIZE=${TOY_VOCAB_SIZE:-1000}
   MAX_UPDATE=${TOY_MAX_UPDATE:-300}; WARMUP=${TOY_WARMUP:-100}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}
@@ -73,6 +84,20 @@ if [ "$TOY" = 1 ]; then                          # the same stages at toy size, 
   MIN_PAIRS=${TOY_MIN_PAIRS:-1000}
 fi
 # -----------------------------------------------------------------------------------------------------------
+plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
+
+# How long training takes here, from a probe of this machine (transformer_plugin_cli/tools/speed_probe.py: a few
+# seconds, once per machine and model); with TIME, the updates that fit, kept in WORK/budget.json for a resumed run
+# (another TIME, or another model, decides again). fairseq's --stop-time-hours stops training at TIME in any case.
+BUDGET_ARGS=(--max-update "$MAX_UPDATE")
+[ -z "$TIME" ] || BUDGET_ARGS=(--time "$TIME")
+[ "$DRY_RUN" = 1 ] || BUDGET_ARGS+=(--keep "$WORK/budget.json")
+BUDGET=$("$PY" -m transformer_plugin_cli.tools.speed_probe budget --arch "$ARCH" --model-flags "$MODEL_FLAGS" \
+  --vocab-size "$VOCAB_SIZE" --tokens-per-update "$TOKENS_PER_UPDATE" --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" \
+  --devices "$DEVICES" --precision "$PRECISION" "${BUDGET_ARGS[@]}") || exit 2
+eval "$BUDGET"
+STOP_TIME_ARGS=()
+[ -z "$TIME" ] || STOP_TIME_ARGS=(--stop-time-hours "$STOP_TIME_HOURS")
 
 # A short MAX_UPDATE (docs/parallel-text.md). Eq. (3) warms up over the paper's 4000 updates (Section 5.3) when
 # MAX_UPDATE leaves room for it; a shorter budget warms up over a sixth of it, the curve scaled to keep the
@@ -97,11 +122,15 @@ if [ $((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) -lt "$AVERAGE_LAST" ]; then
   exit 2
 fi
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 precision_args "$PRECISION"
 echo "$SRC-$TGT: $AUTO_PAIRS lines, $AUTO_SIZE_CLASS: $ARCH ${MODEL_FLAGS:+$MODEL_FLAGS }P_drop $DROPOUT," \
   "$([ "$JOINT_VOCAB" = 1 ] && echo "a joint vocabulary" || echo "a vocabulary per side") of $VOCAB_SIZE; $BATCH_SUMMARY"
 [ "$TOY" = 1 ] || echo "budget: $AUTO_BUDGET"
+echo "training: about $TRAINING_TIME"
+if [ "$GPUS" = 0 ] && [ -z "$TIME$GIVEN_MAX_UPDATE" ] && [ "$TOY" != 1 ] && [ "$TRAINING_SECONDS" -gt $((8 * 3600)) ]; then
+  echo "that is more than a working day on CPU workers: for the best model 8 hours give here, TIME=8h" \
+    "TRAIN=$(printf %q "$TRAIN") SRC=$SRC TGT=$TGT bash $0 (or a GPU: GPUS=1)"
+fi
 
 # ---- 1. check, clean, split ------------------------------------------------------------------------------
 PREPARE_ARGS=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA" --max-words "$MAX_WORDS"
@@ -147,7 +176,7 @@ TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
   --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")"
-  "${PRECISION_ARGS[@]}")
+  "${PRECISION_ARGS[@]}" "${STOP_TIME_ARGS[@]}")
 [ "$PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PATIENCE")
 if [ "$EVAL_BLEU" = 1 ]; then
   TRAIN_ARGS+=(--eval-bleu --eval-bleu-args '{"beam": 4, "lenpen": 0.6, "max_len_a": 1, "max_len_b": 50}'

@@ -11,6 +11,7 @@ commands. Each tool is a console script and runs with ``python -m`` too:
               vaswani-report               loss and Eq. (3) curves, attention maps, scores
               vaswani-table3               Table 3's rows: plan and collect
               vaswani-convert              a fairseq `transformer` checkpoint into a vaswani_transformer one
+              vaswani-speed-probe          seconds per update of a model on this machine; TIME= into updates
     serving/  vaswani-export-ct2           a checkpoint into a CTranslate2 model
               vaswani-translate            translate text with that model
               vaswani-export-hf            a checkpoint into a Hugging Face Transformers MarianMT model

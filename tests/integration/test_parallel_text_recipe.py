@@ -24,6 +24,26 @@ def corpus(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module", autouse=True)
+def probed(tmp_path_factory):
+    """This module's speed figures (transformer_plugin_cli/tools/speed_probe.py), kept where the recipe reads them:
+    the full-size models of its dry runs are known (4 s an update for the small class's, 1.5 s for a short budget's),
+    and the toy models are probed for real, once."""
+    from preprocess.parallel_text import SHORT_BUDGET
+    from transformer_plugin_cli.tools.speed_probe import layout_probe
+
+    cache = tmp_path_factory.mktemp("cache")
+    known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", 500, 4096, 0, 2).key(): 4.0,
+             layout_probe("vaswani_base", SHORT_BUDGET["model_flags"], 8000, 4096, 0, 2).key(): 1.5,
+             layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2).key(): 1.5}  # fmt: skip
+    (cache / "transformer_plugin").mkdir()
+    (cache / "transformer_plugin" / "speed.json").write_text(
+        json.dumps({key: {"seconds": seconds, "measured": "2026-11-27 09:00"} for key, seconds in known.items()}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(cache))
+        yield cache
+
+
 @pytest.fixture(scope="module")
 def two_files_run(corpus):
     work = corpus / "work"
@@ -168,7 +188,7 @@ def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves
     assert (short in proc.stdout) == (budget < 30000 // 4), proc.stdout[:2000]
     assert ("budget: MAX_UPDATE=1,200: under a quarter of the 30,000 updates the small (under 100k pairs) class is made for, "
             "so a short budget's settings (measured" in proc.stdout) == (budget == 1200)  # fmt: skip
-    assert ("budget: no MAX_UPDATE: a full run of the small (under 100k pairs) class, 30,000 updates" in proc.stdout) == (not env)
+    assert ("budget: no MAX_UPDATE or TIME: a full run of the small (under 100k pairs) class, 30,000 updates" in proc.stdout) == (not env)
 
 
 def test_a_short_budget_keeps_the_settings_one_sets(corpus, tmp_path):
@@ -212,3 +232,46 @@ def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(t
     assert not (tmp_path / "w").exists()
     run = run_recipe("parallel_text.sh", tmp_path / "w")
     assert run.returncode == 2 and "TRAIN, SRC and TGT are needed" in run.stderr and not (tmp_path / "w").exists()
+
+
+def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
+    """TIME=3m at toy size: the toy model probed here, the updates that fit, fairseq's stop at TIME; the same
+    TIME again reads the figure back; a TIME beside a MAX_UPDATE, or that is no duration, is refused."""
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3m",
+                      **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    said = re.search(r"^training: about (3 min|1\d\d s) here: ([\d,]+) updates of (\d+\.\d\d) s \(a probe of this machine, "
+                     r"measured now; kept in .*speed\.json\)", proc.stdout, flags=re.M)  # fmt: skip
+    assert said, proc.stdout[:3000]
+    updates = int(said[2].replace(",", ""))
+    assert abs(updates - (180 - 60) * 0.9 / float(said[3])) <= 0.05 * updates  # what fits in 3 min, less starting
+    train = next(line for line in proc.stdout.splitlines() if "fairseq-train" in line and "--max-update" in line)
+    assert f"--max-update {updates} " in train and "--stop-time-hours 0.0333" in train
+    again = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3m",
+                       **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
+    assert re.search(r"^training: about .* here: [\d,]+ updates of [\d.]+ s \(a probe of this machine, measured \d{4}-",
+                     again.stdout, flags=re.M), again.stdout[:3000]  # fmt: skip
+    both = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3m", **TOY)
+    assert both.returncode == 2 and "TIME=3m and MAX_UPDATE=40: give one budget" in both.stderr
+    bad = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3 minutes",
+                     **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
+    assert bad.returncode == 2 and "TIME=3 minutes: a duration such as 90m, 8h, 1h30m or 2d" in bad.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time(corpus, tmp_path):
+    """No budget: the small class's 30,000 updates at 4 s (this module's figure) are 37 hours on CPU workers, more
+    than a working day: the recipe says so, with the TIME= command. TIME=2h picks a short budget's settings."""
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                      MIN_PAIRS="5000", GPUS="0")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "training: about 37.1 h here: 30,000 updates of 4.00 s (a probe of this machine, measured 2026-11-27 09:00" in proc.stdout
+    assert f"that is more than a working day on CPU workers: for the best model 8 hours give here, TIME=8h TRAIN={corpus / 'train'}" \
+        .replace(" TRAIN=", " TRAIN=") in proc.stdout.replace("\\ ", " ")  # fmt: skip
+    timed = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                       MIN_PAIRS="5000", GPUS="0", TIME="2h")  # fmt: skip
+    assert timed.returncode == 0, timed.stderr
+    assert "budget: TIME=2h: 1,606 updates of the small (under 100k pairs) class fit here (4.00 s each), 4,284 of a short " \
+           "budget's (1.50 s each): under a quarter of the 30,000 updates" in timed.stdout  # fmt: skip
+    assert "--encoder-layers 3 --decoder-layers 3 --d-model 256" in timed.stdout and "--max-update 4284 " in timed.stdout
+    assert "that is more than a working day" not in timed.stdout

@@ -51,6 +51,15 @@ def fresh_copy(tmp_path_factory):
     return copy
 
 
+@pytest.fixture(scope="module", autouse=True)
+def speed_figures(tmp_path_factory):
+    """The speed probe's figures (recipes/parallel_text.sh's dry runs say how long training takes here) kept for
+    this module, so that each model is probed once, for real, and nothing is written to the user's ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 def run(args, cwd, env, timeout=300):
     """subprocess.run that, on a timeout, stops the recipe's whole process group (workers included)."""
     with subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -178,7 +178,44 @@ def test_a_budget_under_a_quarter_of_the_classs_gets_the_short_budgets_settings(
         assert ("(measured:" in found.budget) == measured and ("(extrapolated:" in found.budget) == (not measured)
     else:
         assert (found.vocab_size, found.model_flags, found.dropout) == (full.vocab_size, full.model_flags, full.dropout)
-    assert found.budget.startswith(f"MAX_UPDATE={max_update:,}:" if max_update else "no MAX_UPDATE: a full run")
+    assert found.budget.startswith(f"MAX_UPDATE={max_update:,}:" if max_update else "no MAX_UPDATE or TIME: a full run")
+
+
+def speeds(full: float, short: float):
+    """A candidate's seconds per update: the size class's model, or the short budget's (3 layers of 256)."""
+    return lambda candidate: short if "--d-model 256" in candidate.model_flags else full
+
+
+@pytest.mark.parametrize("pairs, time_text, picks, updates", [
+    (50_000, "2h", "short", 4284),  # 1,606 of the small class's updates fit, under a quarter of its 30,000: 4,284 short ones
+    (50_000, "12h", "class", 9706),  # 9,706 fit, at least a quarter: the class's settings, as many updates as fit
+    (50_000, "3d", "class", 30000),  # more than the class's 30,000 fit: a full run, no more
+    (600_000, "6h", "short", 19386),  # 9,693 of the medium class's 50,000
+    (600_000, "8h", "class", 12933),
+])  # fmt: skip
+def test_a_time_picks_by_the_updates_that_fit_here(pairs, time_text, picks, updates):
+    """TIME is turned into each candidate's updates at its measured speed (here 4 s and 1.5 s for the small class's
+    model and the short budget's, 2 s and 1 s for the medium class's), then the rule of MAX_UPDATE."""
+    from transformer_plugin_cli.tools.speed_probe import parse_time
+
+    full, short = (4.0, 1.5) if pairs < 100_000 else (2.0, 1.0)
+    found = pt.settings_for_time(pairs, ("LATIN", "LATIN"), parse_time(time_text), time_text, speeds(full, short))
+    assert found.max_update == updates
+    if picks == "short":
+        assert (found.model_flags, found.vocab_size, found.dropout) == (pt.SHORT_BUDGET["model_flags"], 8000, 0.1)
+        assert found.budget.startswith(f"TIME={time_text}: ") and "a short budget's settings" in found.budget
+    else:
+        assert found.model_flags == pt.class_settings(pairs, ("LATIN", "LATIN")).model_flags
+        assert found.budget.startswith(f"TIME={time_text}: {updates if updates < 30000 else 58306:,} updates of the ")
+        assert found.budget.endswith("its settings")
+
+
+def test_time_and_max_update_together_are_refused(tmp_path):
+    prefix = corpus(tmp_path, many(100))
+    with pytest.raises(pt.CorpusError, match="TIME=8h and MAX_UPDATE=1200: give one budget"):
+        pt.settings([prefix], "en", "de", 1200, "8h", speeds(4.0, 1.5))
+    with pytest.raises(pt.CorpusError, match="TIME=8 hours: a duration such as 90m"):
+        pt.settings([prefix], "en", "de", None, "8 hours", speeds(4.0, 1.5))
 
 
 def test_a_vocabulary_per_side_where_the_scripts_differ(tmp_path):

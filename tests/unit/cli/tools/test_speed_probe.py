@@ -1,0 +1,102 @@
+"""TIME= and the speed probe (transformer_plugin_cli/tools/speed_probe.py): a duration parsed or refused, a probe of
+a model's updates on this machine kept and read back, the updates a TIME gives, kept for a resumed run."""
+
+import json
+
+import pytest
+
+from transformer_plugin_cli.tools import speed_probe as sp
+from transformer_plugin_cli.tools.speed_probe import BudgetError, Probe, budget, parse_time
+
+TINY = Probe("vaswani_tiny", "", 200, 600, workers=2, threads=1)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "transformer_plugin" / "speed.json"
+
+
+def seeded(cache, probe, seconds):
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({probe.key(): {"seconds": seconds, "measured": "2026-11-27 09:00"}}))
+
+
+@pytest.mark.parametrize("text, seconds", [("90m", 5400), ("8h", 28800), ("1h30m", 5400), ("2d", 172800), ("1.5h", 5400),
+                                           ("600s", 600), ("1h 30m", 5400)])  # fmt: skip
+def test_a_time_is_a_duration_with_units(text, seconds):
+    assert parse_time(text) == seconds
+
+
+@pytest.mark.parametrize("text, says", [("90", "a duration such as 90m"), ("8 hours", "a duration such as"),
+                                        ("", "a duration such as"), ("1m", "under two minutes")])  # fmt: skip
+def test_anything_else_is_refused_naming_time(text, says):
+    with pytest.raises(BudgetError, match=f"TIME={text}: .*{says}"):
+        parse_time(text)
+
+
+def test_the_probe_measures_a_models_updates_here_and_keeps_the_figure(cache):
+    first = sp.seconds_per_update(TINY)
+    assert first["cached"] is False and 0 < first["seconds"] < 30
+    kept = json.loads(cache.read_text())
+    assert list(kept) == [TINY.key()] and json.loads(TINY.key())["machine"]["cores"] >= 1
+    again = sp.seconds_per_update(TINY)
+    assert again["cached"] is True and again["seconds"] == first["seconds"]
+    # another model is another figure, kept beside the first
+    other = Probe("vaswani_tiny", "--d-ff 512", 200, 600, workers=1, threads=1)
+    assert other.key() != TINY.key()
+    measured = []
+    sp_measure, sp.measure = sp.measure, lambda probe: measured.append(probe) or 1.5
+    try:
+        assert sp.seconds_per_update(other) == {"seconds": 1.5, "measured": sp.time.strftime("%Y-%m-%d %H:%M"), "cached": False}
+    finally:
+        sp.measure = sp_measure
+    assert measured == [other] and len(json.loads(cache.read_text())) == 2
+
+
+def test_a_probe_that_cannot_build_its_model_says_which(cache):
+    with pytest.raises(sp.ProbeError, match="the speed probe of vaswani_tiny --no-such-flag 1 failed"):
+        sp.seconds_per_update(Probe("vaswani_tiny", "--no-such-flag 1", 200, 600))
+
+
+def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
+    seeded(cache, TINY, 2.0)
+    found = budget(TINY, "1h")
+    assert found["MAX_UPDATE"] == str(int((3600 - sp.TIME_STARTUP_SECONDS) * sp.TIME_TRAINING_SHARE / 2.0))  # 1,593
+    assert found["STOP_TIME_HOURS"] == f"{(3600 - sp.TIME_STARTUP_SECONDS) / 3600:.4f}"
+    assert abs(int(found["TRAINING_SECONDS"]) - 3600) <= 2  # what fits is about the time given
+    assert found["TRAINING_TIME"].startswith("60 min here: 1,593 updates of 2.00 s (a probe of this machine, measured 2026-11-27 09:00")
+    said = budget(TINY, max_update=30000)
+    assert "STOP_TIME_HOURS" not in said and said["MAX_UPDATE"] == "30000"
+    assert said["TRAINING_TIME"].startswith("18.5 h here: 30,000 updates of 2.00 s")
+
+
+def test_a_time_too_short_for_100_updates_is_refused(cache):
+    seeded(cache, TINY, 60.0)
+    with pytest.raises(BudgetError, match=r"TIME=90m: 80 updates of 60.0 s fit here, too few to learn anything \(100 at least\)"):
+        budget(TINY, "90m")
+
+
+def test_the_updates_a_time_gave_are_kept_for_a_resumed_run(cache, tmp_path):
+    """A resumed run (after a reboot, or requeued on another node) keeps its MAX_UPDATE, or it would be another
+    training; another TIME, or another model, decides again."""
+    kept = tmp_path / "work" / "budget.json"
+    seeded(cache, TINY, 2.0)
+    first = budget(TINY, "1h", kept=str(kept))
+    seeded(cache, TINY, 4.0)  # the machine measured again, slower
+    resumed = budget(TINY, "1h", kept=str(kept))
+    assert resumed["MAX_UPDATE"] == first["MAX_UPDATE"] and "(decided " in resumed["TRAINING_TIME"]
+    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * 0.9 / 4.0))
+    bigger = Probe("vaswani_tiny", "--d-ff 512", 200, 600, workers=2, threads=1)
+    seeded(cache, bigger, 3.0)
+    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * 0.9 / 3.0))
+
+
+def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    cpu = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=2)
+    assert (cpu.workers, cpu.threads, cpu.tokens_per_update, cpu.device) == (2, 3, 4096, "cpu")
+    two_machines = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=2, devices=4)
+    assert two_machines.tokens_per_update == 2048  # this machine's share
+    gpu = sp.layout_probe("vaswani_big", "", 32000, 25000, gpus=8, cpu_workers=2, precision="bf16")
+    assert (gpu.workers, gpu.tokens_per_update, gpu.device, gpu.precision) == (1, 3125, "cuda", "bf16")

@@ -1,0 +1,355 @@
+"""How long one training update of a model takes on this machine: a probe of a few updates on synthetic
+batches, measured once per machine and kept.
+
+The probe builds the model as fairseq-train would (``--arch`` and its flags, through fairseq's own parser) with a
+vocabulary of the given size, and times what an update does: forward, label-smoothed cross entropy and backward
+on micro-batches of sentences of ``--length`` pieces (per target token), then the gradients summed over the
+workers (gloo, as fairseq's ``legacy_ddp`` does for CPU workers) and an Adam step. An update of
+``--tokens-per-update`` target tokens is split over ``--workers`` processes that run side by side with ``--threads``
+torch threads each (the recipes' CPU workers), or runs on one CUDA device. The first of each is not counted
+(memory, kernels); the figures are medians.
+
+What it leaves out: data loading (fairseq's batches come from memory-mapped files, a few percent on CPU),
+validation and checkpoints (the recipe adds them to its estimate) and the padding of real batches.
+
+Figures are kept in ``$XDG_CACHE_HOME/transformer_plugin/speed.json`` (``~/.cache`` by default) under a key of
+this machine (processor, cores, torch, CUDA device) and the probe's settings: a second probe of the same is read
+back. ``--fresh`` measures again.
+
+    vaswani-speed-probe probe --arch vaswani_base \\
+        --model-flags "--encoder-layers 3 --decoder-layers 3 --d-model 256 --d-ff 1024 --attention-heads 4" \\
+        --vocab-size 8000 --tokens-per-update 4096 --workers 2 --threads 1
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import re
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional
+
+from transformer_plugin_cli.files import duration
+
+# the most target tokens a micro-batch of the probe holds: a larger batch is timed per token (its cost grows with
+# its tokens), so that a probe of a large model takes seconds
+MICRO_TOKENS = 2048
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class BudgetError(ValueError):
+    pass
+
+
+class ProbeError(RuntimeError):
+    pass
+
+
+# Of a TIME budget, what training's updates get: the rest goes to starting (fairseq's imports, the data) and to the
+# validations and checkpoints (20 in all in the parallel-text recipe); fairseq's --stop-time-hours stops training at
+# TIME in any case.
+TIME_STARTUP_SECONDS = 60
+TIME_TRAINING_SHARE = 0.9
+TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_time(text: str) -> int:
+    """TIME=90m, 8h, 1h30m, 2d, 600s: seconds; BudgetError for anything else."""
+    given = text.strip().replace(" ", "")
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", given)
+    if not given or "".join(n + u for n, u in parts) != given:
+        raise BudgetError(f"TIME={text}: a duration such as 90m, 8h, 1h30m or 2d (s, m, h, d)")
+    seconds = int(sum(float(n) * TIME_UNITS[u] for n, u in parts))
+    if seconds < 120:
+        raise BudgetError(f"TIME={text}: under two minutes, too short to train anything")
+    return seconds
+
+
+def training_seconds(seconds: int) -> float:
+    """Of a TIME budget, the seconds that go to updates."""
+    return max(0.0, seconds - TIME_STARTUP_SECONDS) * TIME_TRAINING_SHARE
+
+
+def training_time(updates: int, per_update: float) -> float:
+    """The time ``updates`` updates take, with what goes beside them (the inverse of training_seconds)."""
+    return updates * per_update / TIME_TRAINING_SHARE + TIME_STARTUP_SECONDS
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What is timed: a model (``--arch`` and its flags), its vocabulary, the batch and the processes."""
+
+    arch: str
+    model_flags: str
+    vocab_size: int
+    tokens_per_update: int
+    workers: int = 1
+    threads: int = 1
+    device: str = "cpu"  # cpu, or cuda
+    precision: str = "fp32"  # fp32, bf16, fp16 (on a CUDA device: autocast)
+    length: int = 30
+    repeats: int = 2
+
+    def key(self) -> str:
+        return json.dumps({"machine": machine(self.device), **asdict(self)}, sort_keys=True)
+
+
+def layout_probe(arch: str, model_flags: str, vocab_size: int, tokens_per_update: int, gpus: int, cpu_workers: int,
+                 devices: int = 0, precision: str = "fp32") -> Probe:  # fmt: skip
+    """The probe of a training laid out as the recipes lay it out (GPUS, CPU_WORKERS; DEVICES in all, of which this
+    machine's run side by side): on GPUs, one device's share of the batch on one of them; on CPU, this machine's
+    workers side by side, each with its share of the cores (the engine's worker_threads) and of the batch."""
+    from transformer_plugin_cli.tools.recipe.layout import worker_threads
+
+    per_node = gpus if gpus > 0 else cpu_workers
+    devices = devices or per_node
+    if gpus > 0:
+        return Probe(arch, model_flags, vocab_size, max(1, tokens_per_update // devices), 1, 1, "cuda", precision)
+    share = max(1, tokens_per_update * per_node // devices)
+    return Probe(arch, model_flags, vocab_size, share, per_node, int(worker_threads(per_node)), "cpu", "fp32")
+
+
+def machine(device: str = "cpu") -> Dict[str, object]:
+    """What decides the speed besides the probe's settings: processor, cores, torch and the CUDA device."""
+    import torch
+
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    found = {"processor": model, "cores": os.cpu_count(), "torch": torch.__version__}
+    if device == "cuda":
+        found["cuda_device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return found
+
+
+def cache_file() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "transformer_plugin", "speed.json")
+
+
+def _read_cache() -> Dict[str, Dict[str, object]]:
+    try:
+        with open(cache_file()) as f:
+            found = json.load(f)
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):  # none yet, or not ours: measured again and written anew
+        return {}
+
+
+def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
+    """{"seconds": seconds per update, "measured": when, "cached": bool}: read back, or measured and kept."""
+    cache = _read_cache()
+    key = probe.key()
+    if not fresh and key in cache:
+        return {**cache[key], "cached": True}
+    seconds = measure(probe)
+    entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M")}
+    cache = {**_read_cache(), key: entry}  # another probe may have written meanwhile
+    os.makedirs(os.path.dirname(cache_file()), exist_ok=True)
+    tmp = f"{cache_file()}.{os.getpid()}.tmp"  # whole or not at all: a reader never sees half of it
+    with open(tmp, "w") as f:
+        json.dump(cache, f, indent=1, sort_keys=True)
+    os.replace(tmp, cache_file())
+    return {**entry, "cached": False}
+
+
+def measure(probe: Probe) -> float:
+    """Seconds per update: ``probe.workers`` processes side by side, the slowest worker's median."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": str(probe.threads), "MKL_NUM_THREADS": str(probe.threads),
+           "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    spec = json.dumps(asdict(probe))
+    workers = [subprocess.Popen([sys.executable, "-m", "transformer_plugin_cli.tools.speed_probe", "worker", spec,
+                                 "--rank", str(r), "--port", str(port)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+               for r in range(probe.workers)]  # fmt: skip
+    results = [w.communicate() for w in workers]
+    for r, (w, (_, err)) in enumerate(zip(workers, results)):
+        if w.returncode != 0:
+            last = err.strip().splitlines()[-1] if err.strip() else "no message"
+            raise ProbeError(f"the speed probe of {probe.arch} {probe.model_flags} failed (worker {r}, exit {w.returncode}): {last}")
+    return max(float(out.split()[-1]) for out, _ in results)
+
+
+def build_model(probe: Probe):
+    """The model as fairseq-train builds it for ``--arch`` and the flags, with a vocabulary of ``vocab_size``."""
+    from fairseq import options
+    from fairseq.data import Dictionary
+
+    import transformer_plugin  # noqa: F401  (registers the architectures)
+
+    dictionary = Dictionary()
+    for i in range(probe.vocab_size - dictionary.nspecial):
+        dictionary.add_symbol(f"p{i}")
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, ["data-bin", "--arch", probe.arch, "--share-all-embeddings",
+                                                *shlex.split(probe.model_flags)])  # fmt: skip
+
+    class Task:
+        source_dictionary = target_dictionary = dictionary
+
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    return ARCH_MODEL_REGISTRY[probe.arch].build_model(args, Task()), dictionary
+
+
+def run_worker(probe: Probe, rank: int, port: int) -> float:
+    """One worker's seconds per update: the time of a micro-batch (forward, loss, backward) of at most
+    ``MICRO_TOKENS`` target tokens, per token, times the worker's tokens an update, plus the time of the gradients'
+    sum over the workers and the Adam step. Each is the median of ``probe.repeats``, after one not counted."""
+    import torch
+    import torch.distributed as dist
+
+    torch.manual_seed(rank)
+    device = torch.device("cuda" if probe.device == "cuda" else "cpu")
+    if probe.workers > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=probe.workers)
+    model, dictionary = build_model(probe)
+    model.to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    n, eos = len(dictionary), dictionary.eos()
+    tokens = max(1, probe.tokens_per_update // probe.workers)  # this worker's, an update
+    b = max(1, min(tokens, MICRO_TOKENS) // probe.length)  # sentences a micro-batch
+    autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(probe.precision)
+
+    def clock() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def micro_batch() -> float:
+        src = torch.randint(dictionary.nspecial, n, (b, probe.length), device=device)
+        tgt = torch.randint(dictionary.nspecial, n, (b, probe.length), device=device)
+        prev = torch.cat([torch.full((b, 1), eos, device=device), tgt[:, :-1]], dim=1)
+        lengths = torch.full((b,), probe.length, device=device)
+        started = clock()
+        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None and device.type == "cuda"):
+            logits, _ = model(src, lengths, prev)
+            lprobs = torch.log_softmax(logits.float(), dim=-1).view(-1, n)
+            nll = -lprobs.gather(1, tgt.view(-1, 1)).squeeze(1)
+            loss = (0.9 * nll - 0.1 * lprobs.mean(-1)).sum()  # label smoothing 0.1, as the paper's
+        loss.backward()
+        return (clock() - started) / (b * probe.length)
+
+    def step() -> float:
+        started = clock()
+        if probe.workers > 1:  # as fairseq's legacy_ddp: the gradients in one buffer, summed over the workers
+            flat = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+            dist.all_reduce(flat)
+        optimizer.step()
+        optimizer.zero_grad()
+        return clock() - started
+
+    per_token, per_step = [], []
+    for _ in range(probe.repeats + 1):
+        per_token.append(micro_batch())
+        per_step.append(step())
+    if probe.workers > 1:
+        dist.destroy_process_group()
+    return statistics.median(per_token[1:]) * tokens + statistics.median(per_step[1:])
+
+
+def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "") -> Dict[str, str]:
+    """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
+    ``max_update`` updates: SECONDS_PER_UPDATE, MAX_UPDATE, TRAINING_SECONDS, TRAINING_TIME (said for people) and,
+    for TIME, STOP_TIME_HOURS. ``kept``: a file where the updates that TIME gave are kept, and read back while TIME
+    and the probe's settings are the same, so that a run resumed later (or on another machine) keeps its MAX_UPDATE."""
+    decided = ""
+    if time_text and kept:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            with open(kept) as f:
+                before = json.load(f)
+            if before["time"] == time_text and before["probe"] == asdict(probe):
+                return {**before["values"], "TRAINING_TIME": before["values"]["TRAINING_TIME"] + f" (decided {before['decided']})"}
+    found = seconds_per_update(probe)
+    per_update = float(found["seconds"])
+    values = {}
+    if time_text:
+        seconds = parse_time(time_text)
+        max_update = int(training_seconds(seconds) / per_update)
+        if max_update < 100:
+            raise BudgetError(f"TIME={time_text}: {max_update} updates of {per_update:.1f} s fit here, too few to learn "
+                              "anything (100 at least): a longer TIME, or a smaller model")  # fmt: skip
+        values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
+    total = training_time(max_update, per_update)
+    how = f"measured {found['measured']}" if found["cached"] else "measured now"
+    said = (f"{duration(total)} here: {max_update:,} updates of {per_update:.2f} s (a probe of this machine, {how}; "
+            f"kept in {cache_file()}), with the validations and checkpoints")  # fmt: skip
+    values.update({"SECONDS_PER_UPDATE": f"{per_update:.4f}", "MAX_UPDATE": str(max_update),
+                   "TRAINING_SECONDS": str(int(total)), "TRAINING_TIME": said})  # fmt: skip
+    if time_text and kept:
+        os.makedirs(os.path.dirname(os.path.abspath(kept)), exist_ok=True)
+        with open(kept + ".tmp", "w") as f:
+            json.dump({"time": time_text, "probe": asdict(probe), "values": values,
+                       "decided": time.strftime("%Y-%m-%d %H:%M")}, f, indent=1)  # fmt: skip
+        os.replace(kept + ".tmp", kept)
+    return values
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="vaswani-speed-probe", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("probe", "budget"):
+        p = sub.add_parser(name, help={"probe": "seconds per update of a model here",
+                                       "budget": "the recipe's variables for TIME= or MAX_UPDATE=, for a training's layout"}[name])
+        p.add_argument("--arch", default="vaswani_base")
+        p.add_argument("--model-flags", default="", help="the architecture's flags, as fairseq-train takes them")
+        p.add_argument("--vocab-size", type=int, default=8000)
+        p.add_argument("--tokens-per-update", type=int, default=4096)
+        if name == "probe":
+            p.add_argument("--workers", type=int, default=1, help="CPU processes side by side (the recipes' CPU_WORKERS)")
+            p.add_argument("--threads", type=int, default=1, help="torch threads of each")
+            p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+            p.add_argument("--length", type=int, default=30, help="pieces a sentence, both sides")
+            p.add_argument("--repeats", type=int, default=2, help="micro-batches and steps timed, after one not counted")
+            p.add_argument("--fresh", action="store_true", help="measure again, even if this was measured before")
+        else:
+            p.add_argument("--time", default="", help="TIME: 90m, 8h, 1h30m, 2d")
+            p.add_argument("--max-update", type=int, default=0)
+            p.add_argument("--gpus", type=int, default=0)
+            p.add_argument("--cpu-workers", type=int, default=1)
+            p.add_argument("--devices", type=int, default=0, help="devices in all, on every machine (0: this one's)")
+            p.add_argument("--keep", default="", help="a file that keeps the updates TIME gave (the recipe's WORK/budget.json)")
+        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    worker = sub.add_parser("worker")
+    worker.add_argument("spec")
+    worker.add_argument("--rank", type=int, default=0)
+    worker.add_argument("--port", type=int, default=0)
+    a = parser.parse_args(argv)
+    if a.command == "worker":
+        print(f"{run_worker(Probe(**json.loads(a.spec)), a.rank, a.port):.6f}")
+        return 0
+    try:
+        if a.command == "budget":
+            if bool(a.time) == bool(a.max_update):
+                raise BudgetError("budget: give --time or --max-update")
+            probe = layout_probe(a.arch, a.model_flags, a.vocab_size, a.tokens_per_update, a.gpus, a.cpu_workers, a.devices,
+                                 a.precision)  # fmt: skip
+            for name, value in budget(probe, a.time, a.max_update, a.keep).items():
+                print(f"{name}={shlex.quote(value)}")
+            return 0
+        probe = Probe(a.arch, a.model_flags, a.vocab_size, a.tokens_per_update, a.workers, a.threads, a.device, a.precision,
+                      a.length, a.repeats)  # fmt: skip
+        found = seconds_per_update(probe, fresh=a.fresh)
+    except (BudgetError, ProbeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    how = f"measured {found['measured']}, kept in {cache_file()}" if found["cached"] else "measured now"
+    print(f"{found['seconds']:.3f} s per update ({how})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
