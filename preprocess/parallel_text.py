@@ -574,6 +574,8 @@ def sizes_table() -> str:
     short = SHORT_BUDGET
     lines.append(f"| MAX_UPDATE under a quarter of its class's | {short['vocab_size']:,} | vaswani_base {short['model_flags']} | "
                  f"{short['dropout']} | {short['tokens_per_update']:,} | as given |")  # fmt: skip
+    lines.append("| TIME=8h (90m, 2d) | the class's, or the short budget's when under a quarter of the class's updates fit "
+                 "in TIME here (a probe of this machine's speed) | | | | the updates that fit |")  # fmt: skip
     return "\n".join(lines)
 
 
