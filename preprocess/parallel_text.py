@@ -637,12 +637,19 @@ def main(argv=None) -> int:
                 raise CorpusError(f"MAX_UPDATE={args.max_update}: a number of updates")
             speed = None
             if args.time:
-                from transformer_plugin_cli.tools.speed_probe import layout_probe, seconds_per_update
+                from transformer_plugin_cli.tools.speed_probe import ProbeError, cuda_here, layout_probe, seconds_per_update
+
+                if args.gpus > 0 and not cuda_here():
+                    raise CorpusError(f"TIME={args.time}: this machine has no CUDA device to measure the GPUs' speed on: run "
+                                      "where the GPUs are (a dry run there prints the MAX_UPDATE it gives), or give MAX_UPDATE")  # fmt: skip
 
                 def speed(candidate: Sized) -> float:
                     probe = layout_probe(candidate.arch, candidate.model_flags, candidate.vocab_size, candidate.tokens_per_update,
                                          args.gpus, args.cpu_workers, args.devices, args.precision)  # fmt: skip
-                    return float(seconds_per_update(probe)["seconds"])
+                    try:
+                        return float(seconds_per_update(probe)["seconds"])
+                    except ProbeError as e:
+                        raise CorpusError(str(e)) from None
 
             found = settings(args.train, args.src, args.tgt, int(args.max_update) if args.max_update else None, args.time, speed)
             for name, value in vars(found).items():

@@ -116,6 +116,15 @@ def layout_probe(arch: str, model_flags: str, vocab_size: int, tokens_per_update
     return Probe(arch, model_flags, vocab_size, share, per_node, int(worker_threads(per_node)), "cpu", "fp32")
 
 
+def cuda_here() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
 def machine(device: str = "cpu") -> Dict[str, object]:
     """What decides the speed besides the probe's settings: processor, cores, torch and the CUDA device."""
     import torch
@@ -285,13 +294,18 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
     ``max_update`` updates: SECONDS_PER_UPDATE, MAX_UPDATE, TRAINING_SECONDS, TRAINING_TIME (said for people) and,
     for TIME, STOP_TIME_HOURS. ``kept``: a file where the updates that TIME gave are kept, and read back while TIME
     and the probe's settings are the same, so that a run resumed later (or on another machine) keeps its MAX_UPDATE."""
-    decided = ""
     if time_text and kept:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             with open(kept) as f:
                 before = json.load(f)
             if before["time"] == time_text and before["probe"] == asdict(probe):
                 return {**before["values"], "TRAINING_TIME": before["values"]["TRAINING_TIME"] + f" (decided {before['decided']})"}
+    if probe.device == "cuda" and not cuda_here():  # a dry run on a login node, say: nothing to measure here
+        if time_text:
+            raise BudgetError(f"TIME={time_text}: this machine has no CUDA device to measure the GPUs' speed on: run where "
+                              "the GPUs are (a dry run there prints the MAX_UPDATE it gives), or give MAX_UPDATE")  # fmt: skip
+        return {"SECONDS_PER_UPDATE": "0", "MAX_UPDATE": str(max_update), "TRAINING_SECONDS": "0",
+                "TRAINING_TIME": f"{max_update:,} updates; how long, the machine with the GPUs says (none here to measure)"}  # fmt: skip
     found = seconds_per_update(probe)
     per_update = float(found["seconds"])
     values = {}

@@ -210,6 +210,15 @@ def test_a_time_picks_by_the_updates_that_fit_here(pairs, time_text, picks, upda
         assert found.budget.endswith("its settings")
 
 
+def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkeypatch):
+    from transformer_plugin_cli.tools import speed_probe
+
+    monkeypatch.setattr(speed_probe, "cuda_here", lambda: False)
+    prefix = corpus(tmp_path, many(100))
+    assert pt.main(["settings", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"]) == 2
+    assert "error: TIME=8h: this machine has no CUDA device to measure the GPUs' speed on" in capsys.readouterr().err
+
+
 def test_time_and_max_update_together_are_refused(tmp_path):
     prefix = corpus(tmp_path, many(100))
     with pytest.raises(pt.CorpusError, match="TIME=8h and MAX_UPDATE=1200: give one budget"):

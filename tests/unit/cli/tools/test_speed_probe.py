@@ -117,3 +117,14 @@ def test_a_busy_machines_figure_is_measured_again_once_it_is_quiet(cache, monkey
     quiet = sp.seconds_per_update(TINY)
     assert (quiet["seconds"], quiet["cached"], "busy" in quiet) == (3.0, False, False)
     assert sp.seconds_per_update(TINY)["cached"] is True
+
+
+def test_gpus_where_there_is_no_cuda_device_are_not_measured(cache, monkeypatch):
+    """A dry run for GPUs on a login node: the time is said where the GPUs are; a TIME cannot be turned into updates."""
+    monkeypatch.setattr(sp, "cuda_here", lambda: False)
+    gpus = sp.layout_probe("vaswani_big", "", 32000, 25000, gpus=8, cpu_workers=2)
+    said = budget(gpus, max_update=100000)
+    assert said["MAX_UPDATE"] == "100000" and "how long, the machine with the GPUs says" in said["TRAINING_TIME"]
+    with pytest.raises(BudgetError, match="TIME=8h: this machine has no CUDA device to measure the GPUs' speed on"):
+        budget(gpus, "8h")
+    assert not cache.exists()
