@@ -275,3 +275,9 @@ def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time
            "budget's (1.50 s each): under a quarter of the 30,000 updates" in timed.stdout  # fmt: skip
     assert "--encoder-layers 3 --decoder-layers 3 --d-model 256" in timed.stdout and "--max-update 4284 " in timed.stdout
     assert "that is more than a working day" not in timed.stdout
+    # more than the class's full run fits in 3 days: its settings, and its 30,000 updates at most
+    days = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                      MIN_PAIRS="5000", GPUS="0", TIME="3d")  # fmt: skip
+    assert days.returncode == 0, days.stderr
+    assert "budget: TIME=3d: 58,306 updates of the small (under 100k pairs) class fit here (4.00 s each)" in days.stdout
+    assert "--max-update 30000 " in days.stdout and "training: about 37.1 h here: 30,000 updates of 4.00 s" in days.stdout

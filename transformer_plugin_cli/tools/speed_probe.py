@@ -291,8 +291,8 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
 
 def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "") -> Dict[str, str]:
     """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
-    ``max_update`` updates: SECONDS_PER_UPDATE, MAX_UPDATE, TRAINING_SECONDS, TRAINING_TIME (said for people) and,
-    for TIME, STOP_TIME_HOURS. ``kept``: a file where the updates that TIME gave are kept, and read back while TIME
+    ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
+    TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. ``kept``: a file where the updates that TIME gave are kept, and read back while TIME
     and the probe's settings are the same, so that a run resumed later (or on another machine) keeps its MAX_UPDATE."""
     if time_text and kept:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -311,7 +311,8 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
     values = {}
     if time_text:
         seconds = parse_time(time_text)
-        max_update = int(training_seconds(seconds) / per_update)
+        fit = int(training_seconds(seconds) / per_update)
+        max_update = min(fit, max_update) if max_update else fit  # a cap given beside TIME: the size class's own
         if max_update < 100:
             raise BudgetError(f"TIME={time_text}: {max_update} updates of {per_update:.1f} s fit here, too few to learn "
                               "anything (100 at least): a longer TIME, or a smaller model")  # fmt: skip
@@ -352,7 +353,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.add_argument("--fresh", action="store_true", help="measure again, even if this was measured before")
         else:
             p.add_argument("--time", default="", help="TIME: 90m, 8h, 1h30m, 2d")
-            p.add_argument("--max-update", type=int, default=0)
+            p.add_argument("--max-update", type=int, default=0, help="the budget in updates; with --time, at most that many")
             p.add_argument("--gpus", type=int, default=0)
             p.add_argument("--cpu-workers", type=int, default=1)
             p.add_argument("--devices", type=int, default=0, help="devices in all, on every machine (0: this one's)")
@@ -368,8 +369,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         if a.command == "budget":
-            if bool(a.time) == bool(a.max_update):
-                raise BudgetError("budget: give --time or --max-update")
+            if not a.time and not a.max_update:
+                raise BudgetError("budget: give --time or --max-update (or both: at most that many)")
             probe = layout_probe(a.arch, a.model_flags, a.vocab_size, a.tokens_per_update, a.gpus, a.cpu_workers, a.devices,
                                  a.precision)  # fmt: skip
             for name, value in budget(probe, a.time, a.max_update, a.keep).items():

@@ -67,6 +67,8 @@ def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
     assert found["STOP_TIME_HOURS"] == f"{(3600 - sp.TIME_STARTUP_SECONDS) / 3600:.4f}"
     assert abs(int(found["TRAINING_SECONDS"]) - 3600) <= 2  # what fits is about the time given
     assert found["TRAINING_TIME"].startswith("60 min here: 1,593 updates of 2.00 s (a probe of this machine, measured 2026-11-27 09:00")
+    capped = budget(TINY, "1h", max_update=1000)  # the size class's full run, when more fits
+    assert (capped["MAX_UPDATE"], capped["STOP_TIME_HOURS"]) == ("1000", found["STOP_TIME_HOURS"])
     said = budget(TINY, max_update=30000)
     assert "STOP_TIME_HOURS" not in said and said["MAX_UPDATE"] == "30000"
     assert said["TRAINING_TIME"].startswith("18.5 h here: 30,000 updates of 2.00 s")
