@@ -533,16 +533,15 @@ def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], 
     usable = training_seconds(seconds)
     per_update = speed(full)
     updates = int(usable / per_update)
+    fit = f"TIME={time_text}: {updates:,} updates of the {full.size_class} class fit here ({per_update:.2f} s each)"
     if updates * SHORT_BUDGET_SHARE >= full.max_update:
+        full.budget = f"{fit}, within a factor {SHORT_BUDGET_SHARE} of its {full.max_update:,}: its settings"
         full.max_update = min(full.max_update, updates)
-        full.budget = (f"TIME={time_text}: {updates:,} updates of the {full.size_class} class fit here ({per_update:.2f} s each), "
-                       f"within a factor {SHORT_BUDGET_SHARE} of its {class_settings(pairs, scripts).max_update:,}: its settings")  # fmt: skip
         return full
     short = short_settings(full, 0, "")
-    per_update = speed(short)
-    short.max_update = int(usable / per_update)
-    short.budget = short_why(full, short.max_update, f"TIME={time_text}: {updates:,} updates of the {full.size_class} class fit here "
-                                                     f"({speed(full):.2f} s each), {short.max_update:,} of a short budget's ({per_update:.2f} s each)")  # fmt: skip
+    short_per_update = speed(short)
+    short.max_update = int(usable / short_per_update)
+    short.budget = short_why(full, short.max_update, f"{fit}, {short.max_update:,} of a short budget's ({short_per_update:.2f} s each)")
     return short
 
 
@@ -637,11 +636,10 @@ def main(argv=None) -> int:
                 raise CorpusError(f"MAX_UPDATE={args.max_update}: a number of updates")
             speed = None
             if args.time:
-                from transformer_plugin_cli.tools.speed_probe import ProbeError, cuda_here, layout_probe, seconds_per_update
+                from transformer_plugin_cli.tools.speed_probe import ProbeError, cuda_here, layout_probe, no_cuda, seconds_per_update
 
                 if args.gpus > 0 and not cuda_here():
-                    raise CorpusError(f"TIME={args.time}: this machine has no CUDA device to measure the GPUs' speed on: run "
-                                      "where the GPUs are (a dry run there prints the MAX_UPDATE it gives), or give MAX_UPDATE")  # fmt: skip
+                    raise CorpusError(str(no_cuda(args.time)))
 
                 def speed(candidate: Sized) -> float:
                     probe = layout_probe(candidate.arch, candidate.model_flags, candidate.vocab_size, candidate.tokens_per_update,

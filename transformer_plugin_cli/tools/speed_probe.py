@@ -27,12 +27,12 @@ back. ``--fresh`` measures again.
 import argparse
 import contextlib
 import functools
+import importlib.metadata
 import json
 import os
 import platform
 import re
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
-from transformer_plugin_cli.files import duration
+from transformer_plugin_cli.files import duration, write_json
 
 # the most target tokens a micro-batch of the probe holds: a larger batch is timed per token (its cost grows with
 # its tokens), so that a probe of a large model takes seconds
@@ -130,17 +130,18 @@ def cuda_here() -> bool:
 
 
 def machine(device: str = "cpu") -> Dict[str, object]:
-    """What decides the speed besides the probe's settings: processor, cores, torch and the CUDA device."""
-    import torch
-
+    """What decides the speed besides the probe's settings: processor, cores, torch and the CUDA device. torch's
+    version is read from its metadata: a recipe's start imports torch only for a CUDA device's name."""
     model = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
             model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
     except OSError:
         pass
-    found = {"processor": model, "cores": os.cpu_count(), "torch": torch.__version__}
+    found = {"processor": model, "cores": os.cpu_count(), "torch": importlib.metadata.version("torch")}
     if device == "cuda":
+        import torch
+
         found["cuda_device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return found
 
@@ -172,7 +173,8 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
     entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M"), **({"busy": load} if load else {})}
     cache = {**_read_cache(), key: entry}  # another probe may have written meanwhile
     os.makedirs(os.path.dirname(cache_file()), exist_ok=True)
-    tmp = f"{cache_file()}.{os.getpid()}.tmp"  # whole or not at all: a reader never sees half of it
+    # whole or not at all, and a name of this process's: two recipes started together may write it at once
+    tmp = f"{cache_file()}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump(cache, f, indent=1, sort_keys=True)
     os.replace(tmp, cache_file())
@@ -199,9 +201,9 @@ def busy() -> str:
 
 def measure(probe: Probe) -> float:
     """Seconds per update: ``probe.workers`` processes side by side, the slowest worker's median."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from transformer_plugin_cli.tools.recipe.layout import free_port
+
+    port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": str(probe.threads), "MKL_NUM_THREADS": str(probe.threads),
            "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}  # fmt: skip
     spec = json.dumps(asdict(probe))
@@ -295,6 +297,21 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
     return statistics.median(per_token[1:]) * tokens + statistics.median(per_step[1:])
 
 
+def measured(found: Dict[str, object]) -> str:
+    """When a figure of seconds_per_update was measured, for people: 'measured now', 'measured 2026-11-27 09:29', and
+    what a busy machine's figure is worth."""
+    said = f"measured {found['measured'] if found['cached'] else 'now'}"
+    if found.get("busy"):
+        said += f" with the machine busy ({found['busy']}), so likely too slow: measured again once it is quiet"
+    return said
+
+
+def no_cuda(time_text: str) -> BudgetError:
+    """A TIME for GPUs on a machine with none (a login node): nothing to measure their speed on."""
+    return BudgetError(f"TIME={time_text}: this machine has no CUDA device to measure the GPUs' speed on: run where the "
+                       "GPUs are (a dry run there prints the MAX_UPDATE it gives), or give MAX_UPDATE")  # fmt: skip
+
+
 def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "") -> Dict[str, str]:
     """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
     ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
@@ -308,8 +325,7 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
                 return {**before["values"], "TRAINING_TIME": before["values"]["TRAINING_TIME"] + f" (decided {before['decided']})"}
     if probe.device == "cuda" and not cuda_here():  # a dry run on a login node, say: nothing to measure here
         if time_text:
-            raise BudgetError(f"TIME={time_text}: this machine has no CUDA device to measure the GPUs' speed on: run where "
-                              "the GPUs are (a dry run there prints the MAX_UPDATE it gives), or give MAX_UPDATE")  # fmt: skip
+            raise no_cuda(time_text)
         return {"SECONDS_PER_UPDATE": "0", "MAX_UPDATE": str(max_update), "TRAINING_SECONDS": "0",
                 "TRAINING_TIME": f"{max_update:,} updates; how long, the machine with the GPUs says (none here to measure)"}  # fmt: skip
     found = seconds_per_update(probe)
@@ -324,19 +340,13 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
                               "anything (100 at least): a longer TIME, or a smaller model")  # fmt: skip
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
     total = training_time(max_update, per_update)
-    how = f"measured {found['measured'] if found['cached'] else 'now'}"
-    if found.get("busy"):
-        how += f" with the machine busy ({found['busy']}), so likely too slow: measured again once it is quiet"
-    how += f"; kept in {cache_file()}"
-    said = f"{duration(total)} here: {max_update:,} updates of {per_update:.2f} s (a probe of this machine, {how}), with the validations and checkpoints"
+    said = (f"{duration(total)} here: {max_update:,} updates of {per_update:.2f} s (a probe of this machine, {measured(found)}; "
+            f"kept in {cache_file()}), with the validations and checkpoints")  # fmt: skip
     values.update({"SECONDS_PER_UPDATE": f"{per_update:.4f}", "MAX_UPDATE": str(max_update),
                    "TRAINING_SECONDS": str(int(total)), "TRAINING_TIME": said})  # fmt: skip
     if time_text and kept:
         os.makedirs(os.path.dirname(os.path.abspath(kept)), exist_ok=True)
-        with open(kept + ".tmp", "w") as f:
-            json.dump({"time": time_text, "probe": asdict(probe), "values": values,
-                       "decided": time.strftime("%Y-%m-%d %H:%M")}, f, indent=1)  # fmt: skip
-        os.replace(kept + ".tmp", kept)
+        write_json(kept, {"time": time_text, "probe": asdict(probe), "values": values, "decided": time.strftime("%Y-%m-%d %H:%M")})
     return values
 
 
@@ -388,11 +398,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (BudgetError, ProbeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    how = f"measured {found['measured'] if found['cached'] else 'now'}"
-    if found.get("busy"):
-        how += f" with the machine busy ({found['busy']}), so likely too slow: measured again once it is quiet"
-    how += f", kept in {cache_file()}"
-    print(f"{found['seconds']:.3f} s per update ({how})")
+    print(f"{found['seconds']:.3f} s per update ({measured(found)}, kept in {cache_file()})")
     return 0
 
 
