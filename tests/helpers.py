@@ -60,6 +60,27 @@ def build_vaswani(dictionary, arch="vaswani_tiny", **overrides):
     return VaswaniTransformerModel.build_model(vaswani_args(arch, **overrides), DummyTask(dictionary))
 
 
+# The sizes at which the model is compared with fairseq's built-in transformer.
+SIZES = dict(d_model=32, d_ff=64, attention_heads=4, encoder_layers=2, decoder_layers=2)
+
+
+def fairseq_transformer(dictionary, sizes=SIZES):
+    """fairseq's built-in ``transformer`` at ``sizes``, dropout off: the model the parity tests compare with."""
+    from fairseq.models.transformer import TransformerModel, base_architecture
+
+    args = vaswani_args("vaswani_tiny")  # the fairseq namespace, then fairseq's own names
+    args.arch = "transformer"
+    args.encoder_embed_dim = args.decoder_embed_dim = sizes["d_model"]
+    args.encoder_ffn_embed_dim = args.decoder_ffn_embed_dim = sizes["d_ff"]
+    args.encoder_attention_heads = args.decoder_attention_heads = sizes["attention_heads"]
+    args.encoder_layers, args.decoder_layers = sizes["encoder_layers"], sizes["decoder_layers"]
+    args.share_all_embeddings = True
+    args.dropout = args.attention_dropout = args.activation_dropout = 0.0
+    args.max_source_positions = args.max_target_positions = 64
+    base_architecture(args)
+    return TransformerModel.build_model(args, DummyTask(dictionary))
+
+
 def random_batch(dictionary, batch_size=3, src_len=7, tgt_len=6, seed=0, left_pad_source=True):
     """src_tokens (B, S) with different lengths and padding; prev_output_tokens (B, T) right-padded."""
     g = torch.Generator().manual_seed(seed)

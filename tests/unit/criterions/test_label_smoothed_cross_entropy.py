@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DummyTask, build_vaswani, random_batch
+from helpers import DummyTask, build_vaswani, fairseq_transformer, random_batch
 from transformer_plugin.criterions import label_smoothed_cross_entropy as criterion_module
 from transformer_plugin.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyFromLogits,
@@ -134,8 +134,6 @@ def test_the_logits_path_is_only_for_fairseqs_stock_log_softmax(dictionary):
     get_normalized_probs, or an adaptive softmax, keeps the generic path, and its own
     normalisation decides the loss."""
     from fairseq.models.transformer import TransformerModel
-
-    from models.test_parity_with_fairseq import fairseq_transformer
 
     model, theirs = build_vaswani(dictionary, dropout=0.0).eval(), fairseq_transformer(dictionary)
     assert isinstance(theirs, TransformerModel) and plain_log_softmax(theirs) and plain_log_softmax(model)

@@ -9,29 +9,11 @@ import re
 
 import pytest
 import torch
-from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
 
-from helpers import DummyTask, build_vaswani, random_batch, vaswani_args
+from helpers import SIZES, DummyTask, build_vaswani, fairseq_transformer, random_batch
 from transformer_plugin_cli.tools.convert import state_dict_from_fairseq_transformer
 
-SIZES = dict(d_model=32, d_ff=64, attention_heads=4, encoder_layers=2, decoder_layers=2)
-
-
-def fairseq_transformer(dictionary, sizes=SIZES):
-    from fairseq.models.transformer import base_architecture
-
-    args = vaswani_args("vaswani_tiny")  # the fairseq namespace, then fairseq's own names
-    args.arch = "transformer"
-    args.encoder_embed_dim = args.decoder_embed_dim = sizes["d_model"]
-    args.encoder_ffn_embed_dim = args.decoder_ffn_embed_dim = sizes["d_ff"]
-    args.encoder_attention_heads = args.decoder_attention_heads = sizes["attention_heads"]
-    args.encoder_layers, args.decoder_layers = sizes["encoder_layers"], sizes["decoder_layers"]
-    args.share_all_embeddings = True
-    args.dropout = args.attention_dropout = args.activation_dropout = 0.0
-    args.max_source_positions = args.max_target_positions = 64
-    base_architecture(args)
-    return TransformerModel.build_model(args, DummyTask(dictionary))
 
 
 @pytest.fixture
