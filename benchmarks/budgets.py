@@ -1,0 +1,395 @@
+"""The parallel-text recipe's pick for a budget in time, against the candidates beside it (issue 50, item 4).
+
+For each corpus and each budget (a ``TIME`` of one core), every candidate runs through
+``recipes/parallel_text.sh`` as a user would run it, with the candidate's settings and the updates that the
+budget gives that candidate on one core here (``vaswani-speed-probe budget --time``: the recipe's own
+conversion, from a probe of one worker of one thread). The run is given those updates as ``MAX_UPDATE`` and
+pinned to a core of its own, so that two runs go side by side: a busy neighbour changes how long a run takes,
+not what it trains. Each is scored as the recipe scores it (averaged checkpoints, beam 4, sacreBLEU and chrF
+on the test set) and its validation nll (bits per token) is read from its log.
+
+The candidates: the rule's pick (what ``TIME`` picks here, preprocess/parallel_text.py), the size class's
+settings, and the short budget's settings with one thing changed at a time (fewer or more layers, a wider
+model, more dropout, a smaller vocabulary, half the batch). Successive halving prunes them: every candidate
+at the first budget, then at each next budget the better half of those measured at the one before (by BLEU),
+the rule's pick always among them. A candidate whose updates are under the recipe's floor (100) is not run:
+the recipe refuses it too.
+
+    python -m benchmarks.budgets run --corpus de_77k=data/debian_en_de/train:en:de --budgets 15m 50m 150m --jobs 2
+    python -m benchmarks.budgets table --work runs/budgets --out runs/budgets/budgets.md --figure docs/budgets.png
+
+Two corpora side by side, one core each: ``run --corpus A=... --cores 0 --work runs/budgets/a`` and ``run --corpus
+B=... --cores 1 --work runs/budgets/b``, then ``table --work runs/budgets/a runs/budgets/b``.
+
+Each run is a recipe's ``WORK`` (``WORK_ROOT/CORPUS/BUDGET/CANDIDATE``), and the recipe resumes: the same
+command again picks up where the runs stopped (a session that ended, a machine that restarted), and a
+finished run is read back, not trained again. ``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}`` for
+training and, beside it, ``valid`` and ``test`` (the layout ``preprocess.debian_l10n prepare`` writes).
+"""
+
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import queue
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from preprocess.parallel_text import SHORT_BUDGET, class_settings  # noqa: E402
+from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
+from transformer_plugin_cli.tools.speed_probe import layout_probe, parse_time, seconds_per_update  # noqa: E402
+
+PICK = "pick"
+SHORT_FLAGS = SHORT_BUDGET["model_flags"]
+
+
+def with_flag(flags: str, name: str, value) -> str:
+    """``flags`` with ``--name``'s value replaced."""
+    return re.sub(rf"(--{name} )\S+", rf"\g<1>{value}", flags)
+
+
+# name -> (what it is, the recipe's variables). Each is the short budget's settings with one thing changed.
+CHANGES = {
+    "N=2": ("2+2 layers", {"MODEL_FLAGS": with_flag(with_flag(SHORT_FLAGS, "encoder-layers", 2), "decoder-layers", 2)}),
+    "N=6": ("6+6 layers", {"MODEL_FLAGS": with_flag(with_flag(SHORT_FLAGS, "encoder-layers", 6), "decoder-layers", 6)}),
+    "d512": ("d_model 512", {"MODEL_FLAGS": with_flag(SHORT_FLAGS, "d-model", 512)}),
+    "P0.3": ("P_drop 0.3", {"DROPOUT": "0.3"}),
+    "BPE2k": ("a vocabulary of 2,000", {"VOCAB_SIZE": "2000"}),
+    "2k-tokens": ("2,048 tokens an update", {"TOKENS_PER_UPDATE": "2048"}),
+}
+MIN_UPDATES = 100  # the recipe refuses a TIME that gives fewer (speed_probe.budget)
+
+
+@dataclass
+class Corpus:
+    name: str
+    prefix: str
+    src: str
+    tgt: str
+
+    @property
+    def files(self) -> Dict[str, str]:
+        folder = os.path.dirname(self.prefix)
+        return {"TRAIN": self.prefix, "VALID": os.path.join(folder, "valid"), "TEST": os.path.join(folder, "test"),
+                "SRC": self.src, "TGT": self.tgt}  # fmt: skip
+
+    def pairs(self) -> int:
+        with open(f"{self.prefix}.{self.src}", "rb") as f:
+            return sum(1 for _ in f)
+
+
+def parse_corpus(text: str) -> Corpus:
+    name, _, rest = text.partition("=")
+    parts = rest.split(":")
+    if not name or len(parts) != 3 or not all(parts):
+        raise argparse.ArgumentTypeError(f"--corpus {text!r}: expected NAME=PREFIX:SRC:TGT")
+    return Corpus(name, *parts)
+
+
+@dataclass
+class Result:
+    corpus: str
+    budget: str
+    candidate: str
+    settings: Dict[str, str]
+    updates: int
+    refused: str = ""  # why the recipe would not run it
+    bleu: Optional[float] = None
+    chrf: Optional[float] = None
+    valid_nll: Optional[float] = None  # bits per token, the last validation
+    train_seconds: Optional[float] = None  # fairseq's own clock of the training
+    is_pick: List[str] = field(default_factory=list)  # the candidates that are the rule's pick (same settings)
+
+
+def recipe_settings(variables: Dict[str, str]) -> Dict[str, str]:
+    """The settings that decide a training, from the recipe's AUTO_* or given variables."""
+    return {k: str(variables[k]) for k in ("ARCH", "MODEL_FLAGS", "DROPOUT", "VOCAB_SIZE", "TOKENS_PER_UPDATE")}
+
+
+def candidates(corpus: Corpus) -> Dict[str, Dict[str, str]]:
+    """Every candidate's settings except the pick (asked of the recipe's rule per budget)."""
+    short = {"ARCH": "vaswani_base", "MODEL_FLAGS": SHORT_FLAGS, "DROPOUT": str(SHORT_BUDGET["dropout"]),
+             "VOCAB_SIZE": str(SHORT_BUDGET["vocab_size"]), "TOKENS_PER_UPDATE": str(SHORT_BUDGET["tokens_per_update"])}  # fmt: skip
+    full = class_settings(corpus.pairs(), ("", ""))
+    found = {"short": short, "class": {"ARCH": full.arch, "MODEL_FLAGS": full.model_flags, "DROPOUT": str(full.dropout),
+                                        "VOCAB_SIZE": str(full.vocab_size), "TOKENS_PER_UPDATE": str(full.tokens_per_update)}}  # fmt: skip
+    for name, (_, change) in CHANGES.items():
+        found[name] = {**short, **change}
+    return found
+
+
+def assignments(text: str) -> Dict[str, str]:
+    """NAME=value lines (shell-quoted), as the recipe's helpers print them."""
+    found = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Z_]+)=(.*)$", line)
+        if m and not m.group(2).startswith("("):
+            found[m.group(1)] = " ".join(shlex.split(m.group(2))) if m.group(2) else ""
+    return found
+
+
+def helper(args: Sequence[str], core: Optional[int]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO,
+                          preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None)  # fmt: skip
+
+
+def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Dict[str, str]:
+    """What the recipe's rule picks for TIME=budget with one CPU worker on ``core``, as its settings."""
+    f = corpus.files
+    done = helper(["-m", "preprocess.parallel_text", "settings", "--train", f["TRAIN"], "--valid", f["VALID"], "--test",
+                   f["TEST"], "--src", corpus.src, "--tgt", corpus.tgt, "--time", budget, "--cpu-workers", "1"], core)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the rule for TIME={budget} on {corpus.prefix} failed:\n{done.stderr[-2000:]}")
+    found = assignments(done.stdout)
+    return recipe_settings({k[len("AUTO_"):]: v for k, v in found.items() if k.startswith("AUTO_")})
+
+
+def updates_for(settings: Dict[str, str], budget: str, core: Optional[int]) -> "tuple[int, str]":
+    """(updates, why refused) that TIME=budget gives these settings on one worker of one core here."""
+    done = helper(["-m", "transformer_plugin_cli.tools.speed_probe", "budget", "--arch", settings["ARCH"],
+                   "--model-flags", settings["MODEL_FLAGS"], "--vocab-size", settings["VOCAB_SIZE"],
+                   "--tokens-per-update", settings["TOKENS_PER_UPDATE"], "--gpus", "0", "--cpu-workers", "1",
+                   "--time", budget], core)  # fmt: skip
+    if done.returncode == 2 and "too few to learn" in done.stderr:
+        m = re.search(r": (\d+) updates", done.stderr)
+        return (int(m.group(1)) if m else 0), done.stderr.strip().removeprefix("error: ")
+    if done.returncode != 0:
+        raise RuntimeError(f"the speed probe failed:\n{done.stderr[-2000:]}")
+    return int(assignments(done.stdout)["MAX_UPDATE"]), ""
+
+
+def read_run(work: str) -> Dict[str, Optional[float]]:
+    """BLEU, chrF, the last validation nll and fairseq's training seconds of a finished recipe run."""
+    with open(os.path.join(work, "results", "scores.test.json")) as f:
+        scores = json.load(f)
+    with open(os.path.join(work, "train.log"), encoding="utf-8", errors="replace") as f:
+        log = f.read()
+    valid, train = log_records(log, "valid"), log_records(log, "train")
+    return {"bleu": scores["sacrebleu"], "chrf": scores["chrf"],
+            "valid_nll": float(valid[-1]["valid_nll_loss"]) if valid else None,
+            "train_seconds": float(train[-1]["train_train_wall"]) if train and "train_train_wall" in train[-1] else None}  # fmt: skip
+
+
+def run_recipe(corpus: Corpus, budget: str, name: str, settings: Dict[str, str], updates: int, work_root: str,
+               core: Optional[int], recipe: str) -> Dict[str, Optional[float]]:  # fmt: skip
+    work = os.path.join(work_root, corpus.name, budget, name.replace(" ", "_"))
+    done_file = os.path.join(work, "results", "scores.test.json")
+    env = {**os.environ, **corpus.files, **settings, "WORK": work, "MAX_UPDATE": str(updates), "CPU_WORKERS": "1",
+           "GPUS": "0", "EXPORT": "", "PYTHONUNBUFFERED": "1",
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}  # this Python's fairseq  # fmt: skip
+    env.pop("TIME", None)
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work_root, corpus.name, budget, f"{name.replace(' ', '_')}.log"), "a") as log:
+        log.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} core {core}: {name}, {updates} updates, {settings}\n")
+        log.flush()
+        status = subprocess.run(["bash", recipe], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                                preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None).returncode  # fmt: skip
+    if status != 0 or not os.path.exists(done_file):
+        raise RuntimeError(f"{name} at {budget} on {corpus.name}: the recipe failed ({status}); see {log.name}")
+    return read_run(work)
+
+
+def survivors(results: Sequence[Result], keep: float = 0.5) -> List[str]:
+    """Who goes on to the next budget: the better ``keep`` share of the candidates measured (by BLEU, at least one),
+    the pick, and those too slow to be measured at this budget (the next one may fit them)."""
+    measured = sorted((r for r in results if r.bleu is not None), key=lambda r: -r.bleu)
+    chosen = [r.candidate for r in measured[: max(1, math.ceil(len(measured) * keep))]]
+    others = [r.candidate for r in results if r.is_pick or r.refused]
+    return chosen + [name for name in others if name not in chosen]
+
+
+def results_file(work_root: str) -> str:
+    return os.path.join(work_root, "results.json")
+
+
+def load(work_root: str) -> List[Result]:
+    try:
+        with open(results_file(work_root)) as f:
+            return [Result(**r) for r in json.load(f)]
+    except FileNotFoundError:
+        return []
+
+
+def save(work_root: str, results: Sequence[Result]) -> None:
+    os.makedirs(work_root, exist_ok=True)
+    tmp = results_file(work_root) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump([asdict(r) for r in results], f, indent=1)
+    os.replace(tmp, results_file(work_root))
+
+
+def probe_all(settings: Sequence[Dict[str, str]], core: int) -> None:
+    """Each candidate's seconds per update on one worker of one thread, measured here before any run starts (and
+    kept, as the recipe keeps them): in one process, so that one probe's load does not make the next one's machine
+    look busy."""
+    everywhere = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        for s in settings:
+            found = seconds_per_update(layout_probe(s["ARCH"], s["MODEL_FLAGS"], int(s["VOCAB_SIZE"]),
+                                                    int(s["TOKENS_PER_UPDATE"]), 0, 1))  # fmt: skip
+            print(f"  {found['seconds']:.2f} s an update{' (busy)' if found.get('busy') else ''}: {s}", flush=True)
+    finally:
+        os.sched_setaffinity(0, everywhere)
+
+
+def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs: int, recipe: str,
+        only: Sequence[str] = (), use_cores: Sequence[int] = ()) -> List[Result]:  # fmt: skip
+    """Train and score the candidates of each corpus at each budget, ``jobs`` side by side, each on a core of its own
+    (``use_cores``, or the first of this process's); what ``work_root`` holds already is read back."""
+    cores = queue.Queue()
+    mine = list(use_cores) or sorted(os.sched_getaffinity(0))[:jobs]
+    for core in mine:
+        cores.put(core)
+    results = [r for r in load(work_root) if r.bleu is not None or r.refused]  # what a stopped run finished
+    for corpus in corpora:
+        everyone = candidates(corpus)
+        if only:
+            everyone = {k: v for k, v in everyone.items() if k in only}
+        names = list(everyone)
+        print(f"{corpus.name}: the candidates' speed on one core", flush=True)
+        probe_all(list(everyone.values()), mine[0])
+        for budget in budgets:
+            pick = rule_pick(corpus, budget, mine[0])
+            todo = []
+            for name in names:
+                settings = everyone[name]
+                is_pick = [PICK] if settings == pick else []
+                known = next((r for r in results if (r.corpus, r.budget, r.candidate) == (corpus.name, budget, name)), None)
+                if known:
+                    known.is_pick = is_pick
+                    continue
+                updates, refused = updates_for(settings, budget, mine[0])
+                todo.append(Result(corpus.name, budget, name, settings, updates, refused, is_pick=is_pick))
+            if not any(r.is_pick for r in todo) and not any(
+                    r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)):  # fmt: skip
+                raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")
+            pending = [r for r in todo if not r.refused]
+            results.extend(r for r in todo if r.refused)
+            print(f"{corpus.name}, TIME={budget}: {len(pending)} to train: "
+                  + ", ".join(f"{r.candidate} ({r.updates} updates)" for r in pending), flush=True)  # fmt: skip
+
+            def one(r: Result) -> Result:
+                core = cores.get()
+                try:
+                    r.__dict__.update(run_recipe(corpus, budget, r.candidate, r.settings, r.updates, work_root, core, recipe))
+                finally:
+                    cores.put(core)
+                print(f"  {corpus.name} {budget} {r.candidate}: BLEU {r.bleu}, chrF {r.chrf}, valid nll {r.valid_nll}",
+                      flush=True)  # fmt: skip
+                return r
+
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(mine)) as pool:
+                for r in pool.map(one, pending):
+                    results.append(r)
+                    save(work_root, results)
+            save(work_root, results)
+            names = survivors([r for r in results if (r.corpus, r.budget) == (corpus.name, budget)])
+    return results
+
+
+def table(results: Sequence[Result]) -> str:
+    """A markdown table per corpus: a row per candidate, a column per budget (BLEU / chrF / valid nll, updates)."""
+    lines = []
+    for corpus in dict.fromkeys(r.corpus for r in results):
+        rows = [r for r in results if r.corpus == corpus]
+        budgets = sorted(dict.fromkeys(r.budget for r in rows), key=parse_time)
+        lines += [f"**{corpus}**", "", "| candidate | " + " | ".join(f"TIME={b}" for b in budgets) + " |",
+                  "|---|" + "---|" * len(budgets)]  # fmt: skip
+        for name in dict.fromkeys(r.candidate for r in rows):
+            cells = []
+            for b in budgets:
+                r = next((x for x in rows if (x.candidate, x.budget) == (name, b)), None)
+                if r is None:
+                    cells.append("")
+                elif r.refused:
+                    cells.append(f"{r.updates} updates: refused")
+                else:
+                    text = f"{r.bleu:.2f} / {r.chrf:.2f} / {r.valid_nll:.2f} ({r.updates:,})"
+                    cells.append(f"**{text}** (pick)" if r.is_pick else text)
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        for b in budgets:
+            measured = [x for x in rows if x.budget == b and x.bleu is not None]
+            pick = next((x for x in measured if x.is_pick), None)
+            if measured and pick:
+                best = max(measured, key=lambda x: x.bleu)
+                lines.append(f"\nTIME={b}: the pick's BLEU {pick.bleu:.2f}, the best's {best.bleu:.2f} ({best.candidate}): "
+                             f"{'within' if best.bleu - pick.bleu <= 0.5 else 'NOT within'} 0.5")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
+
+
+def figure(results: Sequence[Result], path: str) -> None:
+    """BLEU against the budget, a line per candidate, a panel per corpus, the rule's picks ringed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    corpora = list(dict.fromkeys(r.corpus for r in results))
+    fig, axes = plt.subplots(1, len(corpora), figsize=(5.5 * len(corpora), 4.2), squeeze=False)
+    for ax, corpus in zip(axes[0], corpora):
+        rows = [r for r in results if r.corpus == corpus and r.bleu is not None]
+        for name in dict.fromkeys(r.candidate for r in rows):
+            mine = sorted((r for r in rows if r.candidate == name), key=lambda r: parse_time(r.budget))
+            ax.plot([parse_time(r.budget) / 60 for r in mine], [r.bleu for r in mine], marker="o", label=name)
+        picks = [r for r in rows if r.is_pick]
+        ax.scatter([parse_time(r.budget) / 60 for r in picks], [r.bleu for r in picks], s=180, facecolors="none",
+                   edgecolors="black", linewidths=1.5, label="the rule's pick", zorder=3)  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_xlabel("TIME, minutes of one core")
+        ax.set_ylabel("sacreBLEU (test)")
+        ax.set_title(corpus)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="train and score the candidates (resumes)")
+    r.add_argument("--corpus", action="append", type=parse_corpus, required=True, help="NAME=PREFIX:SRC:TGT")
+    r.add_argument("--budgets", nargs="+", default=["15m", "50m", "150m"], help="TIMEs of one core, shortest first")
+    r.add_argument("--jobs", type=int, default=2, help="runs side by side, each on a core of its own")
+    r.add_argument("--cores", type=int, nargs="+", default=[], help="the cores to run on (default: the first JOBS)")
+    r.add_argument("--only", nargs="*", default=[], help="these candidates alone (short, class, " + ", ".join(CHANGES) + ")")
+    r.add_argument("--recipe", default=os.path.join(REPO, "recipes", "parallel_text.sh"))
+    t = sub.add_parser("table", help="the table and the figure of what was measured")
+    t.add_argument("--out", help="write the table here (markdown)")
+    t.add_argument("--figure", help="write the figure here (PNG)")
+    r.add_argument("--work", nargs=1, default=["runs/budgets"])
+    t.add_argument("--work", nargs="+", default=["runs/budgets"], help="one or more runs' folders")
+    a = p.parse_args(argv)
+    try:
+        if a.command == "run":
+            for b in a.budgets:
+                parse_time(b)
+            results = run(a.corpus, a.budgets, a.work[0], a.jobs, a.recipe, a.only, a.cores)
+        else:
+            results = [r for work in a.work for r in load(work)]
+    except (RuntimeError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = table(results)
+    print(text)
+    if a.command == "table" and a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    if a.command == "table" and a.figure:
+        figure(results, a.figure)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

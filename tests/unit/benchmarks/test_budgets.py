@@ -1,0 +1,114 @@
+"""benchmarks/budgets.py: the candidates at budgets in time, pruned by successive halving, resumed, tabled.
+
+The recipe is a stand-in that scores a candidate by its settings and updates, and the speed figures are kept
+where the recipe reads them, so that the driver's own logic runs in seconds."""
+
+import json
+import os
+import stat
+
+import pytest
+
+from benchmarks import budgets
+from preprocess.parallel_text import SHORT_BUDGET
+from transformer_plugin_cli.tools.speed_probe import Probe
+
+# seconds an update on one core: N=6 too slow for TIME=3m (refused), the others fit
+SPEEDS = {"short": 1.0, "N=2": 0.8, "N=6": 10.0, "P0.3": 1.0, "class": 30.0}
+
+# BLEU of the stand-in: more updates help; 2 layers learn fastest, more dropout costs
+FAKE_RECIPE = r"""#!/usr/bin/env bash
+set -euo pipefail
+echo "$MODEL_FLAGS|$DROPOUT|$MAX_UPDATE|$CPU_WORKERS|$(taskset -pc $$ | sed 's/.*: //')" >> "$CALLS"
+mkdir -p "$WORK/results"
+python3 - <<'EOF'
+import json, os
+layers = int(os.environ["MODEL_FLAGS"].split("--encoder-layers ")[1].split()[0])
+bleu = int(os.environ["MAX_UPDATE"]) / 100 + (1.0 if layers == 2 else 0.0) - 20 * (float(os.environ["DROPOUT"]) - 0.1)
+work = os.environ["WORK"]
+json.dump({"sacrebleu": round(bleu, 2), "chrf": round(2 * bleu, 2)}, open(f"{work}/results/scores.test.json", "w"))
+record = {"valid_nll_loss": str(round(10 - bleu / 10, 3)), "valid_num_updates": os.environ["MAX_UPDATE"]}
+open(f"{work}/train.log", "w").write("x | INFO | valid | " + json.dumps(record) + "\n")
+EOF
+"""
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for split, n in (("train", 40), ("valid", 5), ("test", 5)):
+        for lang in ("en", "de"):
+            (folder / f"{split}.{lang}").write_text("".join(f"sentence {i} of {split} in {lang}\n" for i in range(n)))
+    short = budgets.candidates(budgets.Corpus("c", str(folder / "train"), "en", "de"))
+    cache = tmp_path / "cache"
+    (cache / "transformer_plugin").mkdir(parents=True)
+    known = {}
+    for name, seconds in SPEEDS.items():
+        s = short[name]
+        probe = Probe(s["ARCH"], s["MODEL_FLAGS"], int(s["VOCAB_SIZE"]), int(s["TOKENS_PER_UPDATE"]), 1, 1)
+        known[probe.key()] = {"seconds": seconds, "measured": "2026-11-27 09:00"}
+    (cache / "transformer_plugin" / "speed.json").write_text(json.dumps(known))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    recipe = tmp_path / "recipe.sh"
+    recipe.write_text(FAKE_RECIPE)
+    recipe.chmod(recipe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls"))
+    return budgets.Corpus("toy", str(folder / "train"), "en", "de"), str(recipe), tmp_path
+
+
+ONLY = ("short", "N=2", "N=6", "P0.3")  # one slow candidate, one worse
+
+
+def test_the_candidates_are_the_short_budgets_with_one_change_each(corpus):
+    found = budgets.candidates(corpus[0])
+    short = {"ARCH": "vaswani_base", "MODEL_FLAGS": SHORT_BUDGET["model_flags"], "DROPOUT": "0.1",
+             "VOCAB_SIZE": "8000", "TOKENS_PER_UPDATE": "4096"}  # fmt: skip
+    assert found["short"] == short
+    assert found["class"]["MODEL_FLAGS"] == "--d-ff 1024 --attention-heads 4" and found["class"]["DROPOUT"] == "0.3"
+    assert found["N=2"]["MODEL_FLAGS"].startswith("--encoder-layers 2 --decoder-layers 2 --d-model 256")
+    assert "--d-model 512" in found["d512"]["MODEL_FLAGS"] and "--encoder-layers 3" in found["d512"]["MODEL_FLAGS"]
+    for name in budgets.CHANGES:
+        assert sum(found[name][k] != short[k] for k in short) == 1, name
+
+
+def test_survivors_are_the_better_half_the_pick_and_the_unmeasured():
+    results = [budgets.Result("c", "3m", name, {}, 100, bleu=bleu, is_pick=["pick"] if name == "d" else [])
+               for name, bleu in (("a", 5.0), ("b", 4.0), ("c", 3.0), ("d", 1.0), ("e", 2.0))]  # fmt: skip
+    assert budgets.survivors(results) == ["a", "b", "c", "d"]
+    results[0].bleu, results[0].refused = None, "too few"  # too slow for this budget: tried at the next
+    assert budgets.survivors(results) == ["b", "c", "a", "d"]
+
+
+def test_a_grid_runs_halves_resumes_and_tables(corpus, tmp_path):
+    corpus, recipe, _ = corpus
+    work = str(tmp_path / "work")
+    results = budgets.run([corpus], ["3m", "6m"], work, 2, recipe, ONLY)
+    by = {(r.budget, r.candidate): r for r in results}
+    # TIME=3m: (180 - 60) x 0.9 = 108 s of training: 108 updates of 1 s, 135 of 0.8 s; N=6 gets 10 and is refused
+    assert by["3m", "short"].updates == 108 and by["3m", "N=2"].updates == 135
+    assert by["3m", "N=6"].refused and "too few" in by["3m", "N=6"].refused and by["3m", "N=6"].bleu is None
+    assert by["3m", "short"].is_pick == ["pick"] and not by["3m", "N=2"].is_pick
+    assert by["3m", "N=2"].bleu == pytest.approx(2.35) and by["3m", "P0.3"].bleu == pytest.approx(-2.92)
+    # the better half of the three measured (2 of them) go on, the pick among them, and N=6, not measured yet
+    assert {c for b, c in by if b == "6m"} == {"short", "N=2", "N=6"} and by["6m", "N=6"].refused
+    calls = open(os.environ["CALLS"]).read().splitlines()
+    assert len(calls) == 5 and all(line.split("|")[3] == "1" for line in calls)
+    assert all(line.split("|")[4] in ("0", "1") for line in calls), calls  # each pinned to one core
+    # again: nothing is trained twice
+    again = budgets.run([corpus], ["3m", "6m"], work, 2, recipe, ONLY)
+    assert len(open(os.environ["CALLS"]).read().splitlines()) == 5 and len(again) == len(results)
+    text = budgets.table(budgets.load(work))
+    assert "| short | **1.08 / 2.16 / 9.89 (108)** (pick) |" in text
+    assert "| N=6 | 10 updates: refused |" in text
+    assert "TIME=3m: the pick's BLEU 1.08, the best's 2.35 (N=2): NOT within 0.5" in text
+    budgets.figure(budgets.load(work), str(tmp_path / "budgets.png"))
+    assert (tmp_path / "budgets.png").stat().st_size > 10_000
+
+
+def test_a_recipe_that_fails_names_its_log(corpus, tmp_path):
+    corpus, _, root = corpus
+    failing = root / "failing.sh"
+    failing.write_text("#!/usr/bin/env bash\necho boom; exit 3\n")
+    with pytest.raises(RuntimeError, match=r"short at 3m on toy: the recipe failed \(3\); see .*short.log"):
+        budgets.run([corpus], ["3m"], str(tmp_path / "work"), 1, str(failing), ("short",))
