@@ -483,6 +483,11 @@ class Sized:
     max_update: int
     size_class: str
     budget: str = ""  # why these settings for this budget, with the measurement or source behind them
+    source: str = ""  # where a size class's settings come from (none of its full runs is measured here)
+
+    def sourced(self) -> str:
+        """Where the class's settings come from, said in a budget line: the rule extrapolates from sources there."""
+        return f" (from {self.source}; a run of them is not measured here)" if self.source else ""
 
 
 # A budget under SHORT_BUDGET_SHARE of the size class's updates gets the settings measured best at such a budget:
@@ -515,11 +520,12 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_u
     own, a full run): the size class's, or, for a budget under a quarter of the class's, the short budget's."""
     full = class_settings(pairs, scripts)
     if max_update is None:
-        full.budget = f"no MAX_UPDATE or TIME: a full run of the {full.size_class} class, {full.max_update:,} updates"
+        full.budget = f"no MAX_UPDATE or TIME: a full run of the {full.size_class} class, {full.max_update:,} updates{full.sourced()}"
         return full
     if max_update * SHORT_BUDGET_SHARE >= full.max_update:
         full.max_update = max_update
-        full.budget = f"MAX_UPDATE={max_update:,}: within a factor {SHORT_BUDGET_SHARE} of the {full.size_class} class's budget, its settings"
+        full.budget = (f"MAX_UPDATE={max_update:,}: within a factor {SHORT_BUDGET_SHARE} of the {full.size_class} class's budget, its "
+                       f"settings{full.sourced()}")  # fmt: skip
         return full
     return short_settings(full, max_update, short_why(full, max_update, f"MAX_UPDATE={max_update:,}"))
 
@@ -535,7 +541,7 @@ def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], 
     updates = int(usable / per_update)
     fit = f"TIME={time_text}: {updates:,} updates of the {full.size_class} class fit here ({per_update:.2f} s each)"
     if updates * SHORT_BUDGET_SHARE >= full.max_update:
-        full.budget = f"{fit}, within a factor {SHORT_BUDGET_SHARE} of its {full.max_update:,}: its settings"
+        full.budget = f"{fit}, within a factor {SHORT_BUDGET_SHARE} of its {full.max_update:,}: its settings{full.sourced()}"
         full.max_update = min(full.max_update, updates)
         return full
     short = short_settings(full, 0, "")
@@ -549,13 +555,16 @@ def class_settings(pairs: int, scripts: Tuple[Optional[str], Optional[str]]) -> 
     """The settings of a full run by the corpus's size (its class)."""
     vocab = next(v for at_least, v in VOCABULARY if pairs >= at_least)
     joint = scripts[0] == scripts[1] or None in scripts
+    opus = "OPUS-MT-train's vocabulary for its size"
     if pairs >= 1_000_000:  # the paper's base model and batch (Sections 5.1, 6.1)
-        return Sized(pairs, vocab, joint, "vaswani_base", "", 0.1, 25000, 100000, "large (1M pairs or more)")
+        return Sized(pairs, vocab, joint, "vaswani_base", "", 0.1, 25000, 100000, "large (1M pairs or more)",
+                     source=f"the paper's base model and batch, Sections 5.1 and 6.1, and {opus}")  # fmt: skip
     if pairs >= 100_000:  # the base model, more regularised (the big model's 0.3 of Table 3; Araabi & Monz 2020)
-        return Sized(pairs, vocab, joint, "vaswani_base", "", 0.3, 12500, 50000, "medium (100k to 1M pairs)")
+        return Sized(pairs, vocab, joint, "vaswani_base", "", 0.3, 12500, 50000, "medium (100k to 1M pairs)",
+                     source=f"the paper's base model with Table 3's P_drop 0.3 as Araabi & Monz 2020, and {opus}")  # fmt: skip
     # fairseq's transformer_iwslt_de_en (IWSLT'14 De-En, 160k pairs): d_ff 1024, 4 heads; dropout 0.3
     return Sized(pairs, vocab, joint, "vaswani_base", "--d-ff 1024 --attention-heads 4", 0.3, 4096, 30000,
-                 "small (under 100k pairs)")  # fmt: skip
+                 "small (under 100k pairs)", source=f"fairseq's transformer_iwslt_de_en, examples/translation, and {opus}")  # fmt: skip
 
 
 def sizes_table() -> str:
