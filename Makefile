@@ -10,6 +10,7 @@
 #   make test-transformers4   the Transformers export through transformers 4.57's pipeline("translation")
 #   make demo    same set-up, then the end-to-end demo (recipes/demo.sh)
 #   make bench   same set-up, then the speed benchmark against fairseq's transformer (benchmarks/speed.py)
+#   make bench-budgets   same set-up, then the parallel-text recipe's pick for a TIME against its neighbours (benchmarks/budgets.py)
 #   make bench-learning   same set-up, then how fast both learn per update on real text (benchmarks/learning.py)
 #   make bench-data   the WMT14 recipe's data stages from 100k to 4M pairs, and fairseq-train's start at 36M (benchmarks/data.py)
 #   make bench-serving    after `make demo`: fairseq-generate against CTranslate2 fp32/int8 on the demo's model
@@ -60,7 +61,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
 .PHONY: install check-python test test-unit test-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
-	test-transformers4 demo bench bench-learning bench-data bench-serving bench-cluster clean
+	test-transformers4 demo bench bench-learning bench-budgets bench-data bench-serving bench-cluster clean
 
 install: $(STAMP)
 
@@ -177,6 +178,18 @@ bench: $(STAMP)
 # translation catalogues (downloaded with apt-get); both models, two seeds, 1,200 updates: ~3.5 hours on 2 cores.
 bench-learning: $(STAMP)
 	$(PY) -m benchmarks.learning --work runs/learning --out runs/learning/learning.md
+
+# The parallel-text recipe's pick for a TIME against the candidates beside it (docs/benchmarks.md "Budgets"): two
+# corpora from Debian's catalogues (DEBS=DIR: the .deb files, else apt-get), one core each, TIME=12m, 36m and 120m,
+# pruned by successive halving. About 9 hours on 2 cores; it resumes where it stopped.
+bench-budgets: $(STAMP)
+	$(PY) -m benchmarks.budgets corpora --out runs/budgets/data $(if $(DEBS),--debs $(DEBS))
+	@status=0; \
+	$(PY) -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --cores 0 --work runs/budgets/de_77k & de=$$!; \
+	$(PY) -m benchmarks.budgets run --corpus ru_22k=runs/budgets/data/ru_22k/train:en:ru --cores 1 --work runs/budgets/ru_22k & ru=$$!; \
+	wait $$de || status=1; wait $$ru || status=1; exit $$status
+	$(PY) -m benchmarks.budgets table --work runs/budgets/de_77k runs/budgets/ru_22k --out runs/budgets/budgets.md \
+		--figure runs/budgets/budgets.png
 
 # The WMT14 recipe's data stages at growing corpus sizes, sentencepiece's memory per sentence, and fairseq-train's
 # start on data-bins of WMT14 En-De and En-Fr size (benchmarks/data.py, benchmarks/train_start.py; text drawn from

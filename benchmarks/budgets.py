@@ -9,17 +9,19 @@ not what it trains. Each is scored as the recipe scores it (averaged checkpoints
 on the test set) and its validation nll (bits per token) is read from its log.
 
 The candidates: the rule's pick (what ``TIME`` picks here, preprocess/parallel_text.py), the size class's
-settings, and the short budget's settings with one thing changed at a time (fewer or more layers, a wider
-model, more dropout, a smaller vocabulary, half the batch). Successive halving prunes them: every candidate
-at the first budget, then at each next budget the better half of those measured at the one before (by BLEU),
-the rule's pick always among them. A candidate whose updates are under the recipe's floor (100) is not run:
-the recipe refuses it too.
+settings, and the short budget's settings with one thing changed at a time, where the change makes an update
+faster (2 layers, a vocabulary of 2,000, half the batch); ``--only`` adds those the ablation at 1,200 updates
+already ruled out (6 layers, d_model 512, P_drop 0.3: ``DEFAULT_CANDIDATES``). Successive halving prunes them:
+every candidate at the first budget, then at each next budget the better half of those measured at the one
+before (by BLEU), the rule's pick, and those too slow for the budget before. A candidate given fewer updates
+than the recipe's floor (100) is not run: the recipe refuses such a TIME too.
 
-    python -m benchmarks.budgets run --corpus de_77k=data/debian_en_de/train:en:de --budgets 15m 50m 150m --jobs 2
+    python -m benchmarks.budgets corpora --out runs/budgets/data [--debs DIR]
+    python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --budgets 12m 36m 120m --jobs 2
     python -m benchmarks.budgets table --work runs/budgets --out runs/budgets/budgets.md --figure docs/budgets.png
 
 Two corpora side by side, one core each: ``run --corpus A=... --cores 0 --work runs/budgets/a`` and ``run --corpus
-B=... --cores 1 --work runs/budgets/b``, then ``table --work runs/budgets/a runs/budgets/b``.
+B=... --cores 1 --work runs/budgets/b``, then ``table --work runs/budgets/a runs/budgets/b`` (``make bench-budgets``).
 
 Each run is a recipe's ``WORK`` (``WORK_ROOT/CORPUS/BUDGET/CANDIDATE``), and the recipe resumes: the same
 command again picks up where the runs stopped (a session that ended, a machine that restarted), and a
@@ -66,7 +68,18 @@ CHANGES = {
     "BPE2k": ("a vocabulary of 2,000", {"VOCAB_SIZE": "2000"}),
     "2k-tokens": ("2,048 tokens an update", {"TOKENS_PER_UPDATE": "2048"}),
 }
-MIN_UPDATES = 100  # the recipe refuses a TIME that gives fewer (speed_probe.budget)
+# Run by default: those a budget in time could favour, each faster an update than the short budget's or the class's
+# own. The others lose at these budgets by the ablation at 1,200 updates (docs/benchmarks.md): N=6 and d_model 512
+# learn no faster an update (N=6 slower) at 1.6 and 2.1 times the time an update here, and P_drop 0.3 cost 4.4 BLEU.
+DEFAULT_CANDIDATES = ["short", "class", "N=2", "BPE2k", "2k-tokens"]
+
+# The corpora of docs/benchmarks.md, from the gettext catalogues of Debian 12's packages (preprocess.debian_l10n):
+# the learning benchmark's 77k English-German pairs, and 22k English-Russian pairs of fewer packages (a game's
+# campaigns and help, and tools' messages), a vocabulary a side.
+WESNOTH = ["wesnoth-1.16-data"] + [f"wesnoth-1.16-{c}" for c in
+                                   "did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs".split()]  # fmt: skip
+CORPORA = {"de_77k": ("de", []),
+           "ru_22k": ("ru", [*WESNOTH, "freeciv-data", "git", "gnupg-l10n", "aptitude-common", "mc-data", "pidgin-data"])}  # fmt: skip
 
 
 @dataclass
@@ -355,16 +368,31 @@ def figure(results: Sequence[Result], path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def prepare_corpora(out: str, debs: Optional[str]) -> None:
+    """CORPORA into ``out/NAME/{train,valid,test}.{en,LANG}``, from ``debs`` or apt-get (a corpus made already is
+    left as it is: preprocess.debian_l10n's own rule)."""
+    for name, (lang, packages) in CORPORA.items():
+        cmd = [sys.executable, "-m", "preprocess.debian_l10n", "prepare", "--out", os.path.join(out, name), "--lang", lang]
+        cmd += ["--debs", debs] if debs else []
+        cmd += ["--packages", *packages] if packages else []
+        if subprocess.run(cmd, cwd=REPO).returncode != 0:
+            raise RuntimeError(f"preparing {name} failed: {' '.join(map(shlex.quote, cmd))}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="train and score the candidates (resumes)")
     r.add_argument("--corpus", action="append", type=parse_corpus, required=True, help="NAME=PREFIX:SRC:TGT")
-    r.add_argument("--budgets", nargs="+", default=["15m", "50m", "150m"], help="TIMEs of one core, shortest first")
+    r.add_argument("--budgets", nargs="+", default=["12m", "36m", "120m"], help="TIMEs of one core, shortest first")
     r.add_argument("--jobs", type=int, default=2, help="runs side by side, each on a core of its own")
     r.add_argument("--cores", type=int, nargs="+", default=[], help="the cores to run on (default: the first JOBS)")
-    r.add_argument("--only", nargs="*", default=[], help="these candidates alone (short, class, " + ", ".join(CHANGES) + ")")
+    r.add_argument("--only", nargs="+", default=DEFAULT_CANDIDATES,
+                   help=f"the candidates (default {' '.join(DEFAULT_CANDIDATES)}; also: " + ", ".join(c for c in CHANGES if c not in DEFAULT_CANDIDATES) + ")")
     r.add_argument("--recipe", default=os.path.join(REPO, "recipes", "parallel_text.sh"))
+    c = sub.add_parser("corpora", help="the two corpora of docs/benchmarks.md, from Debian's packages")
+    c.add_argument("--out", default="runs/budgets/data")
+    c.add_argument("--debs", help="the packages' .deb files are here (default: apt-get download)")
     t = sub.add_parser("table", help="the table and the figure of what was measured")
     t.add_argument("--out", help="write the table here (markdown)")
     t.add_argument("--figure", help="write the figure here (PNG)")
@@ -372,6 +400,9 @@ def main(argv=None) -> int:
     t.add_argument("--work", nargs="+", default=["runs/budgets"], help="one or more runs' folders")
     a = p.parse_args(argv)
     try:
+        if a.command == "corpora":
+            prepare_corpora(a.out, a.debs)
+            return 0
         if a.command == "run":
             for b in a.budgets:
                 parse_time(b)

@@ -112,3 +112,13 @@ def test_a_recipe_that_fails_names_its_log(corpus, tmp_path):
     failing.write_text("#!/usr/bin/env bash\necho boom; exit 3\n")
     with pytest.raises(RuntimeError, match=r"short at 3m on toy: the recipe failed \(3\); see .*short.log"):
         budgets.run([corpus], ["3m"], str(tmp_path / "work"), 1, str(failing), ("short",))
+
+
+def test_the_corpora_come_from_debians_packages_and_a_missing_one_is_named(tmp_path):
+    """The Russian corpus is a part of the packages; a package not in DEBS stops the preparation, named."""
+    assert budgets.CORPORA["ru_22k"][0] == "ru" and "git" in budgets.CORPORA["ru_22k"][1]
+    assert budgets.CORPORA["de_77k"] == ("de", [])  # preprocess.debian_l10n's own list
+    (tmp_path / "debs").mkdir()
+    with pytest.raises(RuntimeError, match=r"preparing de_77k failed: .* --lang de --debs "):
+        budgets.prepare_corpora(str(tmp_path / "data"), str(tmp_path / "debs"))
+    assert not (tmp_path / "data" / "de_77k" / "train.de").exists()
