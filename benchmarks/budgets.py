@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -166,7 +166,7 @@ def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Dict[str, str
     return recipe_settings({k[len("AUTO_"):]: v for k, v in found.items() if k.startswith("AUTO_")})
 
 
-def updates_for(settings: Dict[str, str], budget: str, core: Optional[int]) -> "tuple[int, str]":
+def updates_for(settings: Dict[str, str], budget: str, core: Optional[int]) -> Tuple[int, str]:
     """(updates, why refused) that TIME=budget gives these settings on one worker of one core here."""
     done = helper(["-m", "transformer_plugin_cli.tools.speed_probe", "budget", "--arch", settings["ARCH"],
                    "--model-flags", settings["MODEL_FLAGS"], "--vocab-size", settings["VOCAB_SIZE"],
