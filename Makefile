@@ -180,8 +180,8 @@ bench-learning: $(STAMP)
 	$(PY) -m benchmarks.learning --work runs/learning --out runs/learning/learning.md
 
 # The parallel-text recipe's pick for a TIME against the candidates beside it (docs/benchmarks.md "Budgets"): two
-# corpora from Debian's catalogues (DEBS=DIR: the .deb files, else apt-get), one core each, TIME=12m, 36m and 120m,
-# pruned by successive halving. About 9 hours on 2 cores; it resumes where it stopped.
+# corpora from Debian's catalogues (DEBS=DIR: the .deb files, else apt-get), one core each, TIME=20m, 1h and 200m,
+# pruned by successive halving. About 12 hours on 2 cores; it resumes where it stopped.
 bench-budgets: $(STAMP)
 	$(PY) -m benchmarks.budgets corpora --out runs/budgets/data $(if $(DEBS),--debs $(DEBS))
 	@status=0; \

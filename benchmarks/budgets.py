@@ -17,7 +17,7 @@ before (by BLEU), the rule's pick, and those too slow for the budget before. A c
 than the recipe's floor (100) is not run: the recipe refuses such a TIME too.
 
     python -m benchmarks.budgets corpora --out runs/budgets/data [--debs DIR]
-    python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --budgets 12m 36m 120m --jobs 2
+    python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --budgets 20m 1h 200m --jobs 2
     python -m benchmarks.budgets table --work runs/budgets --out runs/budgets/budgets.md --figure docs/budgets.png
 
 Two corpora side by side, one core each: ``run --corpus A=... --cores 0 --work runs/budgets/a`` and ``run --corpus
@@ -155,23 +155,25 @@ def helper(args: Sequence[str], core: Optional[int]) -> subprocess.CompletedProc
                           preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None)  # fmt: skip
 
 
-def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Dict[str, str]:
-    """What the recipe's rule picks for TIME=budget with one CPU worker on ``core``, as its settings."""
+def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[str, str], int]:
+    """What the recipe's rule picks for TIME=budget with one CPU worker on ``core``, as its settings, and the dev
+    set's target tokens it counted the validations by."""
     f = corpus.files
     done = helper(["-m", "preprocess.parallel_text", "settings", "--train", f["TRAIN"], "--valid", f["VALID"], "--test",
                    f["TEST"], "--src", corpus.src, "--tgt", corpus.tgt, "--time", budget, "--cpu-workers", "1"], core)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"the rule for TIME={budget} on {corpus.prefix} failed:\n{done.stderr[-2000:]}")
     found = assignments(done.stdout)
-    return recipe_settings({k[len("AUTO_"):]: v for k, v in found.items() if k.startswith("AUTO_")})
+    return recipe_settings({k[len("AUTO_"):]: v for k, v in found.items() if k.startswith("AUTO_")}), int(found["AUTO_VALID_TOKENS"])
 
 
-def updates_for(settings: Dict[str, str], budget: str, core: Optional[int]) -> Tuple[int, str]:
-    """(updates, why refused) that TIME=budget gives these settings on one worker of one core here."""
+def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], valid_tokens: int) -> Tuple[int, str]:
+    """(updates, why refused) that TIME=budget gives these settings on one worker of one core here, validating
+    ``valid_tokens`` target tokens at each checkpoint (as the recipe counts them)."""
     done = helper(["-m", "transformer_plugin_cli.tools.speed_probe", "budget", "--arch", settings["ARCH"],
                    "--model-flags", settings["MODEL_FLAGS"], "--vocab-size", settings["VOCAB_SIZE"],
                    "--tokens-per-update", settings["TOKENS_PER_UPDATE"], "--gpus", "0", "--cpu-workers", "1",
-                   "--time", budget], core)  # fmt: skip
+                   "--time", budget, "--valid-tokens", str(valid_tokens)], core)  # fmt: skip
     if done.returncode == 2 and "too few to learn" in done.stderr:
         m = re.search(r": (\d+) updates", done.stderr)
         return (int(m.group(1)) if m else 0), done.stderr.strip().removeprefix("error: ")
@@ -272,7 +274,7 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
         print(f"{corpus.name}: the candidates' speed on one core", flush=True)
         probe_all(list(everyone.values()), mine[0])
         for budget in budgets:
-            pick = rule_pick(corpus, budget, mine[0])
+            pick, valid_tokens = rule_pick(corpus, budget, mine[0])
             todo = []
             for name in names:
                 settings = everyone[name]
@@ -281,7 +283,7 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                 if known:
                     known.is_pick = is_pick
                     continue
-                updates, refused = updates_for(settings, budget, mine[0])
+                updates, refused = updates_for(settings, budget, mine[0], valid_tokens)
                 todo.append(Result(corpus.name, budget, name, settings, updates, refused, is_pick=is_pick))
             if not any(r.is_pick for r in todo) and not any(
                     r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)):  # fmt: skip
@@ -384,7 +386,7 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="train and score the candidates (resumes)")
     r.add_argument("--corpus", action="append", type=parse_corpus, required=True, help="NAME=PREFIX:SRC:TGT")
-    r.add_argument("--budgets", nargs="+", default=["12m", "36m", "120m"], help="TIMEs of one core, shortest first")
+    r.add_argument("--budgets", nargs="+", default=["20m", "1h", "200m"], help="TIMEs of one core, shortest first")
     r.add_argument("--jobs", type=int, default=2, help="runs side by side, each on a core of its own")
     r.add_argument("--cores", type=int, nargs="+", default=[], help="the cores to run on (default: the first JOBS)")
     r.add_argument("--only", nargs="+", default=DEFAULT_CANDIDATES,

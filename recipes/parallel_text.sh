@@ -87,14 +87,16 @@ fi
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 
 # How long training takes here, from a probe of this machine (transformer_plugin_cli/tools/speed_probe.py: a few
-# seconds, once per machine and model); with TIME, the updates that fit, kept in WORK/budget.json for a resumed run
-# (another TIME, or another model, decides again). fairseq's --stop-time-hours stops training at TIME in any case.
+# seconds, once per machine and model), with the validations over the dev set (its target tokens, estimated from its
+# words); with TIME, the updates that fit, kept in WORK/budget.json for a resumed run (another TIME, model or dev set
+# decides again). fairseq's --stop-time-hours stops training at TIME in any case.
 BUDGET_ARGS=(--max-update "$MAX_UPDATE")           # with TIME, at most the size class's full run (not at toy size)
 [ -z "$TIME" ] || BUDGET_ARGS=(--time "$TIME" $([ "$TOY" = 1 ] || echo --max-update "$MAX_UPDATE"))
 [ "$DRY_RUN" = 1 ] || BUDGET_ARGS+=(--keep "$WORK/budget.json")
 BUDGET=$("$PY" -m transformer_plugin_cli.tools.speed_probe budget --arch "$ARCH" --model-flags "$MODEL_FLAGS" \
   --vocab-size "$VOCAB_SIZE" --tokens-per-update "$TOKENS_PER_UPDATE" --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" \
-  --devices "$DEVICES" --precision "$PRECISION" "${BUDGET_ARGS[@]}") || exit 2
+  --devices "$DEVICES" --precision "$PRECISION" --valid-tokens "$AUTO_VALID_TOKENS" \
+  --save-interval-updates "${SAVE_INTERVAL_UPDATES:-0}" "${BUDGET_ARGS[@]}") || exit 2
 eval "$BUDGET"
 STOP_TIME_ARGS=()
 [ -z "$TIME" ] || STOP_TIME_ARGS=(--stop-time-hours "$STOP_TIME_HOURS")

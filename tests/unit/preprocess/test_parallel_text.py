@@ -187,26 +187,27 @@ def speeds(full: float, short: float):
 
 
 @pytest.mark.parametrize("pairs, time_text, picks, updates", [
-    (50_000, "2h", "short", 4284),  # 1,606 of the small class's updates fit, under a quarter of its 30,000: 4,284 short ones
-    (50_000, "12h", "class", 9706),  # 9,706 fit, at least a quarter: the class's settings, as many updates as fit
+    (50_000, "2h", "short", 4473),  # 1,646 of the small class's updates fit, under a quarter of its 30,000: 4,473 short ones
+    (50_000, "12h", "class", 10196),  # 10,196 fit, at least a quarter: the class's settings, as many updates as fit
     (50_000, "3d", "class", 30000),  # more than the class's 30,000 fit: a full run, no more
-    (600_000, "6h", "short", 19386),  # 9,693 of the medium class's 50,000
-    (600_000, "8h", "class", 12933),
+    (600_000, "6h", "short", 20414),  # 10,215 of the medium class's 50,000
+    (600_000, "8h", "class", 13635),
 ])  # fmt: skip
 def test_a_time_picks_by_the_updates_that_fit_here(pairs, time_text, picks, updates):
     """TIME is turned into each candidate's updates at its measured speed (here 4 s and 1.5 s for the small class's
-    model and the short budget's, 2 s and 1 s for the medium class's), then the rule of MAX_UPDATE."""
+    model and the short budget's, 2 s and 1 s for the medium class's), with 20 validations of a dev set of 20,000
+    target tokens (1,000 pairs), then the rule of MAX_UPDATE."""
     from transformer_plugin_cli.tools.speed_probe import parse_time
 
     full, short = (4.0, 1.5) if pairs < 100_000 else (2.0, 1.0)
-    found = pt.settings_for_time(pairs, ("LATIN", "LATIN"), parse_time(time_text), time_text, speeds(full, short))
+    found = pt.settings_for_time(pairs, ("LATIN", "LATIN"), parse_time(time_text), time_text, speeds(full, short), 20_000)
     assert found.max_update == updates
     if picks == "short":
         assert (found.model_flags, found.vocab_size, found.dropout) == (pt.SHORT_BUDGET["model_flags"], 8000, 0.1)
         assert found.budget.startswith(f"TIME={time_text}: ") and "a short budget's settings" in found.budget
     else:
         assert found.model_flags == pt.class_settings(pairs, ("LATIN", "LATIN")).model_flags
-        assert found.budget.startswith(f"TIME={time_text}: {updates if updates < 30000 else 58306:,} updates of the ")
+        assert found.budget.startswith(f"TIME={time_text}: {updates if updates < 30000 else 61396:,} updates of the ")
         source = "fairseq's transformer_iwslt_de_en" if pairs < 100_000 else "the paper's base model with Table 3's P_drop 0.3"
         assert f"its settings (from {source}" in found.budget  # the sources of a class not measured here, named
         assert found.budget.endswith("OPUS-MT-train's vocabulary for its size; a run of them is not measured here)")
@@ -227,6 +228,23 @@ def test_time_and_max_update_together_are_refused(tmp_path):
         pt.settings([prefix], "en", "de", 1200, "8h", speeds(4.0, 1.5))
     with pytest.raises(pt.CorpusError, match="TIME=8 hours: a duration such as 90m"):
         pt.settings([prefix], "en", "de", None, "8 hours", speeds(4.0, 1.5))
+
+
+def test_a_validations_cost_is_counted_from_the_dev_sets_size(tmp_path):
+    """The dev set's target tokens (what each validation costs a TIME) are estimated before any work: a given dev
+    set's target words, or the pairs held out times a training target line's words; in pieces, PIECES_PER_WORD a
+    word (a character in scripts without spaces)."""
+    (tmp_path / "given").mkdir()
+    prefix = corpus(tmp_path, many(3000))  # German lines of 4 to 9 words
+    dev = corpus(tmp_path / "given", [("One two three.", "eins zwei drei vier")] * 50, name="dev")
+    assert pt.PIECES_PER_WORD == 2.0
+    assert pt.settings([prefix], "en", "de", valid=[dev]).valid_tokens == 50 * 4 * 2
+    words = sum(len(g.split()) for _, g in many(3000)) / 3000
+    held = pt.settings([prefix], "en", "de")
+    assert pt.held_out_size(3000, None) == 200 and held.valid_tokens == int(200 * words * 2)
+    cjk = corpus(tmp_path / "given", [("Open the file.", "打开文件")] * 50, name="zh")
+    assert pt.dev_tokens([], [pt.find_corpus(cjk, "en", "de")], 3000, "CJK") == 50 * 4 * 2
+    assert pt.settings([prefix], "en", "de", 1200).valid_tokens == held.valid_tokens  # MAX_UPDATE's time, too
 
 
 def test_a_vocabulary_per_side_where_the_scripts_differ(tmp_path):

@@ -63,20 +63,25 @@ def test_a_probe_that_cannot_build_its_model_says_which(cache):
 def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
     seeded(cache, TINY, 2.0)
     found = budget(TINY, "1h")
-    assert found["MAX_UPDATE"] == str(int((3600 - sp.TIME_STARTUP_SECONDS) * sp.TIME_TRAINING_SHARE / 2.0))  # 1,593
+    assert found["MAX_UPDATE"] == str(int((3600 - sp.TIME_STARTUP_SECONDS) * sp.TIME_TRAINING_SHARE / 2.0))  # 1,681
     assert found["STOP_TIME_HOURS"] == f"{(3600 - sp.TIME_STARTUP_SECONDS) / 3600:.4f}"
     assert abs(int(found["TRAINING_SECONDS"]) - 3600) <= 2  # what fits is about the time given
-    assert found["TRAINING_TIME"].startswith("60 min here: 1,593 updates of 2.00 s (a probe of this machine, measured 2026-11-27 09:00")
+    assert found["TRAINING_TIME"].startswith("60 min here: 1,681 updates of 2.00 s (a probe of this machine, measured 2026-11-27 09:00")
+    # a dev set of 6,000 target tokens, 10 updates' worth (of 600): a validation takes 10 x 2 s x VALID_TOKEN_COST,
+    # 10 s, and the run of about 1,580 updates validates 20 times (every 79): 100 updates fewer
+    validated = budget(TINY, "1h", tokens_per_update=600, valid_tokens=6000)
+    assert sp.VALID_TOKEN_COST == 0.5 and sp.validations(1581) == 20 and validated["MAX_UPDATE"] == "1581"
+    assert 3590 <= int(validated["TRAINING_SECONDS"]) <= 3600
     capped = budget(TINY, "1h", max_update=1000)  # the size class's full run, when more fits
     assert (capped["MAX_UPDATE"], capped["STOP_TIME_HOURS"]) == ("1000", found["STOP_TIME_HOURS"])
     said = budget(TINY, max_update=30000)
     assert "STOP_TIME_HOURS" not in said and said["MAX_UPDATE"] == "30000"
-    assert said["TRAINING_TIME"].startswith("18.5 h here: 30,000 updates of 2.00 s")
+    assert said["TRAINING_TIME"].startswith("17.6 h here: 30,000 updates of 2.00 s")
 
 
 def test_a_time_too_short_for_100_updates_is_refused(cache):
     seeded(cache, TINY, 60.0)
-    with pytest.raises(BudgetError, match=r"TIME=90m: 80 updates of 60.0 s fit here, too few to learn anything \(100 at least\)"):
+    with pytest.raises(BudgetError, match=r"TIME=90m: 84 updates of 60.0 s fit here, too few to learn anything \(100 at least\)"):
         budget(TINY, "90m")
 
 
@@ -89,10 +94,11 @@ def test_the_updates_a_time_gave_are_kept_for_a_resumed_run(cache, tmp_path):
     seeded(cache, TINY, 4.0)  # the machine measured again, slower
     resumed = budget(TINY, "1h", kept=str(kept))
     assert resumed["MAX_UPDATE"] == first["MAX_UPDATE"] and "(decided " in resumed["TRAINING_TIME"]
-    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * 0.9 / 4.0))
+    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * sp.TIME_TRAINING_SHARE / 4.0))
+    assert budget(TINY, "2h", kept=str(kept), valid_tokens=6000)["MAX_UPDATE"] != str(int((7200 - 60) * 0.95 / 4.0))  # another dev set
     bigger = Probe("vaswani_tiny", "--d-ff 512", 200, 600, workers=2, threads=1)
     seeded(cache, bigger, 3.0)
-    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * 0.9 / 3.0))
+    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * sp.TIME_TRAINING_SHARE / 3.0))
 
 
 def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
@@ -112,7 +118,7 @@ def test_a_busy_machines_figure_is_measured_again_once_it_is_quiet(cache, monkey
     monkeypatch.setattr(sp, "measure", lambda probe: next(figures))
     monkeypatch.setattr(sp, "busy", lambda: "load 3.8 on 2 cores")
     assert budget(TINY, max_update=1000)["TRAINING_TIME"].startswith(
-        "1.6 h here: 1,000 updates of 5.00 s (a probe of this machine, measured now with the machine busy (load 3.8 on 2 cores), "
+        "89 min here: 1,000 updates of 5.00 s (a probe of this machine, measured now with the machine busy (load 3.8 on 2 cores), "
         "so likely too slow: measured again once it is quiet; kept in")  # fmt: skip
     assert sp.seconds_per_update(TINY)["seconds"] == 5.0  # still busy: read back
     monkeypatch.setattr(sp, "busy", lambda: "")
