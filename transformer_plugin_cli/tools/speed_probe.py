@@ -339,9 +339,9 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
     ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
     TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. The validations are counted
     over a dev set of ``valid_tokens`` target tokens, one every ``interval`` updates (0: the recipe's own), against
-    updates of ``tokens_per_update`` (in all; 0: the probe's). ``kept``: a file where the updates that TIME gave are kept, and read back while TIME, the probe's
-    settings and the dev set's size are the same, so that a run resumed later (or on another machine) keeps its
-    MAX_UPDATE."""
+    updates of ``tokens_per_update`` (in all; 0: the probe's). ``kept``: a file where the updates that TIME gave are
+    kept, and read back while TIME, the probe's settings, the dev set's size and the interval are the same, so that
+    a run resumed later (or on another machine) keeps its MAX_UPDATE."""
     tokens_per_update = tokens_per_update or probe.tokens_per_update
     if time_text and kept:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -368,7 +368,9 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
     total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval)
     said = (f"{duration(total)} here: {max_update:,} updates of {per_update:.2f} s (a probe of this machine, {measured(found)}; "
-            f"kept in {cache_file()}), and {validations(max_update, interval)} validations of about {valid_tokens:,} target tokens")  # fmt: skip
+            f"kept in {cache_file()})")  # fmt: skip
+    if valid_tokens:
+        said += f", and {validations(max_update, interval)} validations of about {valid_tokens:,} target tokens"
     values.update({"SECONDS_PER_UPDATE": f"{per_update:.4f}", "MAX_UPDATE": str(max_update),
                    "TRAINING_SECONDS": str(int(total)), "TRAINING_TIME": said})  # fmt: skip
     if time_text and kept:
