@@ -86,11 +86,17 @@ def validations(updates: int, interval: int = 0) -> int:
     return updates // (interval or min(1000, max(1, updates // 20)))
 
 
+def validation_seconds(per_update: float, tokens_per_update: int, valid_tokens: int) -> float:
+    """One validation over a dev set of ``valid_tokens`` target tokens, for updates of ``tokens_per_update`` taking
+    ``per_update`` seconds."""
+    return valid_tokens / max(1, tokens_per_update) * per_update * VALID_TOKEN_COST
+
+
 def training_time(updates: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0,
                   interval: int = 0) -> float:  # fmt: skip
     """The time ``updates`` updates of ``tokens_per_update`` target tokens take at ``per_update`` seconds each, with
     a validation over a dev set of ``valid_tokens`` target tokens every ``interval`` updates, the margin and the start."""
-    validation = valid_tokens / max(1, tokens_per_update) * per_update * VALID_TOKEN_COST
+    validation = validation_seconds(per_update, tokens_per_update, valid_tokens)
     return (updates * per_update + validations(updates, interval) * validation) / TIME_TRAINING_SHARE + TIME_STARTUP_SECONDS
 
 
@@ -98,7 +104,7 @@ def updates_that_fit(seconds: int, per_update: float, tokens_per_update: int = 1
                      interval: int = 0) -> int:  # fmt: skip
     """The most updates whose training_time is within ``seconds`` (0 when none fit)."""
     room = max(0.0, seconds - TIME_STARTUP_SECONDS) * TIME_TRAINING_SHARE
-    validation = valid_tokens / max(1, tokens_per_update) * per_update * VALID_TOKEN_COST
+    validation = validation_seconds(per_update, tokens_per_update, valid_tokens)
     updates = int(room / per_update)
     for _ in range(3):  # the validations depend on the updates, a little: settle them
         updates = max(0, int((room - validations(max(1, updates), interval) * validation) / per_update))
