@@ -20,6 +20,7 @@ VENV_PYTHON=${VENV_PYTHON:-python}
 WORK=${WORK:-runs/bench}          # the speed benchmark's data (made on first use, then reused)
 MAX_TOKENS=${MAX_TOKENS:-16384}   # per update, one GPU
 UPDATES=${UPDATES:-300}
+LOG_INTERVAL=${LOG_INTERVAL:-50}
 REPEATS=${REPEATS:-3}             # training rounds, each trains both models
 GENERATE_REPEATS=${GENERATE_REPEATS:-4}
 
@@ -40,8 +41,8 @@ for part in "${PARTS[@]}"; do
       done ;;
     speed-base | speed-big)
       size=${part#speed-}
-      "$VENV_PYTHON" -m benchmarks.speed --work "$WORK" --size "$size" --train-args "--bf16" --generate-args "--bf16" \
-        --max-tokens "$MAX_TOKENS" --updates "$UPDATES" --log-interval 50 --repeats "$REPEATS" \
+      "$VENV_PYTHON" -m benchmarks.speed --work "$WORK" --size "$size" --train-args=--bf16 --generate-args=--bf16 \
+        --max-tokens "$MAX_TOKENS" --updates "$UPDATES" --log-interval "$LOG_INTERVAL" --repeats "$REPEATS" \
         --generate-repeats "$GENERATE_REPEATS" --gen-batch-size 256 --out "$OUT/speed_$size.md" \
         > "$OUT/speed_$size.log" 2>&1
       cat "$OUT/speed_$size.md" ;;

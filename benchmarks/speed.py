@@ -16,13 +16,13 @@ peak of this machine.
 
     python -m benchmarks.speed --work runs/bench --repeats 3 --out runs/bench/speed.md
 
-Runs on CPU here and unchanged on a GPU (add e.g. --train-args "--bf16"). On a GPU, peak memory is
+Runs on CPU here and unchanged on a GPU (add e.g. --train-args=--bf16). On a GPU, peak memory is
 torch's ``max_memory_allocated`` of each command (run through benchmarks/cuda_peak.py) and the
 matmul peak is measured on the GPU in the training precision (bfloat16 for --bf16, float16 for
 --fp16 or --amp). ``--size base`` and ``--size big`` give the paper's two models (N, d_model, d_ff,
 h of Table 3), for example on one GPU:
 
-    python -m benchmarks.speed --size big --train-args "--bf16" --generate-args "--bf16" \
+    python -m benchmarks.speed --size big --train-args=--bf16 --generate-args=--bf16 \
         --max-tokens 16384 --updates 300 --log-interval 50 --gen-batch-size 256 --out big.md
 """
 
@@ -83,14 +83,19 @@ def peak_memory(output, rss):
     return float(m.group(1)) if m else rss
 
 
+def train_args(impl, bin_dir, a):
+    """fairseq-train's arguments for ``impl`` (vaswani or fairseq) at ``a``'s sizes, without a save dir."""
+    return [bin_dir, "--user-dir", PLUGIN, *model_flags(impl, a),
+            "--share-all-embeddings", "--dropout", "0.1", "--attention-dropout", "0.0",
+            *training_flags(warmup_updates=400),
+            "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", "1",
+            "--no-epoch-checkpoints", "--disable-validation",
+            "--log-format", "json", "--log-interval", str(a.log_interval), "--num-workers", "0",
+            *shlex.split(a.train_args)]  # fmt: skip
+
+
 def train(impl, bin_dir, save_dir, a, log):
-    cmd = [*tool("fairseq-train"), bin_dir, "--user-dir", PLUGIN, *model_flags(impl, a),
-           "--share-all-embeddings", "--dropout", "0.1", "--attention-dropout", "0.0",
-           *training_flags(warmup_updates=400),
-           "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", "1",
-           "--save-dir", save_dir, "--no-epoch-checkpoints", "--disable-validation",
-           "--log-format", "json", "--log-interval", str(a.log_interval), "--num-workers", "0",
-           *shlex.split(a.train_args)]  # fmt: skip
+    cmd = [*tool("fairseq-train"), *train_args(impl, bin_dir, a), "--save-dir", save_dir]
     output, rss, seconds = sh(cmd, log)
     rss = peak_memory(output, rss)
     records = log_records(output, "train_inner")
@@ -158,7 +163,7 @@ def spread(values, fmt="{:.0f}"):
     return f"{fmt.format(statistics.mean(values))} ± {fmt.format(statistics.stdev(values))}"
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", default="runs/bench")
     p.add_argument("--repeats", type=int, default=3, help="training rounds")
@@ -177,7 +182,11 @@ def main(argv=None):
     p.add_argument("--train-args", default="", help="extra fairseq-train flags for both, e.g. --bf16")
     p.add_argument("--generate-args", default="", help="extra fairseq-generate flags for both")
     p.add_argument("--out", help="write the table here (markdown)")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    a = parser().parse_args(argv)
     if a.size:
         a.layers, a.d_model, a.d_ff, a.heads = SIZES[a.size]
     os.makedirs(a.work, exist_ok=True)

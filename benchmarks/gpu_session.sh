@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# One short session on a lent CUDA machine, prepared in advance: install, check, measure, each part
+# under its own time limit, everything written under OUT as it goes (a part cut short still leaves
+# its log). For a machine with no network and a Python that has torch but not fairseq:
+#
+#   bash benchmarks/gpu_session.sh OUT          # every part (about 8 minutes on one H100/H200)
+#   bash benchmarks/gpu_session.sh OUT speed    # install, then only the named phases
+#
+# What it needs beside the working tree (ignored by git, carried there):
+#   .whl/             wheels for Python 3.12: fairseq-fixed 0.12.3.1 (its cp312 wheel, the sdist as a fallback),
+#                     hydra-core, omegaconf, antlr4-python3-runtime, bitarray, sacremoses, tensorboardX, py3langid
+#   runs/bench/data-bin   the speed benchmark's data (python -m benchmarks.speed makes it on first use)
+#
+# Phases (in this order):
+#   install  a venv over the machine's Python (its torch seen through a .pth file), the wheels
+#            without network, this plugin; fairseq's extensions checked against that torch
+#   checks   side by side (the GPU is shared, nothing is timed): the GPU tier (tests/gpu), the attention
+#            kernel survey at base and big size, and the WMT14 toy recipe on the GPU twice: PRECISION=bf16,
+#            then LAUNCH=torchrun PRECISION=fp16 (the nccl launcher's path)
+#   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's
+#            transformer; then a profile of training steps at big size, both models (benchmarks.step_profile)
+# OUT gets summary.md (each part: status and seconds), results.md (every table) and logs.tar.gz (three
+# files: what such a machine sends back is a few files).
+set -uo pipefail
+
+OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [speed]}
+shift
+PHASES=("$@")
+[ ${#PHASES[@]} -gt 0 ] || PHASES=(checks speed)
+for phase in "${PHASES[@]}"; do
+  case $phase in checks | speed) ;; *) echo "unknown phase $phase: checks or speed" >&2; exit 2 ;; esac
+done
+SYSTEM_PYTHON=${SYSTEM_PYTHON:-python3}   # the machine's Python, with torch
+VENV=${VENV:-/tmp/gpu-venv}
+WHEELS=${WHEELS:-.whl}
+DEADLINE=${DEADLINE:-540}                # seconds for everything: a part gets what is left, if less than its own limit
+export UPDATES=${UPDATES:-150} LOG_INTERVAL=${LOG_INTERVAL:-25} REPEATS=${REPEATS:-1} GENERATE_REPEATS=${GENERATE_REPEATS:-1}
+export PYTHONUNBUFFERED=1
+
+OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
+cd "$(dirname "$0")/.."
+LOGS=${LOGS:-/tmp/gpu-session-logs}   # every log; they travel back packed in OUT/logs.tar.gz
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+START=$(date +%s)
+printf '| part | status | seconds |\n|---|---|---|\n' > "$OUT/summary.md"
+: > "$OUT/results.md"
+
+pack() {  # parts run side by side: each packs into a file of its own, then renames it
+  tar -czf "$OUT/.logs.$BASHPID.tar.gz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null &&
+    mv -f "$OUT/.logs.$BASHPID.tar.gz" "$OUT/logs.tar.gz"
+}
+# part NAME LIMIT_SECONDS COMMAND...: run it under `timeout` (a function of this script through `bash -c`),
+# its output in LOGS/NAME.log; a row in summary.md
+part() {
+  local name=$1 limit=$2 t0 rc status
+  shift 2
+  t0=$(date +%s)
+  [ $((DEADLINE - (t0 - START) - 5)) -ge "$limit" ] || limit=$((DEADLINE - (t0 - START) - 5))
+  if [ "$limit" -lt 20 ]; then
+    printf '| %s | not run: the deadline (%d s) is near | 0 |\n' "$name" "$DEADLINE" >> "$OUT/summary.md"
+    return 1
+  fi
+  echo "== $name (limit ${limit} s, at $((t0 - START)) s)"
+  timeout -k 15 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  case $rc in 0) status=ok ;; 124 | 137) status="cut at ${limit} s" ;; *) status="failed ($rc)" ;; esac
+  printf '| %s | %s | %d |\n' "$name" "$status" "$(($(date +%s) - t0))" >> "$OUT/summary.md"
+  echo "   $name: $status, $(($(date +%s) - t0)) s"
+  [ $rc = 0 ] || tail -25 "$LOGS/$name.log"
+  pack
+  return $rc
+}
+
+install() {
+  # a venv of our own (fairseq's console scripts beside its python, where the benchmarks and tests look),
+  # seeing the machine's packages through a .pth file: that python may itself be a venv's, whose packages
+  # --system-site-packages would not show
+  # (a Python without ensurepip makes it without pip; the machine's pip then installs into it)
+  local pip=("$VENV/bin/python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir)
+  if [ -n "${VENV_WITHOUT_PIP:-}" ] || ! "$SYSTEM_PYTHON" -m venv "$VENV"; then
+    "$SYSTEM_PYTHON" -m venv --without-pip "$VENV" || return 1
+    pip=("$SYSTEM_PYTHON" -m pip --python "$VENV/bin/python" install -q --no-index --no-deps --no-compile --no-cache-dir)
+  fi
+  "$SYSTEM_PYTHON" -c 'import site, sys; print("\n".join(p for p in sys.path if p.endswith("-packages")))' \
+    > "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine-packages.pth"
+  "${pip[@]}" "$WHEELS"/*.whl || return 1
+  # fairseq's cp312 wheel: the extensions a text task loads are plain C/Cython; libbase is built against
+  # some torch, and only a failure to load what translation needs sends us to the sdist
+  if ! "$VENV/bin/python" -c "import fairseq, fairseq.data.data_utils_fast, fairseq.data.token_block_utils_fast, fairseq.libbleu"; then
+    echo "fairseq's wheel does not load here: building its sdist against this torch"
+    MAX_JOBS=16 "${pip[@]}" --force-reinstall --no-build-isolation "$WHEELS"/fairseq_fixed-0.12.3.1.tar.gz || return 1
+  fi
+  "$VENV/bin/python" -c "import fairseq.libbase" 2>&1 | tail -1 | sed 's/^/fairseq.libbase (not used by text tasks): /' || true
+  "${pip[@]}" --no-build-isolation -e . || return 1
+  "$VENV/bin/python" - <<'EOF'
+import fairseq, torch, transformer_plugin
+print("fairseq", fairseq.__version__, "plugin", transformer_plugin.__version__, "torch", torch.__version__,
+      "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
+for i in range(torch.cuda.device_count()):
+    p = torch.cuda.get_device_properties(i)
+    print(f"cuda:{i} {p.name}, {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs, capability {p.major}.{p.minor}")
+EOF
+}
+
+toy_recipes() {
+  # the WMT14 recipe's every stage at toy size, training on the GPU; then the torchrun launcher (nccl) on
+  # the same data, in a configuration of its own
+  TOY=1 GPUS=1 PRECISION=bf16 WORK=/tmp/toy-wmt14 bash recipes/wmt14_en_de_base.sh || return 1
+  TOY=1 GPUS=1 NNODES=1 LAUNCH=torchrun PRECISION=fp16 CONFIG=torchrun_fp16 WORK=/tmp/toy-wmt14 \
+    bash recipes/wmt14_en_de_base.sh
+}
+
+results() {  # results.md: every table the parts wrote
+  {
+    echo "# $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+    echo
+    cat "$OUT/summary.md"
+    for f in "$LOGS"/*.md; do [ -e "$f" ] && { echo; echo "## $(basename "$f" .md)"; echo; cat "$f"; }; done
+    for f in "$LOGS"/toy-recipes.log; do [ -e "$f" ] && { echo; echo "## toy recipes"; echo; grep -A8 '^==== results' "$f"; }; done
+    [ -e "$LOGS/tests.log" ] && { echo; echo "## tests/gpu"; echo; tail -25 "$LOGS/tests.log"; }
+  } > "$OUT/results.md"
+}
+trap results EXIT
+export -f install toy_recipes
+export SYSTEM_PYTHON VENV WHEELS
+
+nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$LOGS/nvidia-smi.txt"
+part install 180 bash -c install || { echo "install failed: nothing else can run"; exit 1; }
+export PATH=$VENV/bin:$PATH VENV_PYTHON=python
+
+for phase in "${PHASES[@]}"; do
+  case $phase in
+    checks)
+      part tests 300 python -m pytest tests/gpu -p no:cacheprovider -q -rs &
+      part kernels 200 bash benchmarks/gpu.sh "$LOGS" kernels &
+      part toy-recipes 300 bash -c toy_recipes &
+      wait ;;
+    speed)
+      part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
+      part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base
+      for impl in vaswani fairseq; do
+        part "profile-big-$impl" 90 python -m benchmarks.step_profile --impl "$impl" --size big --train-args=--bf16 \
+          --max-tokens "${MAX_TOKENS:-16384}" --out "$LOGS/profile_big_$impl.md"
+      done ;;
+  esac
+done

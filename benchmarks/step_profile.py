@@ -1,0 +1,161 @@
+"""Where a training step's time goes: data loading, forward and backward, gradient norm, optimizer step.
+
+fairseq's own Trainer runs the same training as ``benchmarks.speed`` (same flags, same data), and each
+phase of an update is timed with the device synchronised at its edges: the data loader's ``next``,
+the task's ``train_step`` (forward and backward), the trainer's ``clip_grad_norm`` and the optimizer's
+``step`` (in half precision: fairseq's FP16Optimizer, which keeps float32 master weights). What is
+left is the trainer's own bookkeeping. On CUDA, torch's profiler then sorts the GPU's kernel time of
+the same steps into attention (the fused kernels), matrix products, and everything else.
+
+    python -m benchmarks.step_profile --size big --train-args=--bf16 --out profile.md
+    python -m benchmarks.step_profile --impl fairseq --size big --train-args=--bf16
+
+Synchronising at the phases' edges costs the overlap of host and device between them, so a step
+here is a little slower than in ``benchmarks.speed``; the shares are what this measures.
+"""
+
+import argparse
+import collections
+import shlex
+import time
+import types
+
+from benchmarks.common import print_table
+from benchmarks.speed import SIZES, prepare_data, train_args
+
+PHASES = ("data loading", "forward and backward", "gradient norm", "optimizer step")
+
+# kernel names, lower-cased, by what they compute (cuDNN's attention kernels carry "sdpa" or "fmha")
+KERNEL_KINDS = (
+    ("attention", ("flash", "fmha", "sdpa", "attention", "mha")),
+    ("matrix products", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul")),
+    ("multi-tensor (optimizer, gradient norm)", ("multi_tensor", "adam", "foreach")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    """What a GPU kernel computes, from its name: one of KERNEL_KINDS' names, or "other"."""
+    name = name.lower()
+    for kind, marks in KERNEL_KINDS:
+        if any(mark in name for mark in marks):
+            return kind
+    return "other"
+
+
+def synchronised(times, phase, fn, sync):
+    """``fn``, with the device synchronised before and after and its seconds added to ``times[phase]``."""
+
+    def timed(*args, **kwargs):
+        sync()
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sync()
+            times[phase] += time.perf_counter() - start
+
+    return timed
+
+
+def build_trainer(argv):
+    """fairseq-train's Trainer and its epoch's batches for the command line ``argv``, as fairseq_cli.train builds them."""
+    from fairseq import options, tasks, utils
+    from fairseq.data import iterators
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.import_user_module(cfg.common)
+    utils.set_torch_seed(cfg.common.seed)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    trainer = Trainer(cfg, task, model, criterion)
+    itr = trainer.get_train_iterator(epoch=1, load_dataset=True)
+    batches = iterators.GroupedIterator(itr.next_epoch_itr(shuffle=True), cfg.optimization.update_freq[0])
+    return trainer, batches
+
+
+def profile(argv, steps: int, warmup: int):
+    """Run ``warmup`` then ``steps`` updates; return (seconds per phase per step, seconds per step,
+    target tokens per step, {kernel kind: GPU seconds per step} or None without CUDA)."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    trainer, batches = build_trainer(argv)
+    times = collections.Counter()
+    task, optimizer = trainer.task, trainer.optimizer  # the optimizer is built on first use
+    task.train_step = synchronised(times, "forward and backward", task.train_step, sync)
+    trainer.clip_grad_norm = synchronised(times, "gradient norm", trainer.clip_grad_norm, sync)
+    optimizer.step = synchronised(times, "optimizer step", optimizer.step, sync)
+    next_batch = synchronised(times, "data loading", lambda: next(batches), sync)
+
+    def update():
+        samples = next_batch()
+        trainer.train_step(samples)
+        return sum(s["ntokens"] for s in samples if s)
+
+    for _ in range(warmup):
+        update()
+    times.clear()
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    tokens = 0
+    sync()
+    start = time.perf_counter()
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            tokens += update()
+    sync()
+    step = (time.perf_counter() - start) / steps
+    kernels = None
+    if cuda:
+        kernels = collections.Counter()
+        for event in prof.key_averages():
+            if event.device_type == torch.autograd.DeviceType.CUDA:
+                kernels[kernel_kind(event.key)] += event.self_device_time_total / 1e6 / steps
+    return {p: times[p] / steps for p in PHASES}, step, tokens / steps, kernels
+
+
+def table(phases, step, tokens, kernels, title) -> str:
+    rows = [f"{title}: {step * 1000:.1f} ms a step, {tokens:,.0f} target tokens, {tokens / step:,.0f} target tokens/s", "",
+            "| phase of a step | ms | share |", "|---|---|---|"]  # fmt: skip
+    for phase in PHASES:
+        rows.append(f"| {phase} | {phases[phase] * 1000:.1f} | {phases[phase] / step:.0%} |")
+    rest = step - sum(phases.values())
+    rows.append(f"| the trainer's bookkeeping | {rest * 1000:.1f} | {rest / step:.0%} |")
+    if kernels is not None:
+        busy = sum(kernels.values())
+        rows += ["", f"GPU kernel time: {busy * 1000:.1f} ms a step ({busy / step:.0%} of the step)", "",
+                 "| kernels | ms | share of kernel time |", "|---|---|---|"]  # fmt: skip
+        for kind, _ in (*KERNEL_KINDS, ("other", ())):
+            rows.append(f"| {kind} | {kernels[kind] * 1000:.1f} | {kernels[kind] / busy:.0%} |")
+    return "\n".join(rows)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", default="runs/bench", help="benchmarks.speed's data (made on first use)")
+    p.add_argument("--impl", choices=("vaswani", "fairseq"), default="vaswani")
+    p.add_argument("--size", choices=sorted(SIZES), default="base")
+    p.add_argument("--max-tokens", type=int, default=16384)
+    p.add_argument("--steps", type=int, default=10, help="updates profiled")
+    p.add_argument("--warmup", type=int, default=10, help="updates before them")
+    p.add_argument("--train-args", default="", help='extra fairseq-train flags, e.g. "--bf16"')
+    p.add_argument("--train-pairs", type=int, default=30000)
+    p.add_argument("--vocab-size", type=int, default=2000)
+    p.add_argument("--out", help="write the table here (markdown)")
+    a = p.parse_args(argv)
+    layers, d_model, d_ff, heads = SIZES[a.size]
+    sizes = types.SimpleNamespace(layers=layers, d_model=d_model, d_ff=d_ff, heads=heads, max_tokens=a.max_tokens,
+                                  updates=a.warmup + a.steps + 1, log_interval=1000, train_args=a.train_args)  # fmt: skip
+    bin_dir = prepare_data(a.work, a.train_pairs, a.vocab_size)
+    phases, step, tokens, kernels = profile(train_args(a.impl, bin_dir, sizes), a.steps, a.warmup)
+    title = (f"{a.impl} at {a.size} size ({layers}+{layers} layers, d_model {d_model}), {a.max_tokens} tokens, "
+             f"{shlex.join(shlex.split(a.train_args)) or 'float32'}, {a.steps} updates after {a.warmup}")
+    print_table(table(phases, step, tokens, kernels, title), a.out)
+
+
+if __name__ == "__main__":
+    main()

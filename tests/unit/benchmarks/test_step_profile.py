@@ -1,0 +1,53 @@
+"""The GPU scripts' pieces that run without a GPU: the step profile's sorting of kernels and its table
+(benchmarks/step_profile.py), and benchmarks/gpu.sh's command lines as the benchmarks parse them."""
+
+import os
+import re
+import shlex
+
+import pytest
+
+from benchmarks import speed, step_profile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>", "attention"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64", "attention"),
+        ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention"),  # memory-efficient attention: not a GEMM
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1", "matrix products"),
+        ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT", "matrix products"),
+        ("void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor<float, 4>>",
+         "multi-tensor (optimizer, gradient norm)"),  # fmt: skip
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "other"),
+    ],
+)
+def test_kernels_are_sorted_by_what_they_compute(name, kind):
+    assert step_profile.kernel_kind(name) == kind
+
+
+def test_the_table_gives_each_phase_and_what_is_left():
+    phases = {"data loading": 0.001, "forward and backward": 0.060, "gradient norm": 0.004, "optimizer step": 0.015}
+    kernels = {"attention": 0.010, "matrix products": 0.040, "multi-tensor (optimizer, gradient norm)": 0.012, "other": 0.018}
+    text = step_profile.table(phases, 0.100, 50000, kernels, "vaswani")
+    assert "vaswani: 100.0 ms a step, 50,000 target tokens, 500,000 target tokens/s" in text
+    assert "| forward and backward | 60.0 | 60% |" in text
+    assert "| the trainer's bookkeeping | 20.0 | 20% |" in text
+    assert "GPU kernel time: 80.0 ms a step (80% of the step)" in text
+    assert "| matrix products | 40.0 | 50% |" in text
+    assert "kernels" not in step_profile.table(phases, 0.100, 50000, None, "on CPU")
+
+
+def test_gpu_sh_speed_command_is_one_the_benchmark_parses():
+    """The command benchmarks/gpu.sh runs, its variables given values, through benchmarks.speed's parser
+    (a flag's value that starts with "--" must be written --train-args=--bf16)."""
+    script = open(os.path.join(REPO, "benchmarks", "gpu.sh")).read()
+    command = re.search(r'-m benchmarks\.speed (.*?)\n\s*> ', script, re.S).group(1).replace("\\\n", " ").rstrip(" \\")
+    values = {"WORK": "runs/bench", "size": "big", "MAX_TOKENS": "16384", "UPDATES": "150", "LOG_INTERVAL": "25",
+              "REPEATS": "1", "GENERATE_REPEATS": "1", "OUT": "/tmp/out"}  # fmt: skip
+    command = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], command)
+    a = speed.parser().parse_args(shlex.split(command))
+    assert (a.size, a.train_args, a.generate_args, a.updates) == ("big", "--bf16", "--bf16", 150)
