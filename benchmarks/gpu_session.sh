@@ -91,7 +91,9 @@ install() {
     MAX_JOBS=16 "${pip[@]}" --force-reinstall --no-build-isolation "$WHEELS"/fairseq_fixed-0.12.3.1.tar.gz || return 1
   fi
   "$VENV/bin/python" -c "import fairseq.libbase" 2>&1 | tail -1 | sed 's/^/fairseq.libbase (not used by text tasks): /' || true
-  "${pip[@]}" --no-build-isolation -e . || return 1
+  # --use-pep517: an older pip runs `setup.py develop` for a project without pyproject.toml, and a recent
+  # setuptools' develop calls pip again with build isolation, which needs the network
+  "${pip[@]}" --no-build-isolation --use-pep517 -e . || return 1
   "$VENV/bin/python" - <<'EOF'
 import fairseq, torch, transformer_plugin
 print("fairseq", fairseq.__version__, "plugin", transformer_plugin.__version__, "torch", torch.__version__,
