@@ -171,7 +171,9 @@ plan_batch() {
 # (GPUS GPUs; GPUS=0: CPU_WORKERS processes, gloo). LAUNCH=local: fairseq's own processes, or the engine's CPU
 # workers; torchrun: the recipe on every machine, nodes other than 0 stop after training; slurm: the recipe is the
 # batch script, srun starts the tasks. The machines wait for each other at most DIST_TIMEOUT seconds (rendezvous,
-# collectives, heartbeat). Sets TRAIN_LOG: LOG, or with torchrun LOG.node<NODE_RANK>.
+# collectives, heartbeat). Sets TRAIN_LOG: LOG, or with torchrun LOG.node<NODE_RANK>. torchrun runs as the recipe's
+# python (`$PY -m torch.distributed.run`): a torchrun of another environment on PATH would start its workers with
+# a python that has no fairseq (seen on a GPU machine whose torch came from the system's environment).
 train_stage() {
   local id=$1 title=$2 log=$3 && shift 3
   TRAIN_LOG=$log && [ "$LAUNCH" != torchrun ] || TRAIN_LOG=$log.node$NODE_RANK
@@ -184,7 +186,7 @@ train_stage() {
     torchrun)
       stage "$id" "$title, $NNODES machines x $PER_NODE $kind (torchrun, node $NODE_RANK)" \
         launch_training "$TRAIN_LOG" \
-          torchrun --nnodes "$NNODES" --nproc-per-node "$PER_NODE" --node-rank "$NODE_RANK" \
+          "$PY" -m torch.distributed.run --nnodes "$NNODES" --nproc-per-node "$PER_NODE" --node-rank "$NODE_RANK" \
             --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" --rdzv-conf "timeout=$DIST_TIMEOUT" \
             "$(command -v fairseq-train || echo fairseq-train)" "$@" --distributed-world-size "$DEVICES" \
             "${worker_args[@]}" "${wait_args[@]}"

@@ -68,8 +68,9 @@ def test_launchers_for_several_machines(tmp_path):
     env = dict(GPUS="8", NNODES="2", MASTER_ADDR="node0", MASTER_PORT="29600", PRECISION="bf16")
     torchrun = run_recipe("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="torchrun", NODE_RANK="1", **env)
     assert torchrun.returncode == 0, torchrun.stderr
-    [line] = [line for line in torchrun.stdout.splitlines() if line.startswith("+ torchrun")]
+    [line] = [line for line in torchrun.stdout.splitlines() if " -m torch.distributed.run " in line]
     words = shlex.split(line[2:])
+    assert words[:3] == ["python", "-m", "torch.distributed.run"]  # torchrun, as the recipe's python (VENV_PYTHON)
     assert [flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port")] \
         == ["2", "8", "1", "node0", "29600"]  # fmt: skip
     assert flag(words, "--distributed-world-size") == "16" and "--bf16" in words
@@ -378,7 +379,7 @@ def test_toy_keeps_the_layout_it_is_given(tmp_path):
     node1 = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", LAUNCH="torchrun", NNODES="2",
                        NODE_RANK="1", MASTER_ADDR="node0", CPU_WORKERS="3", DIST_TIMEOUT="42")  # fmt: skip
     assert node1.returncode == 0, node1.stderr
-    [line] = [line for line in node1.stdout.splitlines() if line.startswith("+ torchrun")]
+    [line] = [line for line in node1.stdout.splitlines() if " -m torch.distributed.run " in line]
     words = shlex.split(line[2:])
     assert [flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--rdzv-conf")] \
         == ["2", "3", "1", "node0", "timeout=42"]  # fmt: skip

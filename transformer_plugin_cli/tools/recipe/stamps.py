@@ -157,6 +157,17 @@ def without_how_only(words: Sequence[str]) -> List[str]:
     return out
 
 
+def as_torchrun(words: Sequence[str]) -> List[str]:
+    """``words`` with ``PYTHON -m torch.distributed.run`` written ``torchrun``: the recipes ran ``torchrun``
+    until 2026-11-27 and now run it as the environment's python, and a stamp of either holds for the other."""
+    out = list(words)
+    for i in range(len(out) - 2):
+        if out[i + 1 : i + 3] == ["-m", "torch.distributed.run"] and os.path.basename(out[i]).startswith("python"):
+            out[i : i + 3] = ["torchrun"]
+            break
+    return out
+
+
 def identity(stage: Stage, ctx: Context) -> Dict:
     """What the stage makes: its command as a list (placed, without the options of how it runs), the digests
     of its inputs outside WORK and the checkout, whose paths the command holds as ``$INPUT<i>``, and those of
@@ -170,6 +181,7 @@ def identity(stage: Stage, ctx: Context) -> Dict:
             seen.add(real)
         else:
             command.append(ctx.placed(word))
+    command = as_torchrun(command)
     reads = []
     for path in stage.reads:
         real = os.path.realpath(path)

@@ -46,6 +46,20 @@ def test_which_epoch_checkpoints_a_training_keeps_is_not_what_it_makes(tmp_path)
     assert recipe.normalised_legacy(before.argv) == recipe.normalised_legacy(now.argv)
 
 
+def test_torchrun_as_the_environments_python_is_the_stage_torchrun_ran(tmp_path):
+    """The recipes ran `torchrun` until 2026-11-27 and now `$PY -m torch.distributed.run` (a torchrun of
+    another environment started workers without fairseq): a training stamped before holds, in a JSON stamp
+    and in an old one."""
+    ctx = context(tmp_path)
+    tail = ["--nnodes", "1", "--master-addr", "n0", "/envs/a/bin/fairseq-train", "--max-update", "100"]
+    before = Stage("4", "t", "run", "", ["launch_training", "log", "torchrun", *tail])
+    now = Stage("4", "t", "run", "", ["launch_training", "log", "/envs/a/bin/python", "-m", "torch.distributed.run", *tail])
+    assert recipe.identity(before, ctx) == recipe.identity(now, ctx)
+    assert recipe.normalised_legacy(before.argv) == recipe.normalised_legacy(now.argv)
+    other = Stage("4", "t", "run", "", ["launch_training", "log", "/envs/a/bin/python", "-m", "other.module", *tail])
+    assert recipe.identity(other, ctx) != recipe.identity(before, ctx)
+
+
 def test_the_python_and_work_inside_the_checkout_are_placed():
     ctx = Context("runs/demo", os.getcwd(), python="python")
     words = recipe.identity(Stage("1", "t", "run", "", ["python", "-m", "x", "--out", "runs/demo/data",
