@@ -64,6 +64,8 @@ def build_trainer(argv):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
 
+    # the plugin first: its patches (bf16_is_not_tpu among them) must be in place before the parsing
+    utils.import_user_module(argparse.Namespace(user_dir=argv[argv.index("--user-dir") + 1]))
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
     cfg = convert_namespace_to_omegaconf(args)
     utils.import_user_module(cfg.common)
