@@ -90,3 +90,25 @@ def test_gpu_script_names_its_parts(tmp_path):
     assert usage.returncode != 0 and "usage: bash benchmarks/gpu.sh OUT" in usage.stderr
     unknown = subprocess.run(["bash", script, str(tmp_path), "speed-huge"], capture_output=True, text=True, timeout=30)
     assert unknown.returncode == 2 and "unknown part speed-huge: tests, kernels, speed-base or speed-big" in unknown.stderr
+
+
+def test_gpu_session_checks_its_phases_then_stops_at_a_failed_install(tmp_path):
+    """benchmarks/gpu_session.sh: an unknown phase stops it before anything is installed; an install that
+    fails (here: no such Python) stops it too, with a row in summary.md and the log packed for the trip back."""
+    import subprocess
+    import tarfile
+
+    from helpers import REPO
+
+    script = os.path.join(REPO, "benchmarks", "gpu_session.sh")
+    unknown = subprocess.run(["bash", script, str(tmp_path / "a"), "checks", "tune"], capture_output=True, text=True, timeout=30)
+    assert unknown.returncode == 2 and "unknown phase tune: checks or speed" in unknown.stderr
+    assert not (tmp_path / "a").exists()
+    env = dict(os.environ, SYSTEM_PYTHON=str(tmp_path / "no-python"), VENV=str(tmp_path / "venv"), LOGS=str(tmp_path / "logs"))
+    failed = subprocess.run(["bash", script, str(tmp_path / "b")], capture_output=True, text=True, timeout=60, env=env)
+    assert failed.returncode == 1 and "install failed: nothing else can run" in failed.stdout
+    assert "| install | failed (1) |" in (tmp_path / "b" / "summary.md").read_text()
+    assert "install failed" not in (tmp_path / "b" / "results.md").read_text()  # the summary's rows, not stdout
+    assert "| install | failed (1) |" in (tmp_path / "b" / "results.md").read_text()
+    with tarfile.open(tmp_path / "b" / "logs.tar.gz") as logs:
+        assert "logs/install.log" in logs.getnames()
