@@ -4,7 +4,7 @@
 # its log). For a machine with no network and a Python that has torch but not fairseq:
 #
 #   bash benchmarks/gpu_session.sh OUT          # every part (about 8 minutes on one H100/H200)
-#   bash benchmarks/gpu_session.sh OUT speed    # install, then only the named phases
+#   bash benchmarks/gpu_session.sh OUT profile speed    # install, then the named phases in that order
 #
 # What it needs beside the working tree (ignored by git, carried there):
 #   .whl/             wheels for Python 3.12: fairseq-fixed 0.12.3.1 (its cp312 wheel, the sdist as a fallback),
@@ -17,18 +17,18 @@
 #   checks   side by side (the GPU is shared, nothing is timed): the GPU tier (tests/gpu), the attention
 #            kernel survey at base and big size, and the WMT14 toy recipe on the GPU twice: PRECISION=bf16,
 #            then LAUNCH=torchrun PRECISION=fp16 (the nccl launcher's path)
-#   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's
-#            transformer; then a profile of training steps at big size, both models (benchmarks.step_profile)
+#   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's transformer
+#   profile  alone on the GPU: where a training step's time goes at big size, both models (benchmarks.step_profile)
 # OUT gets summary.md (each part: status and seconds), results.md (every table) and logs.tar.gz (three
 # files: what such a machine sends back is a few files).
 set -uo pipefail
 
-OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [speed]}
+OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [speed] [profile]}
 shift
 PHASES=("$@")
-[ ${#PHASES[@]} -gt 0 ] || PHASES=(checks speed)
+[ ${#PHASES[@]} -gt 0 ] || PHASES=(checks speed profile)
 for phase in "${PHASES[@]}"; do
-  case $phase in checks | speed) ;; *) echo "unknown phase $phase: checks or speed" >&2; exit 2 ;; esac
+  case $phase in checks | speed | profile) ;; *) echo "unknown phase $phase: checks, speed or profile" >&2; exit 2 ;; esac
 done
 SYSTEM_PYTHON=${SYSTEM_PYTHON:-python3}   # the machine's Python, with torch
 VENV=${VENV:-/tmp/gpu-venv}
@@ -139,7 +139,8 @@ for phase in "${PHASES[@]}"; do
       wait ;;
     speed)
       part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
-      part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base
+      part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;
+    profile)
       for impl in vaswani fairseq; do
         part "profile-big-$impl" 90 python -m benchmarks.step_profile --impl "$impl" --size big --train-args=--bf16 \
           --max-tokens "${MAX_TOKENS:-16384}" --out "$LOGS/profile_big_$impl.md"
