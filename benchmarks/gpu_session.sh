@@ -10,6 +10,13 @@
 #   .whl/             wheels for Python 3.12: fairseq-fixed 0.12.3.1 (its cp312 wheel, the sdist as a fallback),
 #                     hydra-core, omegaconf, antlr4-python3-runtime, bitarray, sacremoses, tensorboardX, py3langid
 #   runs/bench/data-bin   the speed benchmark's data (python -m benchmarks.speed makes it on first use)
+# made here with (antlr4's runtime is an sdist only; fairseq's sdist needs --no-build-isolation to be fetched):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d .whl \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     fairseq-fixed==0.12.3.1 hydra-core==1.3.2 omegaconf==2.3.0 bitarray==3.12.3 sacremoses==0.2.0 \
+#     tensorboardX==2.6.5 py3langid==0.4.0
+#   pip wheel --no-deps -w .whl antlr4-python3-runtime==4.9.3
+#   pip download --no-deps --no-binary=:all: --no-build-isolation -d .whl fairseq-fixed==0.12.3.1
 #
 # Phases (in this order):
 #   install  a venv over the machine's Python (its torch seen through a .pth file), the wheels
