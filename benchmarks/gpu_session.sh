@@ -25,7 +25,8 @@
 #            kernel survey at base and big size, and the WMT14 toy recipe on the GPU twice: PRECISION=bf16,
 #            then LAUNCH=torchrun PRECISION=fp16 (the nccl launcher's path)
 #   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's transformer
-#   profile  alone on the GPU: where a training step's time goes at big size, both models (benchmarks.step_profile)
+#   profile  alone on the GPU: where a training step's time goes at big size, both models, and ours with bf16's
+#            master weights flattened (benchmarks.step_profile)
 # OUT gets summary.md (each part: status and seconds), results.md (every table) and logs.tar.gz (three
 # files: what such a machine sends back is a few files).
 set -uo pipefail
@@ -148,8 +149,9 @@ for phase in "${PHASES[@]}"; do
       part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
       part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;
     profile)
-      for impl in vaswani fairseq; do
-        part "profile-big-$impl" 90 python -m benchmarks.step_profile --impl "$impl" --size big --train-args=--bf16 \
+      for impl in vaswani fairseq vaswani-flat; do  # vaswani-flat: bf16's master weights flattened (a lever)
+        part "profile-big-$impl" 90 python -m benchmarks.step_profile --impl "${impl%-flat}" --size big \
+          --train-args=--bf16 $([ "$impl" != vaswani-flat ] || echo --flat-bf16-master-weights) \
           --max-tokens "${MAX_TOKENS:-16384}" --out "$LOGS/profile_big_$impl.md"
       done ;;
   esac

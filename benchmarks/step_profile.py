@@ -4,11 +4,13 @@ fairseq's own Trainer runs the same training as ``benchmarks.speed`` (same flags
 phase of an update is timed with the device synchronised at its edges: the data loader's ``next``,
 the task's ``train_step`` (forward and backward), the trainer's ``clip_grad_norm`` and the optimizer's
 ``step`` (in half precision: fairseq's FP16Optimizer, which keeps float32 master weights). What is
-left is the trainer's own bookkeeping. On CUDA, torch's profiler then sorts the GPU's kernel time of
-the same steps into attention (the fused kernels), matrix products, and everything else.
+left is the trainer's own bookkeeping. torch's profiler counts the operator calls of each phase (on a
+GPU, each launches a kernel or more from the host), and on CUDA sorts the GPU's kernel time of the same
+steps into attention (the fused kernels), matrix products, multi-tensor kernels and everything else.
 
     python -m benchmarks.step_profile --size big --train-args=--bf16 --out profile.md
     python -m benchmarks.step_profile --impl fairseq --size big --train-args=--bf16
+    python -m benchmarks.step_profile --size big --train-args=--bf16 --flat-bf16-master-weights   # a lever
 
 Synchronising at the phases' edges costs the overlap of host and device between them, so a step
 here is a little slower than in ``benchmarks.speed``; the shares are what this measures.
@@ -43,18 +45,56 @@ def kernel_kind(name: str) -> str:
 
 
 def synchronised(times, phase, fn, sync):
-    """``fn``, with the device synchronised before and after and its seconds added to ``times[phase]``."""
+    """``fn``, with the device synchronised before and after, its seconds added to ``times[phase]``, and
+    marked for torch's profiler as ``phase: <phase>``."""
+    import torch
 
     def timed(*args, **kwargs):
         sync()
         start = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            with torch.profiler.record_function(f"phase: {phase}"):
+                return fn(*args, **kwargs)
         finally:
             sync()
             times[phase] += time.perf_counter() - start
 
     return timed
+
+
+def operator_calls(events) -> collections.Counter:
+    """Calls of torch operators (``aten::``, not those an operator makes itself) in each phase, from the
+    profiler's events: a call belongs to the phase whose mark it starts within, on any thread (backward
+    runs in autograd's threads). On a GPU each is at least one kernel launched from the host."""
+    spans = [(e.time_range.start, e.time_range.end, e.name[len("phase: ") :]) for e in events if e.name.startswith("phase: ")]
+    calls = collections.Counter()
+    for e in events:
+        if not e.name.startswith("aten::") or (e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")):
+            continue
+        for start, end, phase in spans:
+            if start <= e.time_range.start <= end:
+                calls[phase] += 1
+                break
+    return calls
+
+
+def flatten_bf16_master_weights():
+    """Make fairseq's FP16Optimizer keep bfloat16 training's float32 master weights in one flat tensor, as
+    it does for float16 (for bf16 it keeps one tensor per parameter: "faster on TPUs", fairseq's comment),
+    so that Adam and the gradient norm touch one tensor rather than hundreds: a lever measured here, not
+    a setting of the plugin. fairseq's flat buffer lives on the current CUDA device (CUDA only)."""
+    from fairseq.optim import fp16_optimizer
+
+    original = fp16_optimizer.FP16Optimizer.build_optimizer.__func__
+
+    def build_optimizer(cls, cfg, params, **kwargs):
+        bf16, cfg.common.bf16 = cfg.common.bf16, False  # the only thing fairseq's choice to flatten reads
+        try:
+            return original(cls, cfg, params, **kwargs)
+        finally:
+            cfg.common.bf16 = bf16
+
+    fp16_optimizer.FP16Optimizer.build_optimizer = classmethod(build_optimizer)
 
 
 def build_trainer(argv):
@@ -81,7 +121,8 @@ def build_trainer(argv):
 
 def profile(argv, steps: int, warmup: int):
     """Run ``warmup`` then ``steps`` updates; return (seconds per phase per step, seconds per step,
-    target tokens per step, {kernel kind: GPU seconds per step} or None without CUDA)."""
+    target tokens per step, {kernel kind: GPU seconds per step} or None without CUDA, operator calls
+    per phase per step)."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -117,16 +158,17 @@ def profile(argv, steps: int, warmup: int):
         for event in prof.key_averages():
             if event.device_type == torch.autograd.DeviceType.CUDA:
                 kernels[kernel_kind(event.key)] += event.self_device_time_total / 1e6 / steps
-    return {p: times[p] / steps for p in PHASES}, step, tokens / steps, kernels
+    calls = operator_calls(prof.events())
+    return {p: times[p] / steps for p in PHASES}, step, tokens / steps, kernels, {p: calls[p] / steps for p in PHASES}
 
 
-def table(phases, step, tokens, kernels, title) -> str:
+def table(phases, step, tokens, kernels, calls, title) -> str:
     rows = [f"{title}: {step * 1000:.1f} ms a step, {tokens:,.0f} target tokens, {tokens / step:,.0f} target tokens/s", "",
-            "| phase of a step | ms | share |", "|---|---|---|"]  # fmt: skip
+            "| phase of a step | ms | share | operator calls |", "|---|---|---|---|"]  # fmt: skip
     for phase in PHASES:
-        rows.append(f"| {phase} | {phases[phase] * 1000:.1f} | {phases[phase] / step:.0%} |")
+        rows.append(f"| {phase} | {phases[phase] * 1000:.1f} | {phases[phase] / step:.0%} | {calls[phase]:,.0f} |")
     rest = step - sum(phases.values())
-    rows.append(f"| the trainer's bookkeeping | {rest * 1000:.1f} | {rest / step:.0%} |")
+    rows.append(f"| the trainer's bookkeeping | {rest * 1000:.1f} | {rest / step:.0%} | |")
     if kernels is not None:
         busy = sum(kernels.values())
         rows += ["", f"GPU kernel time: {busy * 1000:.1f} ms a step ({busy / step:.0%} of the step)", "",
@@ -144,7 +186,8 @@ def main(argv=None):
     p.add_argument("--max-tokens", type=int, default=16384)
     p.add_argument("--steps", type=int, default=10, help="updates profiled")
     p.add_argument("--warmup", type=int, default=10, help="updates before them")
-    p.add_argument("--train-args", default="", help='extra fairseq-train flags, e.g. "--bf16"')
+    p.add_argument("--train-args", default="", help="extra fairseq-train flags, e.g. --train-args=--bf16")
+    p.add_argument("--flat-bf16-master-weights", action="store_true", help=flatten_bf16_master_weights.__doc__.split(",")[0])
     p.add_argument("--train-pairs", type=int, default=30000)
     p.add_argument("--vocab-size", type=int, default=2000)
     p.add_argument("--out", help="write the table here (markdown)")
@@ -153,10 +196,13 @@ def main(argv=None):
     sizes = types.SimpleNamespace(layers=layers, d_model=d_model, d_ff=d_ff, heads=heads, max_tokens=a.max_tokens,
                                   updates=a.warmup + a.steps + 1, log_interval=1000, train_args=a.train_args)  # fmt: skip
     bin_dir = prepare_data(a.work, a.train_pairs, a.vocab_size)
-    phases, step, tokens, kernels = profile(train_args(a.impl, bin_dir, sizes), a.steps, a.warmup)
+    if a.flat_bf16_master_weights:
+        flatten_bf16_master_weights()
+    phases, step, tokens, kernels, calls = profile(train_args(a.impl, bin_dir, sizes), a.steps, a.warmup)
     title = (f"{a.impl} at {a.size} size ({layers}+{layers} layers, d_model {d_model}), {a.max_tokens} tokens, "
-             f"{shlex.join(shlex.split(a.train_args)) or 'float32'}, {a.steps} updates after {a.warmup}")
-    print_table(table(phases, step, tokens, kernels, title), a.out)
+             f"{shlex.join(shlex.split(a.train_args)) or 'float32'}{', flat master weights' if a.flat_bf16_master_weights else ''}, "
+             f"{a.steps} updates after {a.warmup}")
+    print_table(table(phases, step, tokens, kernels, calls, title), a.out)
 
 
 if __name__ == "__main__":

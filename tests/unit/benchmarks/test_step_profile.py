@@ -35,13 +35,14 @@ def test_kernels_are_sorted_by_what_they_compute(name, kind):
 def test_the_table_gives_each_phase_and_what_is_left():
     phases = {"data loading": 0.001, "forward and backward": 0.060, "gradient norm": 0.004, "optimizer step": 0.015}
     kernels = {"attention": 0.010, "matrix products": 0.040, "multi-tensor (optimizer, gradient norm)": 0.012, "other": 0.018}
-    text = step_profile.table(phases, 0.100, 50000, kernels, "vaswani")
+    calls = {"data loading": 0, "forward and backward": 2400, "gradient norm": 300, "optimizer step": 3600}
+    text = step_profile.table(phases, 0.100, 50000, kernels, calls, "vaswani")
     assert "vaswani: 100.0 ms a step, 50,000 target tokens, 500,000 target tokens/s" in text
-    assert "| forward and backward | 60.0 | 60% |" in text
-    assert "| the trainer's bookkeeping | 20.0 | 20% |" in text
+    assert "| forward and backward | 60.0 | 60% | 2,400 |" in text
+    assert "| the trainer's bookkeeping | 20.0 | 20% | |" in text
     assert "GPU kernel time: 80.0 ms a step (80% of the step)" in text
     assert "| matrix products | 40.0 | 50% |" in text
-    assert "kernels" not in step_profile.table(phases, 0.100, 50000, None, "on CPU")
+    assert "kernels" not in step_profile.table(phases, 0.100, 50000, None, calls, "on CPU")
 
 
 def test_gpu_sh_speed_command_is_one_the_benchmark_parses():
@@ -62,8 +63,7 @@ import json, sys, types
 from benchmarks import speed, step_profile
 sizes = types.SimpleNamespace(layers=1, d_model=32, d_ff=64, heads=2, max_tokens=200, updates=5, log_interval=1,
                               train_args="--bf16")
-phases, step, tokens, kernels = step_profile.profile(speed.train_args("vaswani", sys.argv[1], sizes), 2, 1)
-print(json.dumps([phases, step, tokens, kernels]))
+print(json.dumps(step_profile.profile(speed.train_args("vaswani", sys.argv[1], sizes), 2, 1)))
 """
 
 
@@ -76,8 +76,34 @@ def test_a_step_is_profiled_through_fairseqs_trainer_in_bfloat16(data_bin):
     proc = subprocess.run([sys.executable, "-c", PROFILE_TWO_UPDATES, str(data_bin / "bin")], cwd=REPO,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    phases, step, tokens, kernels = json.loads(proc.stdout.splitlines()[-1])
+    phases, step, tokens, kernels, calls = json.loads(proc.stdout.splitlines()[-1])
     assert set(phases) == set(step_profile.PHASES) and all(seconds >= 0 for seconds in phases.values())
     assert phases["forward and backward"] > 0 and phases["optimizer step"] > 0
     assert 0 < sum(phases.values()) <= step and tokens > 0
     assert (kernels is None) == (not torch.cuda.is_available())
+    # one layer each side: its forward and backward are tens of operator calls; Adam is several a parameter
+    assert calls["forward and backward"] > 50 and calls["optimizer step"] > 10 and calls["data loading"] == 0
+
+
+def test_the_flat_master_weights_lever_flattens_bf16_as_fairseq_flattens_fp16(monkeypatch):
+    """--flat-bf16-master-weights: fairseq's FP16Optimizer builds bf16's float32 copy as one flat tensor (it
+    keeps one a parameter for bf16), and the configuration still says bf16 afterwards."""
+    from fairseq.optim import fp16_optimizer
+    from omegaconf import OmegaConf
+
+    class Built(Exception):
+        pass
+
+    def build_fp32_params(cls, args, params, flatten=True):
+        raise Built(flatten)
+
+    monkeypatch.setattr(fp16_optimizer.FP16Optimizer, "build_fp32_params", classmethod(build_fp32_params))
+    monkeypatch.setattr(fp16_optimizer.FP16Optimizer, "build_optimizer", fp16_optimizer.FP16Optimizer.build_optimizer)
+    cfg = OmegaConf.create({"common": {"bf16": True, "fp16_no_flatten_grads": False}, "optimizer": {}})
+    with pytest.raises(Built) as stock:
+        fp16_optimizer.FP16Optimizer.build_optimizer(cfg, [])
+    step_profile.flatten_bf16_master_weights()
+    with pytest.raises(Built) as flat:
+        fp16_optimizer.FP16Optimizer.build_optimizer(cfg, [])
+    assert (stock.value.args, flat.value.args) == ((False,), (True,))
+    assert cfg.common.bf16 is True
