@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, free_port, logged_losses, run_in_process, run_tool
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, WORDS, free_port, logged_losses, run_in_process, run_tool
 from transformer_plugin_cli.fairseq_output import sentence_lines
 
 
@@ -231,3 +231,23 @@ def test_ctranslate2_export_refuses_what_it_cannot_hold():
         check_supported(SimpleNamespace(d_k=8, d_v=16, **sizes))
     with pytest.raises(UnsupportedModelError, match=r"--d-v 32"):
         check_supported(SimpleNamespace(d_k=16, d_v=32, **sizes))
+
+
+def test_a_test_sentence_longer_than_1024_positions_is_translated(data_bin, trained, tmp_path):
+    """Sinusoids extrapolate (Section 3.5): a source of 1,100 tokens, more than --max-source-positions' 1024,
+    is translated once the task's limit is raised as recipes/parallel_text.sh raises it (the model's own is
+    its sinusoids' reach). A held-out test line that long failed the recipe's generation after training."""
+    save_dir, _ = trained
+    long_line = " ".join(WORDS[i % len(WORDS)] for i in range(1100))
+    for side in ("src", "tgt"):
+        (tmp_path / f"test.{side}").write_text(f"{WORDS[0]} {WORDS[1]}\n{long_line}\n{WORDS[2]}\n")
+    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--testpref", str(tmp_path / "test"),
+             "--srcdict", str(data_bin / "bin" / "dict.src.txt"), "--tgtdict", str(data_bin / "bin" / "dict.tgt.txt"),
+             "--destdir", str(tmp_path / "bin"), "--workers", "1")  # fmt: skip
+    generate = ("fairseq-generate", str(tmp_path / "bin"), "--user-dir", PLUGIN, "--path", str(save_dir / "checkpoint_last.pt"),
+                "--beam", "2", "--max-len-a", "0", "--max-len-b", "20", "--batch-size", "8")  # fmt: skip
+    code, refused = run_tool(*generate, expect_ok=False)
+    assert code != 0 and "is invalid" in refused and "max_positions=(1024, 1024)" in refused  # fairseq's task limit
+    out = run_tool(*generate, "--max-source-positions", "100000", "--max-target-positions", "100000")
+    hypotheses = sentence_lines(out, "H")
+    assert sorted(hypotheses) == [0, 1, 2]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers import real_english_german, run_recipe
+from helpers import commands, flag, real_english_german, run_recipe
 from transformer_plugin_cli.tools.speed_probe import updates_that_fit
 
 TOY = dict(TOY="1", TOY_MAX_UPDATE="40", TOY_WARMUP="20", TOY_SAVE_INTERVAL_UPDATES="10", TOY_AVERAGE_LAST="2",
@@ -166,6 +166,8 @@ def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
     assert f"en-de: {PAIRS} lines, small (under 100k pairs): vaswani_base --d-ff 1024 --attention-heads 4 P_drop 0.3, a " \
            "joint vocabulary of 500" in proc.stdout  # fmt: skip (under 10k lines: 500 pieces)
     assert "--patience 10" in proc.stdout and not os.path.exists(tmp_path / "w")
+    [generate] = commands(proc.stdout, "fairseq-generate")  # every test line, however long (test_cli.py: 1,100 tokens)
+    assert flag(generate, "--max-source-positions") == flag(generate, "--max-target-positions") == "100000"
 
 
 @pytest.mark.parametrize("env,warmup,peak", [

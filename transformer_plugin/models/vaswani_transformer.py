@@ -168,7 +168,10 @@ class VaswaniEncoder(FairseqEncoder):
         return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
 
     def max_positions(self) -> int:
-        return self.max_source_positions
+        """The longest source fairseq lets through (its filter at generation and validation): the learned
+        positions' count, or with sinusoids as many as they extrapolate to (a test sentence longer than
+        --max-source-positions is translated, not refused)."""
+        return self.embed.embed_positions.longest
 
 
 def padding_before_tokens(padding: Tensor) -> bool:
@@ -274,7 +277,8 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         return self.output_projection(features)
 
     def max_positions(self) -> int:
-        return self.max_target_positions
+        """As the encoder's, for targets."""
+        return self.embed.embed_positions.longest
 
 
 def dropouts_held_by(model: nn.Module, class_names: Optional[List[str]] = None) -> List[Dropout]:

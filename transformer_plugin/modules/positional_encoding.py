@@ -51,6 +51,8 @@ def token_positions(tokens: Tensor, padding_idx: int) -> Tensor:
     return torch.cumsum(real, dim=1).sub_(1).masked_fill_(~real, -1)
 
 
+SINUSOIDS_UP_TO = 100_000  # fairseq's SinusoidalPositionalEmbedding.max_positions
+
 class PositionalEncoding(nn.Module):
     """Maps tokens (B, T) to their positional encodings (B, T, d_model).
 
@@ -70,6 +72,12 @@ class PositionalEncoding(nn.Module):
             nn.init.normal_(self.weight, mean=0.0, std=d_model**-0.5)
         else:
             self.register_buffer("table", sinusoid_table(max_positions + self.offset, d_model, variant), persistent=False)
+
+    @property
+    def longest(self) -> int:
+        """The longest sentence it encodes: the learned positions' count; sinusoids extrapolate (Section 3.5),
+        up to the bound fairseq's own sinusoidal embedding gives, 100,000 positions."""
+        return self.max_positions if self.learned else SINUSOIDS_UP_TO
 
     def forward(self, tokens: Tensor, incremental: bool = False) -> Tensor:
         positions = token_positions(tokens, self.padding_idx)  # (B, T)

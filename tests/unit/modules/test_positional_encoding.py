@@ -48,3 +48,16 @@ def test_sinusoids_extrapolate_but_learned_positions_refuse():
     learned = PositionalEncoding(8, 8, padding_idx=1, learned=True)
     with pytest.raises(ValueError, match="max-source-positions"):
         learned(tokens)
+
+
+def test_fairseq_is_told_sinusoids_reach_past_max_positions_and_learned_positions_do_not():
+    """The model's max_positions(), which fairseq's filters read: sinusoids extrapolate (Section 3.5) up to
+    fairseq's own sinusoidal bound; learned positions stop at their count (Table 3 row (E))."""
+    from helpers import build_vaswani, make_dictionary
+
+    assert PositionalEncoding(1024, 16, 1).longest == 100_000
+    assert PositionalEncoding(1024, 16, 1, learned=True).longest == 1024
+    sinusoids = build_vaswani(make_dictionary(20))
+    assert sinusoids.max_positions() == (100_000, 100_000)
+    learned = build_vaswani(make_dictionary(20), positional_encoding="learned", max_source_positions=64, max_target_positions=32)
+    assert learned.max_positions() == (64, 32)
