@@ -192,6 +192,11 @@ def main(argv=None):
     p.add_argument("--vocab-size", type=int, default=2000)
     p.add_argument("--out", help="write the table here (markdown)")
     a = p.parse_args(argv)
+    if a.flat_bf16_master_weights:
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error("--flat-bf16-master-weights needs CUDA: fairseq makes the flat buffer on the current CUDA device")
     layers, d_model, d_ff, heads = SIZES[a.size]
     sizes = types.SimpleNamespace(layers=layers, d_model=d_model, d_ff=d_ff, heads=heads, max_tokens=a.max_tokens,
                                   updates=a.warmup + a.steps + 1, log_interval=1000, train_args=a.train_args)  # fmt: skip

@@ -107,3 +107,10 @@ def test_the_flat_master_weights_lever_flattens_bf16_as_fairseq_flattens_fp16(mo
         fp16_optimizer.FP16Optimizer.build_optimizer(cfg, [])
     assert (stock.value.args, flat.value.args) == ((False,), (True,))
     assert cfg.common.bf16 is True
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_the_flat_lever_without_cuda_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        step_profile.main(["--flat-bf16-master-weights"])
+    assert stopped.value.code == 2 and "--flat-bf16-master-weights needs CUDA" in capsys.readouterr().err
