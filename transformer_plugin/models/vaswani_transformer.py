@@ -168,9 +168,9 @@ class VaswaniEncoder(FairseqEncoder):
         return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
 
     def max_positions(self) -> int:
-        """The longest source fairseq lets through (its filter at generation and validation): the learned
-        positions' count, or with sinusoids as many as they extrapolate to (a test sentence longer than
-        --max-source-positions is translated, not refused)."""
+        """The longest source the model takes: the learned positions' count, or with sinusoids as many as
+        they extrapolate to. fairseq's filters take the smaller of this and the task's --max-source-positions
+        (1,024 unless given), so a longer test sentence is translated once the task's limit is raised."""
         return self.embed.embed_positions.longest
 
 
