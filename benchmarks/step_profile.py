@@ -4,8 +4,8 @@ fairseq's own Trainer runs the same training as ``benchmarks.speed`` (same flags
 phase of an update is timed with the device synchronised at its edges: the data loader's ``next``,
 the task's ``train_step`` (forward and backward), the trainer's ``clip_grad_norm`` and the optimizer's
 ``step`` (in half precision: fairseq's FP16Optimizer, which keeps float32 master weights). What is
-left is the trainer's own bookkeeping. torch's profiler counts the operator calls of each phase (on a
-GPU, each launches a kernel or more from the host), and on CUDA sorts the GPU's kernel time of the same
+left is the trainer's own bookkeeping. torch's profiler counts the operator calls that compute in each
+phase (on a GPU, each launches a kernel or more from the host), and on CUDA sorts the GPU's kernel time of the same
 steps into attention (the fused kernels), matrix products, multi-tensor kernels and everything else.
 
     python -m benchmarks.step_profile --size big --train-args=--bf16 --out profile.md
@@ -62,14 +62,24 @@ def synchronised(times, phase, fn, sync):
     return timed
 
 
+def computes(event) -> bool:
+    """Whether a call of a torch operator computes something: not a gradient detached, nor a tensor moved
+    where it already is (``aten::to`` without a copy)."""
+    if event.name == "aten::detach":
+        return False
+    return event.name != "aten::to" or any(child.name == "aten::_to_copy" for child in event.cpu_children)
+
+
 def operator_calls(events) -> collections.Counter:
-    """Calls of torch operators (``aten::``, not those an operator makes itself) in each phase, from the
-    profiler's events: a call belongs to the phase whose mark it starts within, on any thread (backward
-    runs in autograd's threads). On a GPU each is at least one kernel launched from the host."""
+    """Calls of torch operators that compute (``aten::``, not those an operator makes itself) in each phase,
+    from the profiler's events: a call belongs to the phase whose mark it starts within, on any thread
+    (backward runs in autograd's threads). On a GPU each launches a kernel or more from the host."""
     spans = [(e.time_range.start, e.time_range.end, e.name[len("phase: ") :]) for e in events if e.name.startswith("phase: ")]
     calls = collections.Counter()
     for e in events:
         if not e.name.startswith("aten::") or (e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")):
+            continue
+        if not computes(e):
             continue
         for start, end, phase in spans:
             if start <= e.time_range.start <= end:

@@ -28,6 +28,7 @@ PATCHES = [
     "process_group_teardown",
     "cpu_launchers",
     "process_group_timeout",
+    "foreach_grad_norm",
     "full_disk",  # last: around every other patch of checkpoint_utils.save_checkpoint
 ]
 

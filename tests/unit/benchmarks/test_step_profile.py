@@ -6,6 +6,7 @@ import re
 import json
 import shlex
 import subprocess
+import types
 import sys
 
 import pytest
@@ -114,3 +115,12 @@ def test_the_flat_lever_without_cuda_is_refused_in_one_line(capsys):
     with pytest.raises(SystemExit) as stopped:
         step_profile.main(["--flat-bf16-master-weights"])
     assert stopped.value.code == 2 and "--flat-bf16-master-weights needs CUDA" in capsys.readouterr().err
+
+
+def test_calls_that_compute_nothing_are_not_counted():
+    """A gradient detached, or a tensor moved where it already is, computes nothing; a real move does."""
+    event = lambda name, *children: types.SimpleNamespace(name=name, cpu_children=[event(c) for c in children])  # noqa: E731
+    assert not step_profile.computes(event("aten::detach"))
+    assert not step_profile.computes(event("aten::to"))
+    assert step_profile.computes(event("aten::to", "aten::_to_copy"))
+    assert step_profile.computes(event("aten::mm"))
