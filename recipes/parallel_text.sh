@@ -193,12 +193,14 @@ stage 5 "average the last $AVERAGE_LAST checkpoints (fewer if training stopped e
   "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
     --num-update-checkpoints "$AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
 paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
-# every test line is translated, however long: fairseq's task refuses sentences over 1,024 pieces unless told
-# otherwise, and the model's sinusoids extrapolate (learned positions still stop at theirs, saying so)
+# every test line is translated, however long: fairseq refuses a sentence longer than the task's and the model's
+# positions (1,024), and the model's sinusoids extrapolate (Section 3.5); learned ones stop at theirs
+LONG_LINES=(--max-source-positions 100000 --max-target-positions 100000)
+[[ $MODEL_FLAGS == *learned* ]] || LONG_LINES+=(--model-overrides "{'max_source_positions': 100000, 'max_target_positions': 100000}")
 stage 6 "fairseq-generate the test set: ${DECODING[*]}" \
   capture "$OUT/generate.test.out" \
     fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
-      "${DECODING[@]}" --post-process sentencepiece --batch-size 128 --max-source-positions 100000 --max-target-positions 100000
+      "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
 stage 7 "sacreBLEU and chrF on the test set" \
   "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.test.out" \
     --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.test.txt" --json "$OUT/scores.test.json" \

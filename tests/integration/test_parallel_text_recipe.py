@@ -168,6 +168,7 @@ def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
     assert "--patience 10" in proc.stdout and not os.path.exists(tmp_path / "w")
     [generate] = commands(proc.stdout, "fairseq-generate")  # every test line, however long (test_cli.py: 1,100 tokens)
     assert flag(generate, "--max-source-positions") == flag(generate, "--max-target-positions") == "100000"
+    assert flag(generate, "--model-overrides") == "{'max_source_positions': 100000, 'max_target_positions': 100000}"
 
 
 @pytest.mark.parametrize("env,warmup,peak", [

@@ -168,10 +168,7 @@ class VaswaniEncoder(FairseqEncoder):
         return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
 
     def max_positions(self) -> int:
-        """The longest source the model takes: the learned positions' count, or with sinusoids as many as
-        they extrapolate to. fairseq's filters take the smaller of this and the task's --max-source-positions
-        (1,024 unless given), so a longer test sentence is translated once the task's limit is raised."""
-        return self.embed.embed_positions.longest
+        return self.max_source_positions
 
 
 def padding_before_tokens(padding: Tensor) -> bool:
@@ -277,8 +274,7 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         return self.output_projection(features)
 
     def max_positions(self) -> int:
-        """As the encoder's, for targets."""
-        return self.embed.embed_positions.longest
+        return self.max_target_positions
 
 
 def dropouts_held_by(model: nn.Module, class_names: Optional[List[str]] = None) -> List[Dropout]:

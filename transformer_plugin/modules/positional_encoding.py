@@ -51,7 +51,8 @@ def token_positions(tokens: Tensor, padding_idx: int) -> Tensor:
     return torch.cumsum(real, dim=1).sub_(1).masked_fill_(~real, -1)
 
 
-SINUSOIDS_UP_TO = 100_000  # fairseq's SinusoidalPositionalEmbedding.max_positions
+EAGER_POSITIONS = 1024  # rows of the sinusoid table made with the model; more when a sentence needs them
+
 
 class PositionalEncoding(nn.Module):
     """Maps tokens (B, T) to their positional encodings (B, T, d_model).
@@ -70,28 +71,31 @@ class PositionalEncoding(nn.Module):
         if learned:
             self.weight = nn.Parameter(torch.empty(max_positions, d_model))
             nn.init.normal_(self.weight, mean=0.0, std=d_model**-0.5)
-        else:
-            self.register_buffer("table", sinusoid_table(max_positions + self.offset, d_model, variant), persistent=False)
+        else:  # made for the first EAGER_POSITIONS, grown when a longer sentence comes (a model given 100,000
+            # positions to translate any test line holds no 100,000-row table until one needs it)
+            rows = min(max_positions, EAGER_POSITIONS) + self.offset
+            self.register_buffer("table", sinusoid_table(rows, d_model, variant), persistent=False)
 
-    @property
-    def longest(self) -> int:
-        """The longest sentence it encodes: the learned positions' count; sinusoids extrapolate (Section 3.5),
-        up to the bound fairseq's own sinusoidal embedding gives, 100,000 positions."""
-        return self.max_positions if self.learned else SINUSOIDS_UP_TO
+    def sinusoids(self, positions: int) -> Tensor:
+        """The table's first ``positions`` rows (after fairseq's offset), grown if it is shorter."""
+        if positions + self.offset > self.table.size(0):
+            self.table = sinusoid_table(positions + self.offset, self.d_model, self.variant).to(self.table)  # device, dtype
+        return self.table[self.offset : self.offset + positions]
 
     def forward(self, tokens: Tensor, incremental: bool = False) -> Tensor:
         positions = token_positions(tokens, self.padding_idx)  # (B, T)
         if incremental:
             positions = positions[:, -1:]
-        if tokens.size(1) > self.max_positions:  # only then can a position be out of range
+        rows = self.max_positions if self.learned else self.table.size(0) - self.offset
+        if tokens.size(1) > rows:  # only then can a position be out of range
             longest = int(positions.max()) + 1
             if self.learned and longest > self.max_positions:
                 raise ValueError(
                     f"a sentence of {longest} tokens is longer than the {self.max_positions} learned positions"
                     " (raise --max-source-positions / --max-target-positions)"
                 )
-            if not self.learned and longest + self.offset > self.table.size(0):  # sinusoids extrapolate
-                self.table = sinusoid_table(longest + self.offset, self.d_model, self.variant).to(self.table.device)
+            if not self.learned:  # sinusoids extrapolate (Section 3.5)
+                self.sinusoids(longest)
         pad = positions.lt(0)
         weight = self.weight if self.learned else self.table
         pe = nn.functional.embedding(positions.clamp(min=0) + self.offset, weight)  # (B, T, d_model)

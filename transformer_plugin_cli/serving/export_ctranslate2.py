@@ -40,8 +40,8 @@ def check_supported(cfg) -> None:
 
 def _table(positions) -> np.ndarray:
     """The encoding of positions 0, 1, 2, ... as the model adds them (see modules/positional_encoding.py)."""
-    weight = positions.weight if positions.learned else positions.table
-    return weight.detach()[positions.offset : positions.offset + positions.max_positions].float().numpy()
+    weight = positions.weight if positions.learned else positions.sinusoids(positions.max_positions)
+    return weight.detach().float().numpy()
 
 
 def _linear(spec, linear) -> None:

@@ -50,14 +50,16 @@ def test_sinusoids_extrapolate_but_learned_positions_refuse():
         learned(tokens)
 
 
-def test_fairseq_is_told_sinusoids_reach_past_max_positions_and_learned_positions_do_not():
-    """The model's max_positions(), which fairseq's filters read: sinusoids extrapolate (Section 3.5) up to
-    fairseq's own sinusoidal bound; learned positions stop at their count (Table 3 row (E))."""
-    from helpers import build_vaswani, make_dictionary
 
-    assert PositionalEncoding(1024, 16, 1).longest == 100_000
-    assert PositionalEncoding(1024, 16, 1, learned=True).longest == 1024
-    sinusoids = build_vaswani(make_dictionary(20))
-    assert sinusoids.max_positions() == (100_000, 100_000)
-    learned = build_vaswani(make_dictionary(20), positional_encoding="learned", max_source_positions=64, max_target_positions=32)
-    assert learned.max_positions() == (64, 32)
+def test_the_sinusoid_table_grows_when_a_sentence_needs_it():
+    """A model given 100,000 positions (parallel_text.sh's generation, so that any test line is translated)
+    holds 1,024 rows until a longer sentence comes; the rows it grows are the sinusoids, in the table's dtype."""
+    pe = PositionalEncoding(100_000, 16, 1, variant="fairseq")
+    assert pe.table.size(0) == 1024 + pe.offset
+    pe = pe.to(torch.bfloat16)
+    tokens = torch.full((1, 1500), 5)
+    out = pe(tokens)
+    assert pe.table.size(0) == 1500 + pe.offset and pe.table.dtype == torch.bfloat16 and out.dtype == torch.bfloat16
+    expected = sinusoid_table(1500 + pe.offset, 16, "fairseq")[pe.offset :].to(torch.bfloat16)
+    assert torch.equal(out[0], expected)
+    assert torch.equal(pe.sinusoids(10), expected[:10])  # what the CTranslate2 export reads
