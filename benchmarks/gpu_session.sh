@@ -129,7 +129,7 @@ results() {  # results.md: every table the parts wrote
     echo
     cat "$OUT/summary.md"
     for f in "$LOGS"/*.md; do [ -e "$f" ] && { echo; echo "## $(basename "$f" .md)"; echo; cat "$f"; }; done
-    for f in "$LOGS"/toy-recipes.log; do [ -e "$f" ] && { echo; echo "## toy recipes"; echo; grep -A8 '^==== results' "$f"; }; done
+    [ -e "$LOGS/toy-recipes.log" ] && { echo; echo "## toy recipes"; echo; grep -A8 '^==== results' "$LOGS/toy-recipes.log"; }
     [ -e "$LOGS/tests.log" ] && { echo; echo "## tests/gpu"; echo; tail -25 "$LOGS/tests.log"; }
   } > "$OUT/results.md"
 }

@@ -3,8 +3,9 @@
 Without the ``amp_C`` extension (apex's; fairseq-fixed's wheels and a build without CUDA extensions have
 none), ``fairseq.utils.clip_grad_norm_`` takes one norm per gradient tensor and stacks them: 195 operator
 calls that compute for a 6+6-layer model every update (counted by benchmarks/step_profile.py), each a
-kernel launched from the host on a GPU, where it also warns at every update. This patch computes the same total norm with torch's ``get_total_norm(foreach=True)`` (one
-multi-tensor call per device and dtype) and clips with fairseq's coefficient. It does so only where every
+kernel launched from the host on a GPU, where it also warns at every update. This patch computes the same
+total norm with torch's ``get_total_norm(foreach=True)`` (one multi-tensor call per device and dtype) and
+clips with fairseq's coefficient. It does so only where every
 gradient is float32 (fairseq takes the norms in float32) on a CPU or a CUDA device and no parameter is a
 mixture-of-experts' expert; anything else goes to fairseq's own code, as does everything where ``amp_C``
 is there.
