@@ -5,9 +5,11 @@
 #
 #   bash benchmarks/gpu_session.sh OUT                  # every phase: about 10 minutes, more than DEADLINE's 9
 #   bash benchmarks/gpu_session.sh OUT profile speed    # install, then the named phases in that order
+#   PROFILES="vaswani vaswani@65536" bash benchmarks/gpu_session.sh OUT profile   # the profile's runs chosen
 #
-# On an H200 (2026-11-27) install took 40 s, checks 179 s, speed 296 s; a phase that the deadline reaches is
-# listed in summary.md as not run.
+# On an H200 (2026-11-27) install took 40 s, checks 179 s, speed 296 s; on an H100 the same day, install 32-45 s,
+# each profile run 37-65 s, torchrun 117 s, speed-big 201 s. A part that the deadline reaches is cut (its
+# log kept) or listed in summary.md as not run.
 #
 # What it needs beside the working tree (ignored by git, carried there):
 #   .whl/             wheels for Python 3.12: fairseq-fixed 0.12.3.1 (its cp312 wheel, the sdist as a fallback),
@@ -27,24 +29,29 @@
 #   checks   side by side (the GPU is shared, nothing is timed): the GPU tier (tests/gpu), the attention
 #            kernel survey at base and big size, and the WMT14 toy recipe on the GPU twice: PRECISION=bf16,
 #            then LAUNCH=torchrun PRECISION=fp16 (the nccl launcher's path)
+#   torchrun the WMT14 toy recipe with LAUNCH=torchrun PRECISION=fp16 alone (the nccl launcher's path)
 #   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's transformer
-#   profile  alone on the GPU: where a training step's time goes at big size, both models, and ours with bf16's
-#            master weights flattened (benchmarks.step_profile)
+#            (speed-big, speed-base: one of them)
+#   profile  alone on the GPU: where a training step's time goes at big size (benchmarks.step_profile), a run
+#            for each of PROFILES: by default both models, and ours with bf16's master weights flattened
 # OUT gets summary.md (each part: status and seconds), results.md (every table) and logs.tar.gz (three
 # files: what such a machine sends back is a few files).
 set -uo pipefail
 
-OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [speed] [profile]}
+OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [torchrun] [speed|speed-big|speed-base] [profile]}
 shift
 PHASES=("$@")
 [ ${#PHASES[@]} -gt 0 ] || PHASES=(checks speed profile)
 for phase in "${PHASES[@]}"; do
-  case $phase in checks | speed | profile) ;; *) echo "unknown phase $phase: checks, speed or profile" >&2; exit 2 ;; esac
+  case $phase in checks | torchrun | speed | speed-big | speed-base | profile) ;;
+    *) echo "unknown phase $phase: checks, torchrun, speed, speed-big, speed-base or profile" >&2; exit 2 ;; esac
 done
 SYSTEM_PYTHON=${SYSTEM_PYTHON:-python3}   # the machine's Python, with torch
 VENV=${VENV:-/tmp/gpu-venv}
 WHEELS=${WHEELS:-.whl}
 DEADLINE=${DEADLINE:-540}                # seconds for everything: a part gets what is left, if less than its own limit
+# the profile's runs, each IMPL[-flat][@MAX_TOKENS]: -flat flattens bf16's master weights (a lever)
+PROFILES=${PROFILES:-vaswani fairseq vaswani-flat}
 export UPDATES=${UPDATES:-150} LOG_INTERVAL=${LOG_INTERVAL:-25} REPEATS=${REPEATS:-1} GENERATE_REPEATS=${GENERATE_REPEATS:-1}
 export PYTHONUNBUFFERED=1
 
@@ -119,6 +126,9 @@ toy_recipes() {
   # the WMT14 recipe's every stage at toy size, training on the GPU; then the torchrun launcher (nccl) on
   # the same data, in a configuration of its own
   TOY=1 GPUS=1 PRECISION=bf16 WORK=/tmp/toy-wmt14 bash recipes/wmt14_en_de_base.sh || return 1
+  toy_torchrun
+}
+toy_torchrun() {
   TOY=1 GPUS=1 NNODES=1 LAUNCH=torchrun PRECISION=fp16 CONFIG=torchrun_fp16 WORK=/tmp/toy-wmt14 \
     bash recipes/wmt14_en_de_base.sh
 }
@@ -129,12 +139,14 @@ results() {  # results.md: every table the parts wrote
     echo
     cat "$OUT/summary.md"
     for f in "$LOGS"/*.md; do [ -e "$f" ] && { echo; echo "## $(basename "$f" .md)"; echo; cat "$f"; }; done
-    [ -e "$LOGS/toy-recipes.log" ] && { echo; echo "## toy recipes"; echo; grep -A8 '^==== results' "$LOGS/toy-recipes.log"; }
+    for f in "$LOGS"/toy-*.log; do
+      [ -e "$f" ] && { echo; echo "## $(basename "$f" .log)"; echo; grep -A8 '^==== results' "$f"; }
+    done
     [ -e "$LOGS/tests.log" ] && { echo; echo "## tests/gpu"; echo; tail -25 "$LOGS/tests.log"; }
   } > "$OUT/results.md"
 }
 trap results EXIT
-export -f install toy_recipes
+export -f install toy_recipes toy_torchrun
 export SYSTEM_PYTHON VENV WHEELS
 
 nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$LOGS/nvidia-smi.txt"
@@ -148,14 +160,18 @@ for phase in "${PHASES[@]}"; do
       part kernels 200 bash benchmarks/gpu.sh "$LOGS" kernels &
       part toy-recipes 300 bash -c toy_recipes &
       wait ;;
-    speed)
-      part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
-      part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;
+    torchrun)
+      part toy-torchrun 240 bash -c toy_torchrun ;;
+    speed | speed-big | speed-base)
+      [ "$phase" = speed-base ] || part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
+      [ "$phase" = speed-big ] || part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;
     profile)
-      for impl in vaswani fairseq vaswani-flat; do  # vaswani-flat: bf16's master weights flattened (a lever)
-        part "profile-big-$impl" 90 python -m benchmarks.step_profile --impl "${impl%-flat}" --size big \
-          --train-args=--bf16 $([ "$impl" != vaswani-flat ] || echo --flat-bf16-master-weights) \
-          --max-tokens "${MAX_TOKENS:-16384}" --out "$LOGS/profile_big_$impl.md"
+      for run in $PROFILES; do  # IMPL[-flat][@MAX_TOKENS]
+        impl=${run%@*} tokens=${MAX_TOKENS:-16384}
+        [ "$run" = "${run#*@}" ] || tokens=${run#*@}
+        part "profile-big-${run/@/-}" 90 python -m benchmarks.step_profile --impl "${impl%-flat}" --size big \
+          --train-args=--bf16 $([ "$impl" = "${impl%-flat}" ] || echo --flat-bf16-master-weights) \
+          --max-tokens "$tokens" --out "$LOGS/profile_big_${run/@/_}.md"
       done ;;
   esac
 done

@@ -4,16 +4,18 @@ fairseq's own Trainer runs the same training as ``benchmarks.speed`` (same flags
 phase of an update is timed with the device synchronised at its edges: the data loader's ``next``,
 the task's ``train_step`` (forward and backward), the trainer's ``clip_grad_norm`` and the optimizer's
 ``step`` (in half precision: fairseq's FP16Optimizer, which keeps float32 master weights). What is
-left is the trainer's own bookkeeping. torch's profiler counts the operator calls that compute in each
-phase (on a GPU, each launches a kernel or more from the host), and on CUDA sorts the GPU's kernel time of the same
-steps into attention (the fused kernels), matrix products, multi-tensor kernels and everything else.
+left is the trainer's own bookkeeping. Then as many updates again under torch's profiler, which counts
+the operator calls that compute in each phase (on a GPU, each launches a kernel or more from the host),
+and on CUDA sorts the GPU's kernel time into attention (the fused kernels), matrix products,
+multi-tensor kernels and everything else, and names the kernels that took longest.
 
     python -m benchmarks.step_profile --size big --train-args=--bf16 --out profile.md
     python -m benchmarks.step_profile --impl fairseq --size big --train-args=--bf16
     python -m benchmarks.step_profile --size big --train-args=--bf16 --flat-bf16-master-weights   # a lever
 
 Synchronising at the phases' edges costs the overlap of host and device between them, so a step
-here is a little slower than in ``benchmarks.speed``; the shares are what this measures.
+here is a little slower than in ``benchmarks.speed``; the shares are what this measures. Kernel time
+well under the step's means the GPU waits for the host.
 """
 
 import argparse
@@ -108,7 +110,8 @@ def flatten_bf16_master_weights():
 
 
 def build_trainer(argv):
-    """fairseq-train's Trainer and its epoch's batches for the command line ``argv``, as fairseq_cli.train builds them."""
+    """fairseq-train's Trainer and its batches, one epoch after another, for the command line ``argv``, as
+    fairseq_cli.train builds them."""
     from fairseq import options, tasks, utils
     from fairseq.data import iterators
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -124,15 +127,42 @@ def build_trainer(argv):
     model = task.build_model(cfg.model)
     criterion = task.build_criterion(cfg.criterion)
     trainer = Trainer(cfg, task, model, criterion)
-    itr = trainer.get_train_iterator(epoch=1, load_dataset=True)
-    batches = iterators.GroupedIterator(itr.next_epoch_itr(shuffle=True), cfg.optimization.update_freq[0])
-    return trainer, batches
+    epochs = trainer.get_train_iterator(epoch=1, load_dataset=True)
+
+    def batches():  # epoch after epoch: a large --max-tokens makes few updates of the benchmark's corpus
+        while True:
+            yield from iterators.GroupedIterator(epochs.next_epoch_itr(shuffle=True), cfg.optimization.update_freq[0])
+
+    return trainer, batches()
 
 
-def profile(argv, steps: int, warmup: int):
-    """Run ``warmup`` then ``steps`` updates; return (seconds per phase per step, seconds per step,
-    target tokens per step, {kernel kind: GPU seconds per step} or None without CUDA, operator calls
-    per phase per step)."""
+def kernel_times(averages, steps: int):
+    """GPU seconds per step by kind of kernel, and the kernels that took longest ((name, seconds per step),
+    longest first), from the profiler's ``key_averages()``. Ranges marked with ``record_function`` (the
+    phases here, fairseq's "forward" and "backward") appear on the GPU's timeline too, as user annotations
+    spanning the kernels they hold: they are not kernels, and counting them would count their kernels
+    twice (the first GPU run did: "other" came to 84% of a step)."""
+    import torch
+
+    kinds, kernels = collections.Counter(), []
+    for event in averages:
+        if event.device_type != torch.autograd.DeviceType.CUDA or getattr(event, "is_user_annotation", False):
+            continue
+        seconds = event.self_device_time_total / 1e6 / steps
+        kinds[kernel_kind(event.key)] += seconds
+        kernels.append((event.key, seconds))
+    return kinds, sorted(kernels, key=lambda k: -k[1])[:TOP_KERNELS]
+
+
+TOP_KERNELS = 12
+
+
+def profile(argv, steps: int, warmup: int) -> dict:
+    """Run ``warmup`` updates, then ``steps`` timed ones, then ``steps`` under torch's profiler (which slows a
+    step by its own bookkeeping: the phases' times come from the run without it). Returns a dict:
+    ``phases`` (seconds per phase per step), ``step`` (seconds per step), ``tokens`` (target tokens per step),
+    ``profiled_step`` (seconds per step under the profiler), ``calls`` (operator calls per phase per step),
+    ``kernels`` ({kind: GPU seconds per step}) and ``top_kernels``, both None without CUDA."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -150,41 +180,51 @@ def profile(argv, steps: int, warmup: int):
         trainer.train_step(samples)
         return sum(s["ntokens"] for s in samples if s)
 
+    def run(n):
+        """(seconds per step, target tokens per step) of n updates"""
+        tokens = 0
+        sync()
+        start = time.perf_counter()
+        for _ in range(n):
+            tokens += update()
+        sync()
+        return (time.perf_counter() - start) / n, tokens / n
+
     for _ in range(warmup):
         update()
     times.clear()
+    step, tokens = run(steps)
+    phases = {p: times[p] / steps for p in PHASES}
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-    tokens = 0
-    sync()
-    start = time.perf_counter()
     with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            tokens += update()
-    sync()
-    step = (time.perf_counter() - start) / steps
-    kernels = None
-    if cuda:
-        kernels = collections.Counter()
-        for event in prof.key_averages():
-            if event.device_type == torch.autograd.DeviceType.CUDA:
-                kernels[kernel_kind(event.key)] += event.self_device_time_total / 1e6 / steps
+        profiled_step, _ = run(steps)
+    kernels, top = kernel_times(prof.key_averages(), steps) if cuda else (None, None)
     calls = operator_calls(prof.events())
-    return {p: times[p] / steps for p in PHASES}, step, tokens / steps, kernels, {p: calls[p] / steps for p in PHASES}
+    return {"phases": phases, "step": step, "tokens": tokens, "profiled_step": profiled_step,
+            "calls": {p: calls[p] / steps for p in PHASES}, "kernels": kernels, "top_kernels": top}  # fmt: skip
 
 
-def table(phases, step, tokens, kernels, calls, title) -> str:
-    rows = [f"{title}: {step * 1000:.1f} ms a step, {tokens:,.0f} target tokens, {tokens / step:,.0f} target tokens/s", "",
-            "| phase of a step | ms | share | operator calls |", "|---|---|---|---|"]  # fmt: skip
+def table(result: dict, title: str) -> str:
+    phases, step, tokens, calls = result["phases"], result["step"], result["tokens"], result["calls"]
+    rows = [f"{title}: {step * 1000:.1f} ms a step, {tokens:,.0f} target tokens, {tokens / step:,.0f} target tokens/s "
+            f"(under torch's profiler, which counted the calls and kernels: {result['profiled_step'] * 1000:.1f} ms a step)",
+            "", "| phase of a step | ms | share | operator calls |", "|---|---|---|---|"]  # fmt: skip
     for phase in PHASES:
         rows.append(f"| {phase} | {phases[phase] * 1000:.1f} | {phases[phase] / step:.0%} | {calls[phase]:,.0f} |")
     rest = step - sum(phases.values())
     rows.append(f"| the trainer's bookkeeping | {rest * 1000:.1f} | {rest / step:.0%} | |")
+    kernels = result["kernels"]
     if kernels is not None:
         busy = sum(kernels.values())
-        rows += ["", f"GPU kernel time: {busy * 1000:.1f} ms a step ({busy / step:.0%} of the step)", "",
+        rows += ["", f"GPU kernel time: {busy * 1000:.1f} ms a step ({busy / step:.0%} of the step without the profiler)", "",
                  "| kernels | ms | share of kernel time |", "|---|---|---|"]  # fmt: skip
         for kind, _ in (*KERNEL_KINDS, ("other", ())):
             rows.append(f"| {kind} | {kernels[kind] * 1000:.1f} | {kernels[kind] / busy:.0%} |")
+        rows += ["", f"The {len(result['top_kernels'])} kernels that took longest:", "",
+                 "| kernel | kind | ms a step |", "|---|---|---|"]  # fmt: skip
+        for name, seconds in result["top_kernels"]:
+            short = name if len(name) <= 90 else name[:87] + "..."
+            rows.append(f"| `{short.replace('|', '/')}` | {kernel_kind(name)} | {seconds * 1000:.2f} |")
     return "\n".join(rows)
 
 
@@ -194,8 +234,10 @@ def main(argv=None):
     p.add_argument("--impl", choices=("vaswani", "fairseq"), default="vaswani")
     p.add_argument("--size", choices=sorted(SIZES), default="base")
     p.add_argument("--max-tokens", type=int, default=16384)
-    p.add_argument("--steps", type=int, default=10, help="updates profiled")
-    p.add_argument("--warmup", type=int, default=10, help="updates before them")
+    p.add_argument("--steps", type=int, default=10, help="updates timed, then as many profiled")
+    p.add_argument("--warmup", type=int, default=25,
+                   help="updates before them (as benchmarks.speed leaves out its first 25: new batch shapes cost "
+                        "the first updates kernel choices and cuDNN's plans)")
     p.add_argument("--train-args", default="", help="extra fairseq-train flags, e.g. --train-args=--bf16")
     p.add_argument("--flat-bf16-master-weights", action="store_true", help=flatten_bf16_master_weights.__doc__.split(",")[0])
     p.add_argument("--train-pairs", type=int, default=30000)
@@ -213,11 +255,11 @@ def main(argv=None):
     bin_dir = prepare_data(a.work, a.train_pairs, a.vocab_size)
     if a.flat_bf16_master_weights:
         flatten_bf16_master_weights()
-    phases, step, tokens, kernels, calls = profile(train_args(a.impl, bin_dir, sizes), a.steps, a.warmup)
+    result = profile(train_args(a.impl, bin_dir, sizes), a.steps, a.warmup)
     title = (f"{a.impl} at {a.size} size ({layers}+{layers} layers, d_model {d_model}), {a.max_tokens} tokens, "
              f"{shlex.join(shlex.split(a.train_args)) or 'float32'}{', flat master weights' if a.flat_bf16_master_weights else ''}, "
              f"{a.steps} updates after {a.warmup}")
-    print_table(table(phases, step, tokens, kernels, calls, title), a.out)
+    print_table(table(result, title), a.out)
 
 
 if __name__ == "__main__":
