@@ -45,6 +45,8 @@ for part in "${PARTS[@]}"; do
         --max-tokens "$MAX_TOKENS" --updates "$UPDATES" --log-interval "$LOG_INTERVAL" --repeats "$REPEATS" \
         --generate-repeats "$GENERATE_REPEATS" --gen-batch-size 256 --out "$OUT/speed_$size.md" \
         > "$OUT/speed_$size.log" 2>&1
+      # each training's and generation's own log (the hypotheses too), beside the table that they made
+      mkdir -p "$OUT/speed_${size}_runs" && cp "$WORK"/train_*.log "$WORK"/generate_*.log "$OUT/speed_${size}_runs/"
       cat "$OUT/speed_$size.md" ;;
     *) echo "unknown part $part: tests, kernels, speed-base or speed-big" >&2; exit 2 ;;
   esac

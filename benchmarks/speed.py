@@ -121,6 +121,27 @@ def generate(checkpoint, bin_dir, a, log):
     return {"sent_per_s": speed.sentences_per_second, "seconds": speed.seconds, "rss": rss, "hyps": hyps}
 
 
+def hypothesis_lengths(builtin: dict, vaswani: dict) -> str:
+    """How long the two models' hypotheses are (pieces), all and those that differ: where they differ, a
+    model that runs on to the length limit decodes more steps, and sentences/s compares unlike work (the
+    first GPU run's generation ratio fell from 1.17x on one machine to 0.35x on another, with 907/1000
+    identical)."""
+
+    def pieces(hyps, ids):
+        return [len(hyps[i].split("\t", 1)[-1].split()) if i in hyps else 0 for i in ids]
+
+    def describe(ids):
+        b, v = pieces(builtin, ids), pieces(vaswani, ids)
+        return f"mean {statistics.mean(b):.1f} / {statistics.mean(v):.1f}, longest {max(b)} / {max(v)}"
+
+    ids = sorted(builtin)
+    differ = [i for i in ids if builtin[i] != vaswani.get(i)]
+    line = f"hypothesis length in pieces, builtin / vaswani: {describe(ids)}" if ids else "no hypotheses"
+    if differ:
+        line += f"; the {len(differ)} that differ: {describe(differ)}"
+    return line
+
+
 def matmul_dtype(train_args: str) -> str:
     """The precision of the training's matrix products: what MFU is measured against."""
     words = shlex.split(train_args)
@@ -272,6 +293,7 @@ def main(argv=None):
         f"ratios vaswani/builtin: training {ratios[0]:.2f}x, generation {ratios[1]:.2f}x, "
         f"train memory {ratios[2]:.2f}x, generate memory {ratios[3]:.2f}x; "
         f"identical hypotheses: {same}/{total} (same weights, converted)",
+        hypothesis_lengths(gen["builtin"][0]["hyps"], gen["vaswani"][0]["hyps"]),
         f"ratios of the medians (less sensitive to a slow round): training "
         f"{median('vaswani', 'wps', results) / median('builtin', 'wps', results):.2f}x, generation "
         f"{median('vaswani', 'sent_per_s', gen) / median('builtin', 'sent_per_s', gen):.2f}x",

@@ -35,7 +35,7 @@ def fake_runs(tmp_path, monkeypatch):
         impl = "vaswani" if checkpoint.endswith("as_vaswani.pt") else "builtin"
         r = sum(1 for c in calls if c == ("generate", impl))
         calls.append(("generate", impl))
-        hyps = {0: "a b", 1: "c d" if impl == "builtin" else "c e"}
+        hyps = {0: "-0.5\ta b", 1: "-0.7\tc d" if impl == "builtin" else "-0.9\tc e f g"}  # score, pieces
         return {"sent_per_s": GENERATE[impl][r], "seconds": 1.0, "rss": 500.0 if impl == "builtin" else 400.0, "hyps": hyps}
 
     monkeypatch.setattr(speed, "prepare_data", lambda work, pairs, vocab: str(bin_dir))
@@ -57,6 +57,8 @@ def test_report_gives_means_medians_and_the_ratio_within_each_round(fake_runs):
     # means: training 2527/2200, generation 67.9/51.25; memory 1000/1000 and 400/500
     assert "training 1.15x, generation 1.32x, train memory 1.00x, generate memory 0.80x" in report
     assert "identical hypotheses: 1/2" in report
+    # where hypotheses differ, one model may decode more steps: their lengths are in the report
+    assert "hypothesis length in pieces, builtin / vaswani: mean 2.0 / 3.0, longest 2 / 4; the 1 that differ: mean 2.0 / 4.0" in report
     # medians: training 2640/2200, generation 68.25/52.5
     assert "training 1.20x, generation 1.30x" in report
     # within each round: 2300/2000, 2640/2400, 2640/2200; 65/50, 75/60, 60/40, 71.5/55
@@ -112,3 +114,26 @@ def test_gpu_session_checks_its_phases_then_stops_at_a_failed_install(tmp_path):
     assert "| install | failed (1) |" in (tmp_path / "b" / "results.md").read_text()
     with tarfile.open(tmp_path / "b" / "logs.tar.gz") as logs:
         assert "logs/install.log" in logs.getnames()
+
+
+def test_gpu_script_keeps_each_speed_runs_log_beside_its_table(tmp_path):
+    """benchmarks/gpu.sh speed-big: the benchmark's trainings' and generations' logs (the hypotheses in them)
+    come back with the table; the first H100 run sent back only the table, and its generation ratio could not
+    be explained afterwards."""
+    import subprocess
+
+    from helpers import REPO
+
+    fake = tmp_path / "python"  # a benchmarks.speed that writes its table and its runs' logs
+    fake.write_text('#!/usr/bin/env bash\nwhile [ $# -gt 0 ]; do case $1 in --work) work=$2 ;; --out) out=$2 ;; esac; shift; done\n'
+                    'echo hyps > "$work/generate_vaswani_0.log"; echo loss > "$work/train_builtin_0.log"; echo table > "$out"\n')  # fmt: skip
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, VENV_PYTHON=str(fake), WORK=str(work))
+    done = subprocess.run(["bash", os.path.join(REPO, "benchmarks", "gpu.sh"), str(tmp_path / "out"), "speed-big"],
+                          capture_output=True, text=True, timeout=30, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    runs = tmp_path / "out" / "speed_big_runs"
+    assert (runs / "generate_vaswani_0.log").read_text() == "hyps\n" and (runs / "train_builtin_0.log").exists()
+    assert (tmp_path / "out" / "speed_big.md").read_text() == "table\n"
