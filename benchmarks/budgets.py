@@ -288,7 +288,8 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
             if not any(r.is_pick for r in todo) and not any(
                     r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)):  # fmt: skip
                 raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")
-            pending = [r for r in todo if not r.refused]
+            # the pick first: the measurement the rule stands on, should the runs stop before the others
+            pending = sorted((r for r in todo if not r.refused), key=lambda r: not r.is_pick)
             results.extend(r for r in todo if r.refused)
             print(f"{corpus.name}, TIME={budget}: {len(pending)} to train: "
                   + ", ".join(f"{r.candidate} ({r.updates} updates)" for r in pending), flush=True)  # fmt: skip
@@ -308,7 +309,8 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                     results.append(r)
                     save(work_root, results)
             save(work_root, results)
-            names = survivors([r for r in results if (r.corpus, r.budget) == (corpus.name, budget)])
+            # of those --only names: a run resumed with fewer candidates finds the others' results too
+            names = [n for n in survivors([r for r in results if (r.corpus, r.budget) == (corpus.name, budget)]) if n in everyone]
     return results
 
 

@@ -123,3 +123,21 @@ def test_the_corpora_come_from_debians_packages_and_a_missing_one_is_named(tmp_p
     with pytest.raises(RuntimeError, match=r"preparing de_77k failed: .* --lang de --debs "):
         budgets.prepare_corpora(str(tmp_path / "data"), str(tmp_path / "debs"))
     assert not (tmp_path / "data" / "de_77k" / "train.de").exists()
+
+
+def test_a_resumed_grid_with_fewer_candidates_runs_the_pick_first(corpus, tmp_path):
+    """A grid resumed with --only naming fewer candidates: the others' results are read back, not asked for (a
+    KeyError was), and at each budget the pick trains before the rest (the rule's measurement first, should the
+    runs be stopped)."""
+    corpus, recipe, _ = corpus
+    work = str(tmp_path / "work")
+    budgets.run([corpus], ["3m"], work, 1, recipe, ("short", "N=2", "P0.3"))
+    open(os.environ["CALLS"], "w").close()
+    results = budgets.run([corpus], ["3m", "6m"], work, 1, recipe, ("short", "P0.3"))
+    assert {r.candidate for r in results if r.budget == "6m"} == {"short"}  # P0.3 was in the worse half at 3m
+    calls = open(os.environ["CALLS"]).read().splitlines()
+    assert len(calls) == 1 and "--encoder-layers 3" in calls[0]  # only the pick trained at 6m
+    open(os.environ["CALLS"], "w").close()
+    budgets.run([corpus], ["3m", "9m"], work, 1, recipe, ONLY)  # at 9m: the pick, then N=2 and the refused N=6
+    first = open(os.environ["CALLS"]).read().splitlines()[0]
+    assert "--encoder-layers 3" in first, first  # short, the pick, before N=2 (ahead of it by BLEU at 3m)
