@@ -23,6 +23,7 @@ UPDATES=${UPDATES:-300}
 LOG_INTERVAL=${LOG_INTERVAL:-50}
 REPEATS=${REPEATS:-3}             # training rounds, each trains both models
 GENERATE_REPEATS=${GENERATE_REPEATS:-4}
+GEN_LENGTH=${GEN_LENGTH:-30}      # pieces every hypothesis is decoded to: the same work for both (0: up to source + 50)
 
 OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."
@@ -43,7 +44,7 @@ for part in "${PARTS[@]}"; do
       size=${part#speed-}
       "$VENV_PYTHON" -m benchmarks.speed --work "$WORK" --size "$size" --train-args=--bf16 --generate-args=--bf16 \
         --max-tokens "$MAX_TOKENS" --updates "$UPDATES" --log-interval "$LOG_INTERVAL" --repeats "$REPEATS" \
-        --generate-repeats "$GENERATE_REPEATS" --gen-batch-size 256 --out "$OUT/speed_$size.md" \
+        --generate-repeats "$GENERATE_REPEATS" --gen-batch-size 256 --gen-length "$GEN_LENGTH" --out "$OUT/speed_$size.md" \
         > "$OUT/speed_$size.log" 2>&1
       # each training's and generation's own log (the hypotheses too), beside the table that they made
       mkdir -p "$OUT/speed_${size}_runs" && cp "$WORK"/train_*.log "$WORK"/generate_*.log "$OUT/speed_${size}_runs/"

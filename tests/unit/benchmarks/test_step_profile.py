@@ -76,10 +76,10 @@ def test_gpu_sh_speed_command_is_one_the_benchmark_parses():
     script = open(os.path.join(REPO, "benchmarks", "gpu.sh")).read()
     command = re.search(r'-m benchmarks\.speed (.*?)\n\s*> ', script, re.S).group(1).replace("\\\n", " ").rstrip(" \\")
     values = {"WORK": "runs/bench", "size": "big", "MAX_TOKENS": "16384", "UPDATES": "150", "LOG_INTERVAL": "25",
-              "REPEATS": "1", "GENERATE_REPEATS": "1", "OUT": "/tmp/out"}  # fmt: skip
+              "REPEATS": "1", "GENERATE_REPEATS": "1", "GEN_LENGTH": "30", "OUT": "/tmp/out"}  # fmt: skip
     command = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], command)
     a = speed.parser().parse_args(shlex.split(command))
-    assert (a.size, a.train_args, a.generate_args, a.updates) == ("big", "--bf16", "--bf16", 150)
+    assert (a.size, a.train_args, a.generate_args, a.updates, a.gen_length) == ("big", "--bf16", "--bf16", 150, 30)
 
 
 
