@@ -139,9 +139,10 @@ def build_trainer(argv):
 def kernel_times(averages, steps: int):
     """GPU seconds per step by kind of kernel, and the kernels that took longest ((name, seconds per step),
     longest first), from the profiler's ``key_averages()``. Ranges marked with ``record_function`` (the
-    phases here, fairseq's "forward" and "backward") appear on the GPU's timeline too, as user annotations
-    spanning the kernels they hold: they are not kernels, and counting them would count their kernels
-    twice (the first GPU run did: "other" came to 84% of a step)."""
+    phases here, fairseq's "forward" and "backward", torch.optim's "Optimizer.step#Adam.step") appear on the
+    GPU's timeline too, as user annotations spanning the kernels they hold: they are not kernels, and
+    counting them would count their kernels twice (the first GPU run did: "other" came to 84% of kernel
+    time, and the "adam" in torch.optim's range made its span a multi-tensor kernel)."""
     import torch
 
     kinds, kernels = collections.Counter(), []
