@@ -165,6 +165,7 @@ def test_the_settings_follow_the_corpus_size(pairs, vocab, size_class):
 @pytest.mark.parametrize("pairs, max_update, short", [
     (50_000, None, False), (50_000, 30_000, False), (50_000, 7_500, False),  # within a factor 4 of the small class's
     (50_000, 7_499, True), (50_000, 1_200, True), (600_000, 12_000, True), (5_000_000, 20_000, True),
+    (50_000, 300, True),  # under the 1,200 updates measured, MAX_UPDATE still gets 4,096 tokens (TIME halves them)
 ])  # fmt: skip
 def test_a_budget_under_a_quarter_of_the_classs_gets_the_short_budgets_settings(pairs, max_update, short):
     """The short budget's: the learning benchmark's model, measured best at 1,200 updates on 77k pairs."""
@@ -181,30 +182,46 @@ def test_a_budget_under_a_quarter_of_the_classs_gets_the_short_budgets_settings(
     assert found.budget.startswith(f"MAX_UPDATE={max_update:,}:" if max_update else "no MAX_UPDATE or TIME: a full run")
 
 
-def speeds(full: float, short: float):
-    """A candidate's seconds per update: the size class's model, or the short budget's (3 layers of 256)."""
-    return lambda candidate: short if "--d-model 256" in candidate.model_flags else full
+def speeds(full: float, short: float, halved: float = 1.0):
+    """A candidate's seconds per update: the size class's model, or the short budget's (3 layers of 256) at 4,096
+    tokens an update, ``halved`` times that at 2,048."""
+    def seconds(candidate):
+        if "--d-model 256" not in candidate.model_flags:
+            return full
+        return short * (halved if candidate.tokens_per_update == 2048 else 1.0)
+
+    return seconds
 
 
 @pytest.mark.parametrize("pairs, time_text, picks, updates", [
     (50_000, "2h", "short", 4473),  # 1,646 of the small class's updates fit, under a quarter of its 30,000: 4,473 short ones
+    (50_000, "20m", "short", 673),
     (50_000, "12h", "class", 10196),  # 10,196 fit, at least a quarter: the class's settings, as many updates as fit
     (50_000, "3d", "class", 30000),  # more than the class's 30,000 fit: a full run, no more
     (600_000, "6h", "short", 20414),  # 10,215 of the medium class's 50,000
     (600_000, "8h", "class", 13635),
 ])  # fmt: skip
-def test_a_time_picks_by_the_updates_that_fit_here(pairs, time_text, picks, updates):
+@pytest.mark.parametrize("halved", [0.5, 0.7])  # an update of 2,048 tokens takes half the time, or 0.7 of it (a GPU's)
+def test_a_time_picks_by_the_updates_that_fit_here(pairs, time_text, picks, updates, halved):
     """TIME is turned into each candidate's updates at its measured speed (here 4 s and 1.5 s for the small class's
     model and the short budget's, 2 s and 1 s for the medium class's), with 20 validations of a dev set of 20,000
-    target tokens (1,000 pairs), then the rule of MAX_UPDATE."""
+    target tokens (1,000 pairs), then the rule of MAX_UPDATE; in the short budget's range, updates of 2,048 tokens
+    where at least 1.5 times as many of them fit (twice as many at half the time; 1.4 times at 0.7: not enough)."""
     from transformer_plugin_cli.tools.speed_probe import parse_time
 
     full, short = (4.0, 1.5) if pairs < 100_000 else (2.0, 1.0)
-    found = pt.settings_for_time(pairs, ("LATIN", "LATIN"), parse_time(time_text), time_text, speeds(full, short), 20_000)
-    assert found.max_update == updates
+    found = pt.settings_for_time(pairs, ("LATIN", "LATIN"), parse_time(time_text), time_text, speeds(full, short, halved), 20_000)
+    if picks == "short" and halved == 0.5:  # twice as many of 2,048 tokens, validations counted as before
+        assert found.tokens_per_update == 2048 and 1.9 * updates <= found.max_update <= 2.1 * updates
+        assert (f"{found.max_update:,} updates of 2,048 tokens fit ({short * halved:.2f} s each), 2.0 times as many: those, "
+                "which learn more in the same time (measured at TIME=20m and 1h") in found.budget  # fmt: skip
+    else:
+        assert found.tokens_per_update == (4096 if pairs < 100_000 or picks == "short" else 12500)
+        assert found.max_update == updates and "updates of 2,048 tokens" not in found.budget
     if picks == "short":
         assert (found.model_flags, found.vocab_size, found.dropout) == (pt.SHORT_BUDGET["model_flags"], 8000, 0.1)
         assert found.budget.startswith(f"TIME={time_text}: ") and "a short budget's settings" in found.budget
+        assert f"{updates:,} of a short budget's ({short:.2f} s each)" in found.budget
     else:
         assert found.model_flags == pt.class_settings(pairs, ("LATIN", "LATIN")).model_flags
         assert found.budget.startswith(f"TIME={time_text}: {updates if updates < 30000 else 61396:,} updates of the ")
