@@ -275,6 +275,9 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
         probe_all(list(everyone.values()), mine[0])
         for budget in budgets:
             pick, valid_tokens = rule_pick(corpus, budget, mine[0])
+            for r in results:  # the rule's pick now, for every run measured (a rule revised since moves the mark)
+                if (r.corpus, r.budget) == (corpus.name, budget):
+                    r.is_pick = [PICK] if r.settings == pick else []
             todo = []
             for name in names:
                 settings = everyone[name]

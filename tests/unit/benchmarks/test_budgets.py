@@ -133,8 +133,13 @@ def test_a_resumed_grid_with_fewer_candidates_runs_the_pick_first(corpus, tmp_pa
     corpus, recipe, _ = corpus
     work = str(tmp_path / "work")
     budgets.run([corpus], ["3m"], work, 1, recipe, ("short", "N=2", "P0.3"))
+    stale = budgets.load(work)  # as if a rule since revised had picked N=2: the mark follows the rule now
+    for r in stale:
+        r.is_pick = ["pick"] if r.candidate == "N=2" else []
+    budgets.save(work, stale)
     open(os.environ["CALLS"], "w").close()
     results = budgets.run([corpus], ["3m", "6m"], work, 1, recipe, ("short", "P0.3"))
+    assert [r.candidate for r in results if r.budget == "3m" and r.is_pick] == ["short"]
     assert {r.candidate for r in results if r.budget == "6m"} == {"short"}  # P0.3 was in the worse half at 3m
     calls = open(os.environ["CALLS"]).read().splitlines()
     assert len(calls) == 1 and "--encoder-layers 3" in calls[0]  # only the pick trained at 6m
