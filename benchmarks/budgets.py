@@ -281,13 +281,11 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
             todo = []
             for name in names:
                 settings = everyone[name]
-                is_pick = [PICK] if settings == pick else []
-                known = next((r for r in results if (r.corpus, r.budget, r.candidate) == (corpus.name, budget, name)), None)
-                if known:
-                    known.is_pick = is_pick
-                    continue
+                if any((r.corpus, r.budget, r.candidate) == (corpus.name, budget, name) for r in results):
+                    continue  # measured already, its mark set above
                 updates, refused = updates_for(settings, budget, mine[0], valid_tokens)
-                todo.append(Result(corpus.name, budget, name, settings, updates, refused, is_pick=is_pick))
+                todo.append(Result(corpus.name, budget, name, settings, updates, refused,
+                                   is_pick=[PICK] if settings == pick else []))  # fmt: skip
             if not any(r.is_pick for r in todo) and not any(
                     r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)):  # fmt: skip
                 raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")

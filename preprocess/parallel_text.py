@@ -44,7 +44,7 @@ import shlex
 import sys
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.files import TMP_SUFFIX, exits_on_a_full_disk, publish
@@ -560,16 +560,15 @@ def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], 
     short_per_update = speed(short)
     short.max_update = updates_that_fit(seconds, short_per_update, short.tokens_per_update, valid_tokens)
     short.budget = short_why(full, short.max_update, f"{fit}, {short.max_update:,} of a short budget's ({short_per_update:.2f} s each)")
-    smaller = short_settings(full, 0, "")
-    smaller.tokens_per_update = SHORT_TIME_TOKENS_PER_UPDATE
+    smaller = replace(short, tokens_per_update=SHORT_TIME_TOKENS_PER_UPDATE)
     per_update = speed(smaller)
-    updates = updates_that_fit(seconds, per_update, smaller.tokens_per_update, valid_tokens)
-    if updates >= SHORT_TIME_GAIN * max(1, short.max_update):  # more, smaller updates, where they are many more here
-        short.budget += (f"; {updates:,} updates of {smaller.tokens_per_update:,} tokens fit ({per_update:.2f} s each), "
-                         f"{updates / max(1, short.max_update):.1f} times as many: those, which learn more in the same "
-                         f"time ({SHORT_TIME_MEASURED})")  # fmt: skip
-        short.tokens_per_update, short.max_update = smaller.tokens_per_update, updates
-    return short
+    smaller.max_update = updates_that_fit(seconds, per_update, smaller.tokens_per_update, valid_tokens)
+    gain = smaller.max_update / max(1, short.max_update)
+    if gain < SHORT_TIME_GAIN:  # more, smaller updates only where they are many more here
+        return short
+    smaller.budget += (f"; {smaller.max_update:,} updates of {smaller.tokens_per_update:,} tokens fit ({per_update:.2f} s "
+                       f"each), {gain:.1f} times as many: those, which learn more in the same time ({SHORT_TIME_MEASURED})")  # fmt: skip
+    return smaller
 
 
 def class_settings(pairs: int, scripts: Tuple[Optional[str], Optional[str]]) -> Sized:
