@@ -25,7 +25,7 @@ VOCAB=${VOCAB:-300}; STEPS=${STEPS:-10}; CORPUS=${CORPUS:-/dev/null}
 [ "$DRY_RUN" = 1 ] || mkdir -p "$WORK"
 stage 1 "data" bash -c 'echo data >> "$0/log"' "$WORK" "$CORPUS"
 stage 2 "vocabulary of $VOCAB" bash -c 'echo "vocab $1" >> "$0/log"' "$WORK" "$VOCAB"
-[ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"' "$WORK" "$STEPS" --save-dir "$WORK/ckpt"
+[ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"; mkdir -p "$0/ckpt"; touch "$0/ckpt/checkpoint_last.pt"; [ -z "${FAIL_TRAIN:-}" ]' "$WORK" "$STEPS" --save-dir "$WORK/ckpt"
 stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK" "$REPO/transformer_plugin" "${VENV_PYTHON:-python}"
 declare -F run_stages > /dev/null || run_stages() { :; }  # lib.sh before the engine ran each stage at once
 run_stages
@@ -93,6 +93,22 @@ def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(
     (tmp_path / "work" / ".done" / "3").unlink()
     proc, log = recipe(tmp_path, STEPS="20")
     assert proc.returncode == 0 and log[-2:] == ["train 20", "score"]
+
+
+def test_a_training_stopped_before_it_was_done_continues_only_under_its_own_settings(tmp_path):
+    """A training that failed or was stopped left its checkpoints and no stamp: with other settings the recipe stops
+    before any work (it used to continue those checkpoints under them), with its own it continues them."""
+    proc, log = recipe(tmp_path, FAIL_TRAIN="1")
+    assert proc.returncode != 0 and log == ["data", "vocab 300", "train 10"]
+    assert (tmp_path / "work" / ".done" / "3.begun").exists() and not (tmp_path / "work" / ".done" / "3").exists()
+    proc, log = recipe(tmp_path, STEPS="20")
+    assert proc.returncode == 3, proc.stderr
+    assert ("stage 3 (training) was begun and stopped before it was done, but its settings changed since it was "
+            "begun: STEPS was 10, now 20") in proc.stderr  # fmt: skip
+    assert log == ["data", "vocab 300", "train 10"] and proc.stdout == ""  # nothing ran
+    proc, log = recipe(tmp_path)
+    assert proc.returncode == 0 and log[-2:] == ["train 10", "score"], proc.stderr
+    assert (tmp_path / "work" / ".done" / "3").exists() and not (tmp_path / "work" / ".done" / "3.begun").exists()
 
 
 def test_a_changed_input_outside_work_redoes_its_stage_and_a_copy_of_it_does_not(tmp_path):

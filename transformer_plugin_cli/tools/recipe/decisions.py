@@ -3,6 +3,11 @@ it (its command or the files it reads changed, or a stage whose outputs it reads
 stage that would be redone: fairseq-train would continue its old checkpoints under the new settings), or wait
 for node 0's (data, on another node of LAUNCH=torchrun).
 
+A training that was stopped before it was done (a signal, a crash, a session that ended) left checkpoints, and
+its ``ID.begun`` stamp says under which settings they were trained: run again with the same ones it continues
+them; with others (another MAX_UPDATE, and so another warm-up; another DROPOUT; an edited corpus) it stops, as a
+training done would, rather than continue those checkpoints under settings they were not trained with.
+
 Which stage reads which: a stage reads an earlier stage's outputs (:meth:`Stage.outputs`) when a path it names
 or declares reading (:meth:`Stage.names`) is one of them, lies inside one, holds one, or is the prefix of one
 (``--trainpref spm/train.sp`` reads ``spm/train.sp.en``). A stage whose outputs are unknown is read by every
@@ -20,6 +25,7 @@ from transformer_plugin_cli.tools.recipe.legacy import legacy_words, normalised_
 from transformer_plugin_cli.tools.recipe.stamps import Context, Done, Stage, identity, read_stamp
 
 CHANGED = "its settings changed since it was done: "  # then the settings, named
+BEGUN = ".begun"  # beside a training's stamp: written as it starts, removed once it is done
 
 
 def _differences(before: Sequence[str], after: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -116,6 +122,7 @@ class Decision:
     identity: Optional[Dict] = None
     upgrade: bool = False  # an old stamp that holds: rewrite it when skipped
     origin: Tuple[str, str] = ("", "")  # the stage whose own change this decision comes from, and that change
+    begun: bool = False  # a stop of a training begun and not done (its checkpoints, not its stamp)
 
 
 def _summary(why: str) -> str:
@@ -132,9 +139,15 @@ def decide(stages: Sequence[Stage], ctx: Context) -> List[Decision]:
             continue
         now = identity(stage, ctx)
         done = read_stamp(os.path.join(ctx.stamp_dir, stage.id))
-        why, upgrade = why_changed(done, stage, ctx, now) if done else ("", False)
+        begun = None  # a training stopped before it was done, whose checkpoints fairseq-train would continue
+        if done is None and stage.trains and os.path.exists(os.path.join(save_dir(stage), "checkpoint_last.pt")):
+            begun = read_stamp(os.path.join(ctx.stamp_dir, stage.id + BEGUN))
+        kept = done or begun
+        why, upgrade = why_changed(kept, stage, ctx, now) if kept else ("", False)
+        if begun:
+            why, upgrade = why.replace("since it was done", "since it was begun"), False
         origin = (stage.id, _summary(why) if why else "it was never done")
-        if done and not why:
+        if kept and not why:
             for earlier, decision in zip(stages[:k], decisions):
                 path = reads_from(stage, earlier, ctx.work) if decision.action in ("run", "redo", "stop") else None
                 if path is not None:
@@ -146,18 +159,29 @@ def decide(stages: Sequence[Stage], ctx: Context) -> List[Decision]:
         if done and not why:
             decisions.append(Decision("skip", identity=now, upgrade=upgrade))
         elif why and stage.trains:
-            decisions.append(Decision("stop", why, now, origin=origin))
+            decisions.append(Decision("stop", why, now, origin=origin, begun=begun is not None))
         else:
             decisions.append(Decision("redo" if why else "run", why, now, origin=origin))
     return decisions
 
 
-def stop_message(stage: Stage, why: str, ctx: Context) -> str:
-    save_dir = "checkpoints"  # fairseq's default --save-dir
+def save_dir(stage: Stage) -> str:
+    found = "checkpoints"  # fairseq's default --save-dir
     for i, word in enumerate(stage.argv[:-1]):
         if word == "--save-dir":
-            save_dir = stage.argv[i + 1] or save_dir
+            found = stage.argv[i + 1] or found
+    return found
+
+
+def stop_message(stage: Stage, why: str, ctx: Context, begun: bool = False) -> str:
+    checkpoints = shlex.quote(save_dir(stage))
+    if begun:
+        stamp = shlex.quote(os.path.join(ctx.stamp_dir, stage.id + BEGUN))
+        return (f"stage {stage.id} (training) was begun and stopped before it was done, but {why}. Its checkpoints in\n"
+                f"{checkpoints} were trained under the old settings, and fairseq-train would continue them under the new.\n"
+                f"Run with the old settings to continue them. To train from scratch, delete {checkpoints} and {stamp};\n"
+                f"to continue them under the new settings deliberately, delete {stamp} only. Or set another WORK.")  # fmt: skip
     stamp = shlex.quote(os.path.join(ctx.stamp_dir, stage.id))
     return (f"stage {stage.id} (training) was done, but {why}. fairseq-train would continue its checkpoints under the new\n"
-            f"settings. To train from scratch, delete {shlex.quote(save_dir)} and {stamp}; to continue those checkpoints\n"
+            f"settings. To train from scratch, delete {checkpoints} and {stamp}; to continue those checkpoints\n"
             f"deliberately (a larger MAX_UPDATE, say), delete {stamp} only. Or set another WORK.")  # fmt: skip

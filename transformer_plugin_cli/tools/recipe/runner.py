@@ -10,7 +10,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.tools.recipe import space
-from transformer_plugin_cli.tools.recipe.decisions import Decision, decide, stop_message
+from transformer_plugin_cli.tools.recipe.decisions import BEGUN, Decision, decide, stop_message
 from transformer_plugin_cli.tools.recipe.failures import StageFailed
 from transformer_plugin_cli.tools.recipe.launching import Launcher, shown
 from transformer_plugin_cli.tools.recipe.processes import Interrupted, Supervisor, die_with_parent
@@ -34,7 +34,7 @@ class Runner:
 
     def check(self) -> Tuple[List[Decision], List[str]]:
         decisions = decide(self.stages, self.ctx)
-        stops = [stop_message(s, d.why, self.ctx) for s, d in zip(self.stages, decisions) if d.action == "stop"]
+        stops = [stop_message(s, d.why, self.ctx, d.begun) for s, d in zip(self.stages, decisions) if d.action == "stop"]
         return decisions, stops
 
     def space(self, decisions: Sequence[Decision]) -> Tuple[space.Plan, int]:
@@ -119,7 +119,7 @@ class Runner:
             if not self.dry_run:
                 return
         elif decision.action == "stop":  # only in a dry run: a real run stopped before any work
-            say(f"(a real run stops here: {stop_message(stage, decision.why, self.ctx)})")
+            say(f"(a real run stops here: {stop_message(stage, decision.why, self.ctx, decision.begun)})")
         elif decision.action == "redo":
             say(f"{'a real run redoes this stage' if self.dry_run else 'redoing it'}: {decision.why}")
         if self.dry_run:
@@ -134,8 +134,12 @@ class Runner:
         if stage.clears:
             shutil.rmtree(stage.clears, ignore_errors=True)
         self.launcher.make_directories(stage.argv)
+        if stage.trains:  # the settings its checkpoints are trained under, should it stop before it is done
+            write_stamp(stamp + BEGUN, stage, decision.identity, self.ctx)
         self.launcher.run(stage.argv)
         write_stamp(stamp, stage, decision.identity, self.ctx)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(stamp + BEGUN)
 
 
 def read_plan(data: bytes) -> Tuple[List[Stage], Dict[str, str], List[str]]:

@@ -251,6 +251,31 @@ def test_an_edited_corpus_given_as_a_prefix_redoes_what_reads_it_and_stops_befor
     assert message.startswith("stage 4 (training) was done, but stage 3") and f"{corpus}.de" in message
 
 
+def test_a_training_stopped_before_it_was_done_continues_only_under_its_own_settings(tmp_path, corpus):
+    """A training that was stopped (a signal, a session that ended) left checkpoints and no stamp: run again the same,
+    it continues them; run with another MAX_UPDATE (and so another warm-up), it stops rather than continue them under
+    settings they were not trained with (it did, until 2026-11-28), and says how to go on."""
+    ctx = context(tmp_path, settings={"MAX_UPDATE": "1873"})
+    plan = pipeline(tmp_path, corpus)
+    plan[3].argv += ["--max-update", "1873"]
+    mark_done(ctx, plan[:3])
+    begun = os.path.join(ctx.stamp_dir, "4" + recipe.decisions.BEGUN)
+    recipe.write_stamp(begun, plan[3], recipe.identity(plan[3], ctx), ctx)  # as the runner writes it as it starts
+    assert recipe.decide(plan, ctx)[3].action == "run"  # no checkpoint yet: nothing to continue
+    os.makedirs(tmp_path / "work" / "ckpt")
+    (tmp_path / "work" / "ckpt" / "checkpoint_last.pt").write_bytes(b"x")
+    assert recipe.decide(plan, ctx)[3].action == "run"  # the same settings: it continues them
+    plan[3].argv[-1], ctx.settings = "2019", {"MAX_UPDATE": "2019"}
+    decision = recipe.decide(plan, ctx)[3]
+    assert (decision.action, decision.begun) == ("stop", True)
+    assert decision.why == "its settings changed since it was begun: MAX_UPDATE was 1873, now 2019"
+    message = recipe.stop_message(plan[3], decision.why, ctx, decision.begun)
+    assert message.startswith("stage 4 (training) was begun and stopped before it was done, but its settings changed")
+    assert f"delete {begun} only" in message
+    os.remove(begun)  # continued deliberately, as the message says
+    assert recipe.decide(plan, ctx)[3].action == "run"
+
+
 def test_a_change_redoes_what_reads_it_and_nothing_else(tmp_path, corpus):
     ctx = context(tmp_path)
     mark_done(ctx, pipeline(tmp_path, corpus, export=("hf",)))
