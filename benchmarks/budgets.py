@@ -10,7 +10,7 @@ on the test set) and its validation nll (bits per token) is read from its log.
 
 The candidates: the rule's pick (what ``TIME`` picks here, preprocess/parallel_text.py), the size class's
 settings, and the short budget's settings with one thing changed at a time, where the change makes an update
-faster (2 layers, a vocabulary of 2,000, half the batch); ``--only`` adds those the ablation at 1,200 updates
+faster (2 layers, a vocabulary of 2,000, half the batch), and two of those changes joined (``JOINED``); ``--only`` adds those the ablation at 1,200 updates
 already ruled out (6 layers, d_model 512, P_drop 0.3: ``DEFAULT_CANDIDATES``). Successive halving prunes them:
 every candidate at the first budget, then at each next budget the better half of those measured at the one
 before (by BLEU), the rule's pick, and those too slow for the budget before. A candidate given fewer updates
@@ -68,10 +68,13 @@ CHANGES = {
     "BPE2k": ("a vocabulary of 2,000", {"VOCAB_SIZE": "2000"}),
     "2k-tokens": ("2,048 tokens an update", {"TOKENS_PER_UPDATE": "2048"}),
 }
+# name -> the changes it joins: where two changes each gained at a budget, whether they add up (at TIME=1h on EN-RU
+# 2 layers gained most, and 2,048 tokens an update next, docs/benchmarks.md).
+JOINED = {"N=2+2k-tokens": ("N=2", "2k-tokens")}
 # Run by default: those a budget in time could favour, each faster an update than the short budget's or the class's
 # own. The others lose at these budgets by the ablation at 1,200 updates (docs/benchmarks.md): N=6 and d_model 512
 # learn no faster an update (N=6 slower) at 1.6 and 2.1 times the time an update here, and P_drop 0.3 cost 4.4 BLEU.
-DEFAULT_CANDIDATES = ["short", "class", "N=2", "BPE2k", "2k-tokens"]
+DEFAULT_CANDIDATES = ["short", "class", "N=2", "BPE2k", "2k-tokens", "N=2+2k-tokens"]
 
 # The corpora of docs/benchmarks.md, from the gettext catalogues of Debian 12's packages (preprocess.debian_l10n):
 # the learning benchmark's 77k English-German pairs, and 22k English-Russian pairs of fewer packages (a game's
@@ -121,6 +124,10 @@ class Result:
     valid_nll: Optional[float] = None  # bits per token, the last validation
     train_seconds: Optional[float] = None  # fairseq's own clock of the training
     is_pick: List[str] = field(default_factory=list)  # the candidates that are the rule's pick (same settings)
+    measured: str = ""  # the day it was trained and scored
+    pairs: Optional[int] = None  # the corpus's training pairs then (a corpus rebuilt from Debian's packages moves)
+    time: str = ""  # the TIME its updates were asked for, where not ``budget``: ``budget`` on another machine (calibrated)
+    note: str = ""
 
 
 def recipe_settings(variables: Dict[str, str]) -> Dict[str, str]:
@@ -137,6 +144,8 @@ def candidates(corpus: Corpus) -> Dict[str, Dict[str, str]]:
                                         "VOCAB_SIZE": str(full.vocab_size), "TOKENS_PER_UPDATE": str(full.tokens_per_update)}}  # fmt: skip
     for name, (_, change) in CHANGES.items():
         found[name] = {**short, **change}
+    for name, parts in JOINED.items():
+        found[name] = {**short, **{k: v for part in parts for k, v in CHANGES[part][1].items()}}
     return found
 
 
@@ -222,24 +231,53 @@ def survivors(results: Sequence[Result], keep: float = 0.5) -> List[str]:
     return chosen + [name for name in others if name not in chosen]
 
 
-def results_file(work_root: str) -> str:
-    return os.path.join(work_root, "results.json")
+def results_file(where: str) -> str:
+    """The results' record: ``where`` itself where it names a .json file (a record kept in git, docs/budgets/), else
+    ``where/results.json`` (a runs' folder)."""
+    return where if where.endswith(".json") else os.path.join(where, "results.json")
 
 
-def load(work_root: str) -> List[Result]:
+def load(where: str) -> List[Result]:
     try:
-        with open(results_file(work_root)) as f:
+        with open(results_file(where)) as f:
             return [Result(**r) for r in json.load(f)]
     except FileNotFoundError:
         return []
 
 
-def save(work_root: str, results: Sequence[Result]) -> None:
-    os.makedirs(work_root, exist_ok=True)
-    tmp = results_file(work_root) + ".tmp"
-    with open(tmp, "w") as f:
+def save(where: str, results: Sequence[Result]) -> None:
+    path = results_file(where)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w") as f:
         json.dump([asdict(r) for r in results], f, indent=1)
-    os.replace(tmp, results_file(work_root))
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def calibrated(budget: str, known: Sequence[Result], core: Optional[int], valid_tokens: int) -> str:
+    """The TIME of this machine's core that is ``budget`` where ``known`` (the runs of this budget measured already,
+    perhaps on another machine, a faster or a slower one) ran: the TIME that gives the first of them (the pick, if
+    measured) the updates it was given there. Candidates compared at one budget are given the same compute, not the
+    same seconds of different machines. ``budget`` itself where none is known, or where it gives those updates."""
+    measured = sorted((r for r in known if r.bleu is not None and not r.time), key=lambda r: not r.is_pick)
+    if not measured:
+        return budget
+    reference = measured[0]
+
+    def updates(seconds: int) -> int:
+        return updates_for(reference.settings, f"{seconds}s", core, valid_tokens)[0]
+
+    low, high = 120, parse_time(budget)  # TIME's least
+    if updates(high) == reference.updates:
+        return budget
+    if updates(low) >= reference.updates:
+        return f"{low}s"
+    while updates(high) < reference.updates:
+        low, high = high, high * 2
+    while high - low > 1:  # the fewest seconds that give at least its updates
+        middle = (low + high) // 2
+        low, high = (low, middle) if updates(middle) >= reference.updates else (middle, high)
+    return f"{high}s"
 
 
 def probe_all(settings: Sequence[Dict[str, str]], core: int) -> None:
@@ -258,15 +296,23 @@ def probe_all(settings: Sequence[Dict[str, str]], core: int) -> None:
 
 
 def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs: int, recipe: str,
-        only: Sequence[str] = (), use_cores: Sequence[int] = ()) -> List[Result]:  # fmt: skip
+        only: Sequence[str] = (), use_cores: Sequence[int] = (), record: Optional[str] = None) -> List[Result]:  # fmt: skip
     """Train and score the candidates of each corpus at each budget, ``jobs`` side by side, each on a core of its own
-    (``use_cores``, or the first of this process's); what ``work_root`` holds already is read back."""
+    (``use_cores``, or the first of this process's); what the ``record`` (a .json file, or ``work_root``'s) holds
+    already is read back, not trained again, and each result is added to it as it comes. The runs' folders are a
+    cache: a record kept apart from them (in git) outlives the machine they were on."""
+    record = record or work_root
     cores = queue.Queue()
     mine = list(use_cores) or sorted(os.sched_getaffinity(0))[:jobs]
     for core in mine:
         cores.put(core)
-    results = [r for r in load(work_root) if r.bleu is not None or r.refused]  # what a stopped run finished
+    results = [r for r in load(record) if r.bleu is not None or r.refused]  # what a stopped run finished
     for corpus in corpora:
+        pairs = corpus.pairs()
+        moved = sorted({r.pairs for r in results if r.corpus == corpus.name and r.pairs not in (None, pairs)})
+        if moved:
+            print(f"{corpus.name}: {pairs} training pairs now; results measured on {', '.join(map(str, moved))} are "
+                  "kept (the table says which)", flush=True)  # fmt: skip
         everyone = candidates(corpus)
         if only:
             everyone = {k: v for k, v in everyone.items() if k in only}
@@ -275,6 +321,12 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
         probe_all(list(everyone.values()), mine[0])
         for budget in budgets:
             pick, valid_tokens = rule_pick(corpus, budget, mine[0])
+            here = calibrated(budget, [r for r in results if (r.corpus, r.budget) == (corpus.name, budget)], mine[0],
+                              valid_tokens)  # fmt: skip
+            if here != budget:
+                print(f"{corpus.name}, TIME={budget}: {here} of this machine's core (its runs measured already had "
+                      "that many updates where they ran)", flush=True)  # fmt: skip
+                pick, valid_tokens = rule_pick(corpus, here, mine[0])
             for r in results:  # the rule's pick now, for every run measured (a rule revised since moves the mark)
                 if (r.corpus, r.budget) == (corpus.name, budget):
                     r.is_pick = [PICK] if r.settings == pick else []
@@ -283,14 +335,16 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                 settings = everyone[name]
                 if any((r.corpus, r.budget, r.candidate) == (corpus.name, budget, name) for r in results):
                     continue  # measured already, its mark set above
-                updates, refused = updates_for(settings, budget, mine[0], valid_tokens)
+                updates, refused = updates_for(settings, here, mine[0], valid_tokens)
                 todo.append(Result(corpus.name, budget, name, settings, updates, refused,
-                                   is_pick=[PICK] if settings == pick else []))  # fmt: skip
+                                   is_pick=[PICK] if settings == pick else [], time="" if here == budget else here))  # fmt: skip
             if not any(r.is_pick for r in todo) and not any(
                     r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)):  # fmt: skip
                 raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")
             # the pick first: the measurement the rule stands on, should the runs stop before the others
             pending = sorted((r for r in todo if not r.refused), key=lambda r: not r.is_pick)
+            for r in todo:
+                r.measured, r.pairs = time.strftime("%Y-%m-%d"), pairs
             results.extend(r for r in todo if r.refused)
             print(f"{corpus.name}, TIME={budget}: {len(pending)} to train: "
                   + ", ".join(f"{r.candidate} ({r.updates} updates)" for r in pending), flush=True)  # fmt: skip
@@ -299,6 +353,7 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                 core = cores.get()
                 try:
                     r.__dict__.update(run_recipe(corpus, budget, r.candidate, r.settings, r.updates, work_root, core, recipe))
+                    r.measured, r.pairs = time.strftime("%Y-%m-%d"), pairs
                 finally:
                     cores.put(core)
                 print(f"  {corpus.name} {budget} {r.candidate}: BLEU {r.bleu}, chrF {r.chrf}, valid nll {r.valid_nll}",
@@ -308,8 +363,8 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
             with concurrent.futures.ThreadPoolExecutor(max_workers=len(mine)) as pool:
                 for r in pool.map(one, pending):
                     results.append(r)
-                    save(work_root, results)
-            save(work_root, results)
+                    save(record, results)
+            save(record, results)
             # of those --only names: a run resumed with fewer candidates finds the others' results too
             names = [n for n in survivors([r for r in results if (r.corpus, r.budget) == (corpus.name, budget)]) if n in everyone]
     return results
@@ -321,8 +376,15 @@ def table(results: Sequence[Result]) -> str:
     for corpus in dict.fromkeys(r.corpus for r in results):
         rows = [r for r in results if r.corpus == corpus]
         budgets = sorted(dict.fromkeys(r.budget for r in rows), key=parse_time)
-        lines += [f"**{corpus}**", "", "| candidate | " + " | ".join(f"TIME={b}" for b in budgets) + " |",
-                  "|---|" + "---|" * len(budgets)]  # fmt: skip
+        lines += [f"**{corpus}**", ""]
+        when = {}  # (training pairs, day) -> runs: a corpus rebuilt from Debian's packages may have moved between them
+        for r in rows:
+            if r.bleu is not None:
+                when[r.pairs, r.measured] = when.get((r.pairs, r.measured), 0) + 1
+        if len({pairs for pairs, _ in when}) > 1:
+            lines += ["Measured on " + "; ".join(f"{pairs or 0:,} training pairs ({n} run{'s' if n > 1 else ''}, {day or 'day not kept'})"
+                                                 for (pairs, day), n in sorted(when.items(), key=str)) + ".", ""]  # fmt: skip
+        lines += ["| candidate | " + " | ".join(f"TIME={b}" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
         for name in dict.fromkeys(r.candidate for r in rows):
             cells = []
             for b in budgets:
@@ -342,6 +404,10 @@ def table(results: Sequence[Result]) -> str:
                 best = max(measured, key=lambda x: x.bleu)
                 lines.append(f"\nTIME={b}: the pick's BLEU {pick.bleu:.2f}, the best's {best.bleu:.2f} ({best.candidate}): "
                              f"{'within' if best.bleu - pick.bleu <= 0.5 else 'NOT within'} 0.5")  # fmt: skip
+            for given in dict.fromkeys(x.time for x in rows if x.budget == b and x.time):
+                names = ", ".join(x.candidate for x in rows if (x.budget, x.time) == (b, given))
+                lines.append(f"\nTIME={b}: {names} given {given} of another machine's core, the compute of the "
+                             f"{b} where the others ran")  # fmt: skip
         lines.append("")
     return "\n".join(lines)
 
@@ -395,6 +461,8 @@ def main(argv=None) -> int:
     r.add_argument("--only", nargs="+", default=DEFAULT_CANDIDATES,
                    help=f"the candidates (default {' '.join(DEFAULT_CANDIDATES)}; also: " + ", ".join(c for c in CHANGES if c not in DEFAULT_CANDIDATES) + ")")
     r.add_argument("--recipe", default=os.path.join(REPO, "recipes", "parallel_text.sh"))
+    r.add_argument("--record", help="the results' record, a .json file (default: WORK/results.json); what it holds "
+                   "is not trained again")
     c = sub.add_parser("corpora", help="the two corpora of docs/benchmarks.md, from Debian's packages")
     c.add_argument("--out", default="runs/budgets/data")
     c.add_argument("--debs", help="the packages' .deb files are here (default: apt-get download)")
@@ -402,7 +470,7 @@ def main(argv=None) -> int:
     t.add_argument("--out", help="write the table here (markdown)")
     t.add_argument("--figure", help="write the figure here (PNG)")
     r.add_argument("--work", nargs=1, default=["runs/budgets"])
-    t.add_argument("--work", nargs="+", default=["runs/budgets"], help="one or more runs' folders")
+    t.add_argument("--work", nargs="+", default=["runs/budgets"], help="one or more runs' folders or records (.json)")
     a = p.parse_args(argv)
     try:
         if a.command == "corpora":
@@ -411,7 +479,7 @@ def main(argv=None) -> int:
         if a.command == "run":
             for b in a.budgets:
                 parse_time(b)
-            results = run(a.corpus, a.budgets, a.work[0], a.jobs, a.recipe, a.only, a.cores)
+            results = run(a.corpus, a.budgets, a.work[0], a.jobs, a.recipe, a.only, a.cores, a.record)
         else:
             results = [r for work in a.work for r in load(work)]
     except (RuntimeError, ValueError) as e:

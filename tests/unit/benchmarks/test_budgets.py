@@ -71,6 +71,9 @@ def test_the_candidates_are_the_short_budgets_with_one_change_each(corpus):
     assert "--d-model 512" in found["d512"]["MODEL_FLAGS"] and "--encoder-layers 3" in found["d512"]["MODEL_FLAGS"]
     for name in budgets.CHANGES:
         assert sum(found[name][k] != short[k] for k in short) == 1, name
+    joined = found["N=2+2k-tokens"]  # two changes joined: each part's variables, the rest the short budget's
+    assert {k for k in short if joined[k] != short[k]} == {"MODEL_FLAGS", "TOKENS_PER_UPDATE"}
+    assert joined["MODEL_FLAGS"] == found["N=2"]["MODEL_FLAGS"] and joined["TOKENS_PER_UPDATE"] == "2048"
 
 
 def test_survivors_are_the_better_half_the_pick_and_the_unmeasured():
@@ -147,3 +150,28 @@ def test_a_resumed_grid_with_fewer_candidates_runs_the_pick_first(corpus, tmp_pa
     budgets.run([corpus], ["3m", "9m"], work, 1, recipe, ONLY)  # at 9m: the pick, then N=2 and the refused N=6
     first = open(os.environ["CALLS"]).read().splitlines()[0]
     assert "--encoder-layers 3" in first, first  # short, the pick, before N=2 (ahead of it by BLEU at 3m)
+
+
+def test_a_record_from_another_machine_gives_a_new_candidate_the_same_compute(corpus, tmp_path):
+    """Runs kept in a record (a .json file, as docs/budgets/ keeps them) were measured on another machine: a new
+    candidate at that budget is given the TIME of this machine's core that gives the record's pick the updates it
+    had there, not the budget's seconds here (the machine after this one was 1.5 to 1.9 times as fast)."""
+    corpus, recipe, root = corpus
+    record = str(tmp_path / "record" / "toy.json")
+    first = budgets.run([corpus], ["3m"], str(tmp_path / "work1"), 1, recipe, ("short", "N=2"), record=record)
+    assert {r.candidate: r.updates for r in first} == {"short": 104, "N=2": 131}
+    assert all(r.measured and r.pairs == 40 and not r.time for r in first)
+    cache = root / "cache" / "transformer_plugin" / "speed.json"
+    speeds = json.loads(cache.read_text())
+    cache.write_text(json.dumps({k: {**v, "seconds": v["seconds"] * 0.75} for k, v in speeds.items()}))  # faster
+    open(os.environ["CALLS"], "w").close()
+    results = budgets.run([corpus], ["3m"], str(tmp_path / "work2"), 1, recipe, ("short", "N=2", "P0.3"), record=record)
+    new = next(r for r in results if r.candidate == "P0.3")
+    # P0.3 is as fast as the pick: the same 104 updates, in fewer seconds here than 3 minutes
+    assert new.updates == 104 and new.time.endswith("s") and 120 <= int(new.time[:-1]) < 180, new
+    assert len(open(os.environ["CALLS"]).read().splitlines()) == 1  # only P0.3 trained: the record's were read back
+    kept = budgets.load(record)
+    assert [r.candidate for r in kept] == ["short", "N=2", "P0.3"]
+    kept[0].pairs = 38  # the corpus rebuilt since (Debian's packages moved): the table says on what each was measured
+    assert f"TIME=3m: P0.3 given {new.time} of another machine's core" in budgets.table(kept)
+    assert "Measured on 38 training pairs (1 run," in budgets.table(kept)
