@@ -40,6 +40,7 @@ import gzip
 import hashlib
 import itertools
 import os
+import re
 import shlex
 import sys
 import unicodedata
@@ -502,16 +503,27 @@ SHORT_BUDGET_SHARE = 4
 SHORT_BUDGET_MEASURED = 1200
 SHORT_BUDGET = dict(vocab_size=8000, model_flags="--encoder-layers 3 --decoder-layers 3 --d-model 256 --d-ff 1024 --attention-heads 4",
                     dropout=0.1, tokens_per_update=4096)  # fmt: skip
-# A budget in time in the short budget's range is spent on updates of half the tokens where that gives at least
-# SHORT_TIME_GAIN times as many updates here: on one core an update of 2,048 tokens takes 0.41 of one of 4,096 (2.19 s
-# against 5.33), and at TIME=20m and 1h on two corpora the runs of 2,048-token updates learnt more than those of
-# 4,096 (docs/benchmarks.md, "Budgets"). Early in training a batch well under the gradient's noise scale loses
-# little of an update's progress, so more, smaller updates pay (McCandlish et al. 2018, "An Empirical Model of
-# Large-Batch Training"); where a smaller batch is not much faster (a GPU's often is not), the 4,096 stay.
-# MAX_UPDATE keeps 4,096: it fixes the updates, and half the tokens would learn less.
+# A budget in time in the short budget's range is spent on more, cheaper updates, where what an update learns
+# counts less than how many fit (docs/benchmarks.md, "Budgets"; TIME=1h of one core, sacreBLEU):
+# - 2 layers a side rather than 3 (SHORT_TIME_LAYERS): an update takes 0.69 to 0.76 of the time. With 2,048 tokens an
+#   update, 17.23 against 12.64 for 3 layers on 77k EN-DE pairs, and 10.81 against 5.85 on 22k EN-RU pairs; with
+#   4,096, 6.78 against 2.57 on EN-RU. Fewer layers learn faster early (van Biljon et al. 2020).
+# - updates of half the tokens where that gives at least SHORT_TIME_GAIN times as many here: on one core an update
+#   of 2,048 tokens takes 0.41 to 0.52 of one of 4,096, and with 3 layers those runs scored 12.64 against 6.20 on
+#   EN-DE and 5.85 against 2.57 on EN-RU. Early in training a batch well under the gradient's noise scale loses
+#   little of an update's progress (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"); where a
+#   smaller batch is not much faster (a GPU's often is not), the 4,096 stay.
+# MAX_UPDATE keeps the short budget's own (3 layers, 4,096 tokens): it fixes the updates, not the time, and a
+# deeper model and a larger batch learn more an update.
+SHORT_TIME_LAYERS = 2
 SHORT_TIME_TOKENS_PER_UPDATE = 2048
 SHORT_TIME_GAIN = 1.5
 SHORT_TIME_MEASURED = "measured at TIME=20m and 1h of one core on 77k EN-DE and 22k EN-RU pairs, docs/benchmarks.md; longer, extrapolated"
+
+
+def with_layers(model_flags: str, layers: int) -> str:
+    """``model_flags`` with ``layers`` layers a side (the encoder's and the decoder's)."""
+    return re.sub(r"(--(?:en|de)coder-layers )\d+", rf"\g<1>{layers}", model_flags)
 
 
 def short_settings(full: Sized, max_update: int, why: str) -> Sized:
@@ -547,7 +559,7 @@ def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], 
     """The settings for a budget of ``seconds`` here, ``speed`` giving a candidate's seconds per update on this
     machine, with its validations over a dev set of ``valid_tokens`` target tokens: the size class's, with as many
     updates as fit (at most the class's own), when at least a quarter of the class's updates fit; else the short
-    budget's, with as many of its (faster) updates as fit."""
+    budget's with 2 layers a side, and updates of 2,048 tokens where 1.5 times as many of them fit, as many as fit."""
     full = class_settings(pairs, scripts)
     per_update = speed(full)
     updates = updates_that_fit(seconds, per_update, full.tokens_per_update, valid_tokens)
@@ -556,10 +568,13 @@ def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], 
         full.budget = f"{fit}, within a factor {SHORT_BUDGET_SHARE} of its {full.max_update:,}: its settings{full.sourced()}"
         full.max_update = min(full.max_update, updates)
         return full
-    short = short_settings(full, 0, "")
+    short = replace(short_settings(full, 0, ""), model_flags=with_layers(SHORT_BUDGET["model_flags"], SHORT_TIME_LAYERS))
     short_per_update = speed(short)
     short.max_update = updates_that_fit(seconds, short_per_update, short.tokens_per_update, valid_tokens)
-    short.budget = short_why(full, short.max_update, f"{fit}, {short.max_update:,} of a short budget's ({short_per_update:.2f} s each)")
+    short.budget = short_why(full, short.max_update, f"{fit}, {short.max_update:,} of a short budget's with {SHORT_TIME_LAYERS} "
+                             f"layers a side ({short_per_update:.2f} s each)")  # fmt: skip
+    short.budget += (f"; in time, {SHORT_TIME_LAYERS} layers a side rather than its 3, which learn more in the same time "
+                     f"({SHORT_TIME_MEASURED})")  # fmt: skip
     smaller = replace(short, tokens_per_update=SHORT_TIME_TOKENS_PER_UPDATE)
     per_update = speed(smaller)
     smaller.max_update = updates_that_fit(seconds, per_update, smaller.tokens_per_update, valid_tokens)
@@ -603,7 +618,7 @@ def sizes_table() -> str:
     lines.append(f"| MAX_UPDATE under a quarter of its class's | {short['vocab_size']:,} | vaswani_base {short['model_flags']} | "
                  f"{short['dropout']} | {short['tokens_per_update']:,} | as given |")  # fmt: skip
     lines.append("| TIME=8h (90m, 2d) | the class's, or the short budget's when under a quarter of the class's updates fit "
-                 "in TIME here (a probe of this machine's speed) | | | "
+                 f"in TIME here (a probe of this machine's speed) | the short budget's with {SHORT_TIME_LAYERS} layers a side | | "
                  f"the short budget's, or {SHORT_TIME_TOKENS_PER_UPDATE:,} where {SHORT_TIME_GAIN} times the updates fit | "
                  "the updates that fit |")  # fmt: skip
     return "\n".join(lines)

@@ -29,15 +29,16 @@ def corpus(tmp_path_factory):
 def probed(tmp_path_factory):
     """This module's speed figures (transformer_plugin_cli/tools/speed_probe.py), kept where the recipe reads them:
     the full-size models of its dry runs are known (4 s an update for the small class's, 1.5 s for a short budget's,
-    0.75 s with 2,048 tokens),
+    of 3 layers a side or 2, 0.75 s with 2,048 tokens),
     and the toy models are probed for real, once."""
-    from preprocess.parallel_text import SHORT_BUDGET
+    from preprocess.parallel_text import SHORT_BUDGET, with_layers
     from transformer_plugin_cli.tools.speed_probe import layout_probe
 
     cache = tmp_path_factory.mktemp("cache")
     known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", 500, 4096, 0, 2).key(): 4.0,
              layout_probe("vaswani_base", SHORT_BUDGET["model_flags"], 8000, 4096, 0, 2).key(): 1.5,
-             layout_probe("vaswani_base", SHORT_BUDGET["model_flags"], 8000, 2048, 0, 2).key(): 0.75,
+             layout_probe("vaswani_base", with_layers(SHORT_BUDGET["model_flags"], 2), 8000, 4096, 0, 2).key(): 1.5,
+             layout_probe("vaswani_base", with_layers(SHORT_BUDGET["model_flags"], 2), 8000, 2048, 0, 2).key(): 0.75,
              layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2).key(): 1.5}  # fmt: skip
     (cache / "transformer_plugin").mkdir()
     (cache / "transformer_plugin" / "speed.json").write_text(
@@ -274,7 +275,7 @@ def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
 def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time(corpus, tmp_path):
     """No budget: the small class's 30,000 updates at 4 s (this module's figure) are 35 hours on CPU workers, more
     than a working day: the recipe says so, with the TIME= command. TIME=2h picks a short budget's settings, with
-    updates of 2,048 tokens (twice as many fit)."""
+    2 layers a side and updates of 2,048 tokens (twice as many fit)."""
     proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
                       MIN_PAIRS="5000", GPUS="0")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -285,10 +286,10 @@ def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time
                        MIN_PAIRS="5000", GPUS="0", TIME="2h")  # fmt: skip
     assert timed.returncode == 0, timed.stderr
     assert "budget: TIME=2h: 1,686 updates of the small (under 100k pairs) class fit here (4.00 s each), 4,512 of a short " \
-           "budget's (1.50 s each): under a quarter of the 30,000 updates" in timed.stdout  # fmt: skip
+           "budget's with 2 layers a side (1.50 s each): under a quarter of the 30,000 updates" in timed.stdout  # fmt: skip
     # and of 2,048 tokens, twice as many fit (0.75 s each): those
     assert "; 9,025 updates of 2,048 tokens fit (0.75 s each), 2.0 times as many: those, which learn more" in timed.stdout
-    assert "--encoder-layers 3 --decoder-layers 3 --d-model 256" in timed.stdout and "--max-update 9025 " in timed.stdout
+    assert "--encoder-layers 2 --decoder-layers 2 --d-model 256" in timed.stdout and "--max-update 9025 " in timed.stdout
     assert "2 CPU workers x --max-tokens 1024 x --update-freq 1 = 2048 tokens per update" in timed.stdout
     assert "that is more than a working day" not in timed.stdout
     # more than the class's full run fits in 3 days: its settings, and its 30,000 updates at most
