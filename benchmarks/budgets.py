@@ -10,23 +10,26 @@ on the test set) and its validation nll (bits per token) is read from its log.
 
 The candidates: the rule's pick (what ``TIME`` picks here, preprocess/parallel_text.py), the size class's
 settings, and the short budget's settings with one thing changed at a time, where the change makes an update
-faster (2 layers, a vocabulary of 2,000, half the batch), and two of those changes joined (``JOINED``); ``--only`` adds those the ablation at 1,200 updates
-already ruled out (6 layers, d_model 512, P_drop 0.3: ``DEFAULT_CANDIDATES``). Successive halving prunes them:
+faster (2 layers, a vocabulary of 2,000, half the batch), and two of those changes joined (``JOINED``); ``--only``
+adds those the ablation at 1,200 updates already ruled out (6 layers, d_model 512, P_drop 0.3:
+``DEFAULT_CANDIDATES``). Successive halving prunes them:
 every candidate at the first budget, then at each next budget the better half of those measured at the one
 before (by BLEU), the rule's pick, and those too slow for the budget before. A candidate given fewer updates
 than the recipe's floor (100) is not run: the recipe refuses such a TIME too.
 
     python -m benchmarks.budgets corpora --out runs/budgets/data [--debs DIR]
-    python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --budgets 20m 1h 200m --jobs 2
-    python -m benchmarks.budgets table --work runs/budgets --out runs/budgets/budgets.md --figure docs/budgets.png
+    python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --budgets 20m 1h 200m --jobs 2 \
+        --record docs/budgets/de_77k.json
+    python -m benchmarks.budgets table --work docs/budgets/de_77k.json --out runs/budgets/budgets.md --figure docs/budgets.png
 
 Two corpora side by side, one core each: ``run --corpus A=... --cores 0 --work runs/budgets/a`` and ``run --corpus
 B=... --cores 1 --work runs/budgets/b``, then ``table --work runs/budgets/a runs/budgets/b`` (``make bench-budgets``).
 
-Each run is a recipe's ``WORK`` (``WORK_ROOT/CORPUS/BUDGET/CANDIDATE``), and the recipe resumes: the same
-command again picks up where the runs stopped (a session that ended, a machine that restarted), and a
-finished run is read back, not trained again. ``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}`` for
-training and, beside it, ``valid`` and ``test`` (the layout ``preprocess.debian_l10n prepare`` writes).
+Each run is a recipe's ``WORK`` (``WORK_ROOT/CORPUS/BUDGET/CANDIDATE``), and the recipe resumes: the same command
+again picks up where the runs stopped (a session that ended, a machine that restarted), and a finished run is read
+back from the record (``--record``, kept in git: docs/budgets/), not trained again, even on another machine, whose
+core is matched to the record's by compute (``calibrated``). ``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}``
+for training and, beside it, ``valid`` and ``test`` (the layout ``preprocess.debian_l10n prepare`` writes).
 """
 
 import argparse
