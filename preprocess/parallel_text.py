@@ -582,7 +582,7 @@ def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], 
     if gain < SHORT_TIME_GAIN:  # more, smaller updates only where they are many more here
         return short
     smaller.budget += (f"; {smaller.max_update:,} updates of {smaller.tokens_per_update:,} tokens fit ({per_update:.2f} s "
-                       f"each), {gain:.1f} times as many: those, which learn more in the same time ({SHORT_TIME_MEASURED})")  # fmt: skip
+                       f"each), {gain:.1f} times as many: those, which learn more in the same time (measured likewise)")  # fmt: skip
     return smaller
 
 

@@ -214,7 +214,7 @@ def test_a_time_picks_by_the_updates_that_fit_here(pairs, time_text, picks, upda
     if picks == "short" and halved == 0.5:  # twice as many of 2,048 tokens, validations counted as before
         assert found.tokens_per_update == 2048 and 1.9 * updates <= found.max_update <= 2.1 * updates
         assert (f"{found.max_update:,} updates of 2,048 tokens fit ({short * halved:.2f} s each), 2.0 times as many: those, "
-                "which learn more in the same time (measured at TIME=20m and 1h") in found.budget  # fmt: skip
+                "which learn more in the same time (measured likewise)") in found.budget  # fmt: skip
     else:
         assert found.tokens_per_update == (4096 if pairs < 100_000 or picks == "short" else 12500)
         assert found.max_update == updates and "updates of 2,048 tokens" not in found.budget
