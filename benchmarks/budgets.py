@@ -34,6 +34,7 @@ for training and, beside it, ``valid`` and ``test`` (the layout ``preprocess.deb
 
 import argparse
 import concurrent.futures
+import functools
 import json
 import math
 import os
@@ -49,7 +50,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from preprocess.parallel_text import SHORT_BUDGET, class_settings  # noqa: E402
+from preprocess.parallel_text import SHORT_BUDGET, class_settings, with_layers  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, parse_time, seconds_per_update  # noqa: E402
 
@@ -64,8 +65,8 @@ def with_flag(flags: str, name: str, value) -> str:
 
 # name -> (what it is, the recipe's variables). Each is the short budget's settings with one thing changed.
 CHANGES = {
-    "N=2": ("2+2 layers", {"MODEL_FLAGS": with_flag(with_flag(SHORT_FLAGS, "encoder-layers", 2), "decoder-layers", 2)}),
-    "N=6": ("6+6 layers", {"MODEL_FLAGS": with_flag(with_flag(SHORT_FLAGS, "encoder-layers", 6), "decoder-layers", 6)}),
+    "N=2": ("2+2 layers", {"MODEL_FLAGS": with_layers(SHORT_FLAGS, 2)}),  # the rule's own layers in time: the same flags
+    "N=6": ("6+6 layers", {"MODEL_FLAGS": with_layers(SHORT_FLAGS, 6)}),
     "d512": ("d_model 512", {"MODEL_FLAGS": with_flag(SHORT_FLAGS, "d-model", 512)}),
     "P0.3": ("P_drop 0.3", {"DROPOUT": "0.3"}),
     "BPE2k": ("a vocabulary of 2,000", {"VOCAB_SIZE": "2000"}),
@@ -270,6 +271,7 @@ def calibrated(budget: str, known: Sequence[Result], core: Optional[int], valid_
         return budget
     reference = measured[0]
 
+    @functools.lru_cache(maxsize=None)  # a subprocess each: the bounds are asked twice
     def updates(seconds: int) -> int:
         return updates_for(reference.settings, f"{seconds}s", core, valid_tokens)[0]
 
@@ -343,14 +345,13 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                     continue  # measured already, its mark set above
                 updates, refused = updates_for(settings, here, mine[0], valid_tokens)
                 todo.append(Result(corpus.name, budget, name, settings, updates, refused,
-                                   is_pick=[PICK] if settings == pick else [], time="" if here == budget else here))  # fmt: skip
+                                   is_pick=[PICK] if settings == pick else [], measured=time.strftime("%Y-%m-%d"),
+                                   pairs=pairs, time="" if here == budget else here))  # fmt: skip
             if not any(r.is_pick for r in todo) and not any(
                     r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)):  # fmt: skip
                 raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")
             # the pick first: the measurement the rule stands on, should the runs stop before the others
             pending = sorted((r for r in todo if not r.refused), key=lambda r: not r.is_pick)
-            for r in todo:
-                r.measured, r.pairs = time.strftime("%Y-%m-%d"), pairs
             results.extend(r for r in todo if r.refused)
             print(f"{corpus.name}, TIME={budget}: {len(pending)} to train: "
                   + ", ".join(f"{r.candidate} ({r.updates} updates)" for r in pending), flush=True)  # fmt: skip
@@ -359,7 +360,6 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                 core = cores.get()
                 try:
                     r.__dict__.update(run_recipe(corpus, budget, r.candidate, r.settings, r.updates, work_root, core, recipe))
-                    r.measured, r.pairs = time.strftime("%Y-%m-%d"), pairs
                 finally:
                     cores.put(core)
                 print(f"  {corpus.name} {budget} {r.candidate}: BLEU {r.bleu}, chrF {r.chrf}, valid nll {r.valid_nll}",
