@@ -259,16 +259,25 @@ def save(where: str, results: Sequence[Result]) -> None:
 
 
 def calibrated(budget: str, known: Sequence[Result], core: Optional[int], valid_tokens: int) -> str:
-    """The TIME of this machine's core that is ``budget`` where ``known`` (the runs of this budget measured already,
+    """The TIME of this machine's core that is ``budget`` where ``known`` (the corpus's runs measured already,
     perhaps on another machine, a faster or a slower one) ran: the TIME that gives one of them the updates it was
     given there. Candidates compared at one budget are given the same compute, not the same seconds of different
     machines. Machines differ by more for some models than others (one was 1.87 times as fast as another for 3
     layers and 4,096 tokens an update, 1.48 times for 2,048), so the reference is always the same run: of those
     given ``budget`` itself, the one with the most updates (the fastest, as are the candidates added since).
-    ``budget`` itself where none is known, or where it gives that run its updates."""
-    measured = sorted((r for r in known if r.bleu is not None and not r.time), key=lambda r: (-r.updates, r.candidate))
+    A budget first measured here, in a record of runs measured elsewhere, is scaled as the longest budget measured
+    there is (TIME=1h there being 2,451 s here, 200m there is 200 / 60 times that): the record's machine stays the
+    one whose core the budgets are of. ``budget`` itself where none is known, or where it gives that run its updates."""
+    measured = sorted((r for r in known if r.budget == budget and r.bleu is not None and not r.time),
+                      key=lambda r: (-r.updates, r.candidate))  # fmt: skip
     if not measured:
-        return budget
+        there = sorted({r.budget for r in known if r.bleu is not None and not r.time}, key=parse_time)
+        if not there:
+            return budget
+        here = calibrated(there[-1], known, core, valid_tokens)
+        if here == there[-1]:
+            return budget
+        return f"{round(parse_time(budget) * parse_time(here) / parse_time(there[-1]))}s"
     reference = measured[0]
 
     @functools.lru_cache(maxsize=None)  # a subprocess each: the bounds are asked twice
@@ -329,11 +338,10 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
         probe_all(list(everyone.values()), mine[0])
         for budget in budgets:
             pick, valid_tokens = rule_pick(corpus, budget, mine[0])
-            here = calibrated(budget, [r for r in results if (r.corpus, r.budget) == (corpus.name, budget)], mine[0],
-                              valid_tokens)  # fmt: skip
+            here = calibrated(budget, [r for r in results if r.corpus == corpus.name], mine[0], valid_tokens)
             if here != budget:
-                print(f"{corpus.name}, TIME={budget}: {here} of this machine's core (its runs measured already had "
-                      "that many updates where they ran)", flush=True)  # fmt: skip
+                print(f"{corpus.name}, TIME={budget}: {here} of this machine's core, the compute that {budget} gave "
+                      "where the record's runs were measured", flush=True)  # fmt: skip
                 pick, valid_tokens = rule_pick(corpus, here, mine[0])
             for r in results:  # the rule's pick now, for every run measured (a rule revised since moves the mark)
                 if (r.corpus, r.budget) == (corpus.name, budget):
@@ -412,6 +420,10 @@ def table(results: Sequence[Result]) -> str:
                              f"{'within' if best.bleu - pick.bleu <= 0.5 else 'NOT within'} 0.5")  # fmt: skip
             for given in dict.fromkeys(x.time for x in rows if x.budget == b and x.time):
                 names = ", ".join(x.candidate for x in rows if (x.budget, x.time) == (b, given))
+                if all(x.time for x in rows if x.budget == b):  # none measured there: scaled as its longest budget
+                    lines.append(f"\nTIME={b}: measured on another machine than the record's others: {given} of its "
+                                 f"core, {b} scaled as the compute that the longest budget gave where they ran")  # fmt: skip
+                    continue
                 lines.append(f"\nTIME={b}: {names} ran on another machine than the others: {given} of its core, the "
                              f"compute that {b} gave them where they ran")  # fmt: skip
         lines.append("")

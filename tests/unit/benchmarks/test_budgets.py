@@ -176,3 +176,27 @@ def test_a_record_from_another_machine_gives_a_new_candidate_the_same_compute(co
     kept[0].pairs = 38  # the corpus rebuilt since (Debian's packages moved): the table says on what each was measured
     assert f"TIME=3m: P0.3 ran on another machine than the others: {new.time} of its core" in budgets.table(kept)
     assert "Measured on 38 training pairs (1 run," in budgets.table(kept)
+
+
+def test_a_budget_new_to_a_record_from_another_machine_is_scaled_as_its_longest(corpus, tmp_path):
+    """A budget first measured on this machine, in a record of runs measured on another: its TIME here is the
+    record's longest budget's TIME here, scaled (6m there is twice what 3m there is here), so that the record's
+    budgets stay those of one machine's core; on the record's own machine a new budget is itself."""
+    corpus, recipe, root = corpus
+    record = str(tmp_path / "record" / "toy.json")
+    budgets.run([corpus], ["3m"], str(tmp_path / "work1"), 1, recipe, ("short", "N=2"), record=record)
+    core = min(os.sched_getaffinity(0))  # as run() asks: one worker of one thread, whose speeds the cache holds
+    valid_tokens = budgets.rule_pick(corpus, "6m", core)[1]
+    assert budgets.calibrated("6m", budgets.load(record), core, valid_tokens) == "6m"  # the same machine: 6m is 6m
+    cache = root / "cache" / "transformer_plugin" / "speed.json"
+    speeds = json.loads(cache.read_text())
+    cache.write_text(json.dumps({k: {**v, "seconds": v["seconds"] * 0.75} for k, v in speeds.items()}))  # faster
+    results = budgets.run([corpus], ["3m", "6m"], str(tmp_path / "work2"), 1, recipe, ("short", "N=2", "P0.3"),
+                          record=record)  # fmt: skip
+    at_3m = next(r for r in results if r.candidate == "P0.3" and r.budget == "3m").time
+    assert 120 <= int(at_3m[:-1]) < 180
+    new = [r for r in results if r.budget == "6m"]
+    assert new and {r.time for r in new} == {f"{2 * int(at_3m[:-1])}s"}, new
+    n2 = next(r for r in new if r.candidate == "N=2")
+    assert n2.updates < budgets.updates_for(n2.settings, "6m", core, valid_tokens)[0]  # not 6 minutes of this core
+    assert "TIME=6m: measured on another machine than the record's others" in budgets.table(budgets.load(record))
