@@ -127,6 +127,35 @@ def test_a_busy_machines_figure_is_measured_again_once_it_is_quiet(cache, monkey
     assert sp.seconds_per_update(TINY)["cached"] is True
 
 
+def test_busy_is_other_work_on_this_processs_cores_not_on_the_machine(monkeypatch):
+    """A probe pinned to core 0 beside a run pinned to core 1 is not slowed by it (the machine's load average, 1 on 2
+    cores and more, called it busy): what counts is how busy its own cores were while it watched them."""
+    monkeypatch.setattr(sp, "BUSY_SAMPLE_SECONDS", 0)
+    monkeypatch.setattr(sp.os, "sched_getaffinity", lambda pid: {0})
+
+    def watched(core0_busy, core1_busy):
+        snapshots = iter([{0: (0, 0), 1: (0, 0)}, {0: (100 - core0_busy, 100), 1: (100 - core1_busy, 100)}])
+        monkeypatch.setattr(sp, "core_times", lambda: next(snapshots))
+        sp.busy.cache_clear()
+        return sp.busy()
+
+    try:
+        assert watched(2, 100) == ""  # the other core's run
+        assert watched(93, 100) == "core 0 93% busy"
+        monkeypatch.setattr(sp.os, "sched_getaffinity", lambda pid: {0, 1})
+        assert watched(0, 100) == ""  # half of its cores: one of its two workers' cores free
+        assert watched(60, 100) == "cores 0,1 80% busy"
+    finally:
+        sp.busy.cache_clear()
+
+
+def test_the_cores_times_are_read_from_proc_stat(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 2 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1 2\n")
+    monkeypatch.setattr(sp, "PROC_STAT", str(stat))
+    assert sp.core_times() == {0: (42, 52), 1: (40, 50)}
+
+
 def test_gpus_where_there_is_no_cuda_device_are_not_measured(cache, monkeypatch):
     """A dry run for GPUs on a login node: the time is said where the GPUs are; a TIME cannot be turned into updates."""
     monkeypatch.setattr(sp, "cuda_here", lambda: False)
