@@ -28,8 +28,9 @@ B=... --cores 1 --work runs/budgets/b``, then ``table --work runs/budgets/a runs
 Each run is a recipe's ``WORK`` (``WORK_ROOT/CORPUS/BUDGET/CANDIDATE``), and the recipe resumes: the same command
 again picks up where the runs stopped (a session that ended, a machine that restarted), and a finished run is read
 back from the record (``--record``, kept in git: docs/budgets/), not trained again, even on another machine, whose
-core is matched to the record's by compute (``calibrated``). ``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}``
-for training and, beside it, ``valid`` and ``test`` (the layout ``preprocess.debian_l10n prepare`` writes).
+core is matched to the record's by compute (``calibrated``; a budget new to the record, as its longest is).
+``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}`` for training and, beside it, ``valid`` and ``test`` (the layout
+``preprocess.debian_l10n prepare`` writes).
 """
 
 import argparse
@@ -448,7 +449,7 @@ def figure(results: Sequence[Result], path: str) -> None:
         ax.scatter([parse_time(r.budget) / 60 for r in picks], [r.bleu for r in picks], s=180, facecolors="none",
                    edgecolors="black", linewidths=1.5, label="the rule's pick", zorder=3)  # fmt: skip
         ax.set_xscale("log")
-        ax.set_xlabel("TIME, minutes of one core")
+        ax.set_xlabel("TIME, minutes of one core (the compute of the record's first machine)")
         ax.set_ylabel("sacreBLEU (test)")
         ax.set_title(corpus)
         ax.grid(alpha=0.3)
