@@ -449,7 +449,10 @@ def figure(results: Sequence[Result], path: str) -> None:
         ax.scatter([parse_time(r.budget) / 60 for r in picks], [r.bleu for r in picks], s=180, facecolors="none",
                    edgecolors="black", linewidths=1.5, label="the rule's pick", zorder=3)  # fmt: skip
         ax.set_xscale("log")
-        ax.set_xlabel("TIME, minutes of one core (the compute of the record's first machine)")
+        marks = sorted({r.budget for r in rows}, key=parse_time)
+        ax.set_xticks([parse_time(b) / 60 for b in marks], marks)
+        ax.minorticks_off()
+        ax.set_xlabel("TIME of one core (the compute of the record's first machine), log scale")
         ax.set_ylabel("sacreBLEU (test)")
         ax.set_title(corpus)
         ax.grid(alpha=0.3)
