@@ -193,9 +193,12 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
     again once it is quiet."""
     cache = _read_cache()
     key = probe.key()
+    kept = None if fresh else cache.get(key)
+    if kept and not kept.get("busy"):  # a quiet machine's figure, read back without watching the cores
+        return {**kept, "cached": True}
     load = busy()
-    if not fresh and key in cache and (not cache[key].get("busy") or load):  # a busy machine's figure: until a quiet one's
-        return {**cache[key], "cached": True}
+    if kept and load:  # a busy machine's figure: until a quiet one's
+        return {**kept, "cached": True}
     seconds = measure(probe)
     entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M"), **({"busy": load} if load else {})}
     cache = {**_read_cache(), key: entry}  # another probe may have written meanwhile

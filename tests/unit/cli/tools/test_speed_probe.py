@@ -125,6 +125,8 @@ def test_a_busy_machines_figure_is_measured_again_once_it_is_quiet(cache, monkey
     quiet = sp.seconds_per_update(TINY)
     assert (quiet["seconds"], quiet["cached"], "busy" in quiet) == (3.0, False, False)
     assert sp.seconds_per_update(TINY)["cached"] is True
+    monkeypatch.setattr(sp, "busy", lambda: pytest.fail("a quiet figure is read back without watching the cores"))
+    assert sp.seconds_per_update(TINY)["seconds"] == 3.0
 
 
 def test_busy_is_other_work_on_this_processs_cores_not_on_the_machine(monkeypatch):
