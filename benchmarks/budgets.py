@@ -51,17 +51,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from preprocess.parallel_text import SHORT_BUDGET, class_settings, with_layers  # noqa: E402
+from preprocess.parallel_text import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, parse_time, seconds_per_update  # noqa: E402
 
 PICK = "pick"
 SHORT_FLAGS = SHORT_BUDGET["model_flags"]
-
-
-def with_flag(flags: str, name: str, value) -> str:
-    """``flags`` with ``--name``'s value replaced."""
-    return re.sub(rf"(--{name} )\S+", rf"\g<1>{value}", flags)
 
 
 # name -> (what it is, the recipe's variables). Each is the short budget's settings with one thing changed.
@@ -420,11 +415,11 @@ def table(results: Sequence[Result]) -> str:
                 lines.append(f"\nTIME={b}: the pick's BLEU {pick.bleu:.2f}, the best's {best.bleu:.2f} ({best.candidate}): "
                              f"{'within' if best.bleu - pick.bleu <= 0.5 else 'NOT within'} 0.5")  # fmt: skip
             for given in dict.fromkeys(x.time for x in rows if x.budget == b and x.time):
-                names = ", ".join(x.candidate for x in rows if (x.budget, x.time) == (b, given))
                 if all(x.time for x in rows if x.budget == b):  # none measured there: scaled as its longest budget
                     lines.append(f"\nTIME={b}: measured on another machine than the record's others: {given} of its "
                                  f"core, {b} scaled as the compute that the longest budget gave where they ran")  # fmt: skip
                     continue
+                names = ", ".join(x.candidate for x in rows if (x.budget, x.time) == (b, given))
                 lines.append(f"\nTIME={b}: {names} ran on another machine than the others: {given} of its core, the "
                              f"compute that {b} gave them where they ran")  # fmt: skip
         lines.append("")

@@ -522,9 +522,14 @@ SHORT_TIME_MEASURED = ("measured at TIME=20m and 1h of one core on 77k EN-DE and
                        "docs/benchmarks.md; longer, extrapolated")
 
 
+def with_flag(flags: str, name: str, value) -> str:
+    """``flags`` with ``--name``'s value replaced."""
+    return re.sub(rf"(--{name} )\S+", rf"\g<1>{value}", flags)
+
+
 def with_layers(model_flags: str, layers: int) -> str:
     """``model_flags`` with ``layers`` layers a side (the encoder's and the decoder's)."""
-    return re.sub(r"(--(?:en|de)coder-layers )\d+", rf"\g<1>{layers}", model_flags)
+    return with_flag(with_flag(model_flags, "encoder-layers", layers), "decoder-layers", layers)
 
 
 def short_settings(full: Sized, max_update: int, why: str) -> Sized:
