@@ -393,8 +393,9 @@ def test_a_nohup_run_outlives_the_hang_up_of_its_terminal(tmp_path):
         argv = ["nohup", "bash", str(script)] if nohup else ["bash", str(script)]
         proc = subprocess.Popen([*argv, "train_workers", "2", str(where / "train.log"), fake_worker(where)],
                                 env=user_env(REPO=REPO, WORK=where / "work", MARKERS=where, WORKER_SECONDS="4"), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
-        started(where)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))  # fmt: skip
+        started(where)  # SIGHUP as a terminal leaves it (not as the tests' own process may have it, under nohup)
         os.killpg(proc.pid, signal.SIGHUP)
         _, err = proc.communicate(timeout=60)
         if nohup:

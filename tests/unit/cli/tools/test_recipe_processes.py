@@ -43,6 +43,7 @@ def test_without_nohup_a_sighup_stops_the_stage_and_sigint_does_even_in_a_backgr
     """A shell's background job (`bash recipe.sh &`) inherits SIGINT ignored: `kill -INT` still stops the stage."""
     proc = python(f"""
         import signal, subprocess, sys, threading, os
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # without nohup, even where the tests run under it
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a non-interactive shell starts a background job
         from transformer_plugin_cli.tools.recipe.processes import Supervisor, Interrupted
         s = Supervisor(grace=2)
