@@ -5,6 +5,7 @@ import os
 import re
 import json
 import shlex
+import signal
 import subprocess
 import types
 import sys
@@ -92,6 +93,24 @@ print(json.dumps(step_profile.profile(speed.train_args("vaswani", sys.argv[1], s
 """
 
 
+def kinetos_abort_without_a_driver(proc) -> bool:
+    """torch's CUDA wheel on a machine without a GPU driver: once in CI (Python 3.13, torch 2.13.0+cu130) the
+    process aborted at the profiler's stop, right after kineto logged that it could not count the GPUs (code 35,
+    no driver): "terminate called without an active exception", inside torch, with CPU activity alone profiled.
+    Not seen again in 40 runs of the same command here, 3 side by side; CPU wheels never do it. That abort, and
+    only it, is tried again."""
+    return (proc.returncode == -signal.SIGABRT and "gpuGetDeviceCount failed" in proc.stderr
+            and proc.stderr.rstrip().endswith("terminate called without an active exception"))
+
+
+def test_kinetos_abort_without_a_driver_is_told_from_other_failures():
+    done = types.SimpleNamespace(returncode=-signal.SIGABRT, stderr="USDT: profiler_stop\nERROR: DeviceProperties.cpp:50] "
+                                 "gpuGetDeviceCount failed with code 35\nterminate called without an active exception\n")  # fmt: skip
+    assert kinetos_abort_without_a_driver(done)
+    assert not kinetos_abort_without_a_driver(types.SimpleNamespace(returncode=1, stderr=done.stderr))
+    assert not kinetos_abort_without_a_driver(types.SimpleNamespace(returncode=-signal.SIGABRT, stderr="Traceback ...\n"))
+
+
 def test_a_step_is_profiled_through_fairseqs_trainer_in_bfloat16(data_bin):
     """fairseq's Trainer built as fairseq-train builds it, in bfloat16, and each phase of two updates timed, then
     two profiled, after one: five updates of about three an epoch (a large --max-tokens made a GPU run stop
@@ -99,8 +118,11 @@ def test_a_step_is_profiled_through_fairseqs_trainer_in_bfloat16(data_bin):
     own parsing asks for a TPU when --bf16 is given; this failed on the GPU machine)."""
     import torch
 
-    proc = subprocess.run([sys.executable, "-c", PROFILE_TWO_UPDATES, str(data_bin / "bin")], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    for attempt in range(3):
+        proc = subprocess.run([sys.executable, "-c", PROFILE_TWO_UPDATES, str(data_bin / "bin")], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        if not kinetos_abort_without_a_driver(proc):
+            break
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.splitlines()[-1])
     phases, step, calls = result["phases"], result["step"], result["calls"]
