@@ -122,12 +122,13 @@ class Result:
     bleu: Optional[float] = None
     chrf: Optional[float] = None
     valid_nll: Optional[float] = None  # bits per token, the last validation
-    train_seconds: Optional[float] = None  # fairseq's own clock of the training
+    train_seconds: Optional[float] = None  # fairseq's wall clock at its last logged update (kept over a resume)
     is_pick: List[str] = field(default_factory=list)  # the candidates that are the rule's pick (same settings)
     measured: str = ""  # the day it was trained and scored
     pairs: Optional[int] = None  # the corpus's training pairs then (a corpus rebuilt from Debian's packages moves)
     time: str = ""  # the TIME its updates were asked for, where not ``budget``: ``budget`` on another machine (calibrated)
     note: str = ""
+    stopped_at: Optional[int] = None  # the update early stopping (the recipe's --patience) ended it at, before ``updates``
 
 
 def recipe_settings(variables: Dict[str, str]) -> Dict[str, str]:
@@ -191,16 +192,22 @@ def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], vali
     return int(assignments(done.stdout)["MAX_UPDATE"]), ""
 
 
+EARLY_STOP = "early stop since valid performance hasn't improved"  # fairseq_cli.train's line, --patience
+
+
 def read_run(work: str) -> Dict[str, Optional[float]]:
-    """BLEU, chrF, the last validation nll and fairseq's training seconds of a finished recipe run."""
+    """BLEU, chrF, the last validation nll, fairseq's wall clock at the last logged update (its meters are kept
+    in the checkpoint, so a resumed run's counts the time before too) and, where fairseq's early stopping ended
+    the run, the update it stopped at (the last validated: the check follows a validation)."""
     with open(os.path.join(work, "results", "scores.test.json")) as f:
         scores = json.load(f)
     with open(os.path.join(work, "train.log"), encoding="utf-8", errors="replace") as f:
         log = f.read()
-    valid, train = log_records(log, "valid"), log_records(log, "train")
+    valid, inner = log_records(log, "valid"), log_records(log, "train_inner")
     return {"bleu": scores["sacrebleu"], "chrf": scores["chrf"],
             "valid_nll": float(valid[-1]["valid_nll_loss"]) if valid else None,
-            "train_seconds": float(train[-1]["train_train_wall"]) if train and "train_train_wall" in train[-1] else None}  # fmt: skip
+            "train_seconds": float(inner[-1]["wall"]) if inner and "wall" in inner[-1] else None,
+            "stopped_at": int(valid[-1]["valid_num_updates"]) if EARLY_STOP in log and valid else None}  # fmt: skip
 
 
 def run_recipe(corpus: Corpus, budget: str, name: str, settings: Dict[str, str], updates: int, work_root: str,
@@ -404,7 +411,8 @@ def table(results: Sequence[Result]) -> str:
                 elif r.refused:
                     cells.append(f"{r.updates} updates: refused")
                 else:
-                    text = f"{r.bleu:.2f} / {r.chrf:.2f} / {r.valid_nll:.2f} ({r.updates:,})"
+                    done = f"{r.stopped_at:,} of {r.updates:,}, stopped early" if r.stopped_at else f"{r.updates:,}"
+                    text = f"{r.bleu:.2f} / {r.chrf:.2f} / {r.valid_nll:.2f} ({done})"
                     cells.append(f"**{text}** (pick)" if r.is_pick else text)
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         for b in budgets:

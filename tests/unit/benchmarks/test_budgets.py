@@ -200,3 +200,28 @@ def test_a_budget_new_to_a_record_from_another_machine_is_scaled_as_its_longest(
     n2 = next(r for r in new if r.candidate == "N=2")
     assert n2.updates < budgets.updates_for(n2.settings, "6m", core, valid_tokens)[0]  # not 6 minutes of this core
     assert "TIME=6m: measured on another machine than the record's others" in budgets.table(budgets.load(record))
+
+
+def fairseq_log(*records, early_stop=False):
+    lines = [f"2026-11-28 07:00:00 | INFO | {kind} | {json.dumps(record)}" for kind, record in records]
+    if early_stop:
+        lines.append("2026-11-28 08:07:11 | INFO | fairseq_cli.train | early stop since valid performance hasn't improved for last 10 runs")
+    return "\n".join(lines + ["2026-11-28 08:07:11 | INFO | fairseq_cli.train | done training in 337.0 seconds"]) + "\n"
+
+
+def test_a_run_stopped_early_says_where_and_its_time_is_fairseqs_wall_clock(tmp_path):
+    """The recipe's --patience may end a run before its MAX_UPDATE (an EN-RU run of 7,053 updates stopped at 5,728):
+    the record says so; its seconds are fairseq's wall clock at the last logged update (an epoch's train_wall, and
+    "done training in" of a resumed run, are not the training's)."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "scores.test.json").write_text(json.dumps({"sacrebleu": 18.08, "chrf": 36.42}))
+    records = [("train_inner", {"num_updates": "5700", "train_wall": "88", "wall": "4743"}),
+               ("valid", {"valid_nll_loss": "5.369", "valid_num_updates": "5728"}),
+               ("train", {"train_num_updates": "5728", "train_train_wall": "337"})]  # fmt: skip
+    (tmp_path / "train.log").write_text(fairseq_log(*records, early_stop=True))
+    run = budgets.read_run(str(tmp_path))
+    assert run == {"bleu": 18.08, "chrf": 36.42, "valid_nll": 5.369, "train_seconds": 4743.0, "stopped_at": 5728}
+    r = budgets.Result("ru", "200m", "pick", {}, 7053, **run, is_pick=["pick"])
+    assert "| pick | **18.08 / 36.42 / 5.37 (5,728 of 7,053, stopped early)** (pick) |" in budgets.table([r])
+    (tmp_path / "train.log").write_text(fairseq_log(*records))
+    assert budgets.read_run(str(tmp_path))["stopped_at"] is None
