@@ -122,7 +122,7 @@ class Result:
     bleu: Optional[float] = None
     chrf: Optional[float] = None
     valid_nll: Optional[float] = None  # bits per token, the last validation
-    train_seconds: Optional[float] = None  # fairseq's wall clock at its last logged update (kept over a resume)
+    train_seconds: Optional[float] = None  # fairseq's wall clock at its last logged update, summed over resumes
     is_pick: List[str] = field(default_factory=list)  # the candidates that are the rule's pick (same settings)
     measured: str = ""  # the day it was trained and scored
     pairs: Optional[int] = None  # the corpus's training pairs then (a corpus rebuilt from Debian's packages moves)
@@ -196,17 +196,18 @@ EARLY_STOP = "early stop since valid performance hasn't improved"  # fairseq_cli
 
 
 def read_run(work: str) -> Dict[str, Optional[float]]:
-    """BLEU, chrF, the last validation nll, fairseq's wall clock at the last logged update (its meters are kept
-    in the checkpoint, so a resumed run's counts the time before too) and, where fairseq's early stopping ended
-    the run, the update it stopped at (the last validated: the check follows a validation)."""
+    """BLEU, chrF, the last validation nll, fairseq's wall clock at the last logged update (a resumed run's
+    process starts its clock again: the last reading before each restart is added) and, where fairseq's early
+    stopping ended the run, the update it stopped at (the last validated: the check follows a validation)."""
     with open(os.path.join(work, "results", "scores.test.json")) as f:
         scores = json.load(f)
     with open(os.path.join(work, "train.log"), encoding="utf-8", errors="replace") as f:
         log = f.read()
-    valid, inner = log_records(log, "valid"), log_records(log, "train_inner")
+    valid = log_records(log, "valid")
+    walls = [float(r["wall"]) for r in log_records(log, "train_inner") if "wall" in r]
     return {"bleu": scores["sacrebleu"], "chrf": scores["chrf"],
             "valid_nll": float(valid[-1]["valid_nll_loss"]) if valid else None,
-            "train_seconds": float(inner[-1]["wall"]) if inner and "wall" in inner[-1] else None,
+            "train_seconds": sum(w for w, after in zip(walls, walls[1:] + [0.0]) if after < w) if walls else None,
             "stopped_at": int(valid[-1]["valid_num_updates"]) if EARLY_STOP in log and valid else None}  # fmt: skip
 
 

@@ -211,16 +211,19 @@ def fairseq_log(*records, early_stop=False):
 
 def test_a_run_stopped_early_says_where_and_its_time_is_fairseqs_wall_clock(tmp_path):
     """The recipe's --patience may end a run before its MAX_UPDATE (an EN-RU run of 7,053 updates stopped at 5,728):
-    the record says so; its seconds are fairseq's wall clock at the last logged update (an epoch's train_wall, and
-    "done training in" of a resumed run, are not the training's)."""
+    the record says so; its seconds are fairseq's wall clock at the last logged update, where a run resumed, each
+    process's added (an epoch's train_wall, and a resumed run's "done training in", are not the training's)."""
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "scores.test.json").write_text(json.dumps({"sacrebleu": 18.08, "chrf": 36.42}))
-    records = [("train_inner", {"num_updates": "5700", "train_wall": "88", "wall": "4743"}),
+    records = [("train_inner", {"num_updates": "900", "train_wall": "94", "wall": "875"}),
+               ("train_inner", {"num_updates": "1000", "train_wall": "93", "wall": "968"}),  # stopped, resumed at 704
+               ("train_inner", {"num_updates": "800", "train_wall": "98", "wall": "95"}),
+               ("train_inner", {"num_updates": "5700", "train_wall": "88", "wall": "4743"}),
                ("valid", {"valid_nll_loss": "5.369", "valid_num_updates": "5728"}),
                ("train", {"train_num_updates": "5728", "train_train_wall": "337"})]  # fmt: skip
     (tmp_path / "train.log").write_text(fairseq_log(*records, early_stop=True))
     run = budgets.read_run(str(tmp_path))
-    assert run == {"bleu": 18.08, "chrf": 36.42, "valid_nll": 5.369, "train_seconds": 4743.0, "stopped_at": 5728}
+    assert run == {"bleu": 18.08, "chrf": 36.42, "valid_nll": 5.369, "train_seconds": 968.0 + 4743.0, "stopped_at": 5728}
     r = budgets.Result("ru", "200m", "pick", {}, 7053, **run, is_pick=["pick"])
     assert "| pick | **18.08 / 36.42 / 5.37 (5,728 of 7,053, stopped early)** (pick) |" in budgets.table([r])
     (tmp_path / "train.log").write_text(fairseq_log(*records))
