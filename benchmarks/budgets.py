@@ -52,7 +52,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from preprocess.parallel_text import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
-from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
+from transformer_plugin_cli.fairseq_output import EARLY_STOP, log_records, training_seconds  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, parse_time, seconds_per_update  # noqa: E402
 
 PICK = "pick"
@@ -192,9 +192,6 @@ def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], vali
     return int(assignments(done.stdout)["MAX_UPDATE"]), ""
 
 
-EARLY_STOP = "early stop since valid performance hasn't improved"  # fairseq_cli.train's line, --patience
-
-
 def read_run(work: str) -> Dict[str, Optional[float]]:
     """BLEU, chrF, the last validation nll, fairseq's wall clock at the last logged update (a resumed run's
     process starts its clock again: the last reading before each restart is added) and, where fairseq's early
@@ -207,7 +204,7 @@ def read_run(work: str) -> Dict[str, Optional[float]]:
     walls = [float(r["wall"]) for r in log_records(log, "train_inner") if "wall" in r]
     return {"bleu": scores["sacrebleu"], "chrf": scores["chrf"],
             "valid_nll": float(valid[-1]["valid_nll_loss"]) if valid else None,
-            "train_seconds": sum(w for w, after in zip(walls, walls[1:] + [0.0]) if after < w) if walls else None,
+            "train_seconds": training_seconds(walls),
             "stopped_at": int(valid[-1]["valid_num_updates"]) if EARLY_STOP in log and valid else None}  # fmt: skip
 
 

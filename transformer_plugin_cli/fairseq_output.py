@@ -24,6 +24,15 @@ def log_records(text: str, kind: str) -> List[Dict[str, str]]:
     return [json.loads(m.group(2)) for m in _RECORD.finditer(text) if m.group(1) == kind]
 
 
+EARLY_STOP = "early stop since valid performance hasn't improved"  # fairseq_cli.train's line (--patience)
+
+
+def training_seconds(walls: List[float]) -> Optional[float]:
+    """fairseq-train's time from the ``wall`` readings of its ``train_inner`` records, in order: a resumed run's
+    new process starts that clock again, so the last reading before each restart is added to the last one."""
+    return sum(w for w, after in zip(walls, walls[1:] + [0.0]) if after < w) if walls else None
+
+
 def numbers(record: Dict[str, str]) -> Dict[str, float]:
     """The numeric values of a log record, as floats."""
     values = {}

@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, paper_lrate  # noqa: E402
 
-from ..fairseq_output import log_records, numbers  # noqa: E402
+from ..fairseq_output import EARLY_STOP, log_records, numbers, training_seconds  # noqa: E402
 from ..files import atomic_path, duration, exits_on_a_full_disk, write_text  # noqa: E402
 
 
@@ -39,10 +39,12 @@ def save_figure(fig, path: str) -> None:
     plt.close(fig)
 
 def read_train_log(path: str) -> Dict[str, List[Dict[str, float]]]:
-    """The JSON records of a fairseq-train log, by kind ("train_inner", "valid", "train")."""
+    """The JSON records of a fairseq-train log, by kind ("train_inner", "valid", "train"), and "stopped": the
+    last validation, where fairseq's early stopping (--patience) ended the run after it, else nothing."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     records = {kind: [numbers(record) for record in log_records(text, kind)] for kind in ("train_inner", "valid", "train")}
+    records["stopped"] = records["valid"][-1:] if EARLY_STOP in text else []
     if not records["train_inner"]:
         raise ValueError(f"{path}: no train_inner records (fairseq-train writes one every --log-interval updates"
                          " with --log-format json; fewer updates than --log-interval write none)")
@@ -175,8 +177,14 @@ def write_report(
         f"- updates: {int(last['num_updates'])}; last logged train loss {last['loss']:.3f},"
         f" nll {last['nll_loss']:.3f} bits/token",
     ]
-    if "wall" in last:  # fairseq's wall clock (its 'wall' meter) at the last logged interval
-        lines.append(f"- training took {duration(last['wall'])} (fairseq's wall clock at update {int(last['num_updates'])})")
+    walls = [r["wall"] for r in records["train_inner"] if "wall" in r]  # fairseq's 'wall' meter, each logged interval
+    if walls:
+        processes = 1 + sum(after < w for w, after in zip(walls, walls[1:]))  # a resumed run's clock starts again
+        lines.append(f"- training took {duration(training_seconds(walls))} (fairseq's wall clock at update "
+                     f"{int(last['num_updates'])}{f', added over its {processes} processes: the run was resumed' if processes > 1 else ''})")
+    for stop in records.get("stopped", []):
+        lines.append(f"- stopped early at update {int(stop['valid_num_updates'])}: no better valid loss in the last "
+                     "validations (fairseq-train's --patience)")
     if valid:
         lines.append(f"- last validation: loss {valid[-1]['valid_loss']:.3f}, nll {valid[-1]['valid_nll_loss']:.3f},"
                      f" ppl {2 ** valid[-1]['valid_nll_loss']:.2f} (per subword token)")  # fmt: skip

@@ -42,3 +42,22 @@ def test_the_report_says_how_long_training_took(tmp_path):
     path = write_report(str(tmp_path / "out"), records, {}, schedule, None, None, "a run", [])
     assert "- training took 49 min (fairseq's wall clock at update 1200)" in open(path).read()
     assert [duration(s) for s in (2940, 5400, 12240)] == ["49 min", "1.5 h", "3.4 h"]
+
+
+def test_a_resumed_run_that_stopped_early_says_so_and_its_whole_time(tmp_path):
+    """fairseq starts its wall clock again in a resumed run's process: the report said 79 min for a run of 95 (the
+    EN-RU pick at TIME=200m), and nothing of the early stop that ended it at 5,728 of 7,053 updates."""
+    lines = [f'x | INFO | train_inner | {{"num_updates": "{n}", "loss": "5.0", "nll_loss": "4.5", "lr": "0.001", "wall": "{w}"}}'
+             for n, w in ((900, 875), (1000, 968), (900, 188), (5700, 4743))]  # fmt: skip
+    lines += ['x | INFO | valid | {"valid_loss": "6.708", "valid_nll_loss": "5.369", "valid_num_updates": "5728"}',
+              "x | INFO | fairseq_cli.train | early stop since valid performance hasn't improved for last 10 runs"]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["--train-log", str(log), "--out-dir", str(tmp_path / "out"), "--d-model", "256", "--warmup-updates", "200"]) == 0
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "- training took 1.6 h (fairseq's wall clock at update 5700, added over its 2 processes: the run was resumed)" in text
+    assert "- stopped early at update 5728: no better valid loss in the last validations (fairseq-train's --patience)" in text
+    log.write_text("\n".join(lines[2:-1]) + "\n")
+    assert main(["--train-log", str(log), "--out-dir", str(tmp_path / "two"), "--d-model", "256", "--warmup-updates", "200"]) == 0
+    text = (tmp_path / "two" / "report.md").read_text()
+    assert "- training took 79 min (fairseq's wall clock at update 5700)" in text and "stopped early" not in text
