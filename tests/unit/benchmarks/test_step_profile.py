@@ -97,8 +97,8 @@ def kinetos_abort_without_a_driver(proc) -> bool:
     """torch's CUDA wheel on a machine without a GPU driver: once in CI (Python 3.13, torch 2.13.0+cu130) the
     process aborted at the profiler's stop, right after kineto logged that it could not count the GPUs (code 35,
     no driver): "terminate called without an active exception", inside torch, with CPU activity alone profiled.
-    Not seen again in 57 runs of the same command here, 45 of them 3 side by side; CPU wheels never do it. That abort, and
-    only it, is tried again."""
+    Not seen again in 57 runs of the same command here, 45 of them 3 side by side; CPU wheels never do it. That
+    abort, and only it, is tried again."""
     return (proc.returncode == -signal.SIGABRT and "gpuGetDeviceCount failed" in proc.stderr
             and proc.stderr.rstrip().endswith("terminate called without an active exception"))
 
