@@ -27,10 +27,15 @@ def log_records(text: str, kind: str) -> List[Dict[str, str]]:
 EARLY_STOP = "early stop since valid performance hasn't improved"  # fairseq_cli.train's line (--patience)
 
 
+def process_walls(walls: List[float]) -> List[float]:
+    """The last of the ``wall`` readings of fairseq-train's ``train_inner`` records, in order, in each process
+    that wrote them: a resumed run's new process starts that clock again (a reading lower than the one before)."""
+    return [w for w, after in zip(walls, walls[1:] + [0.0]) if after < w]
+
+
 def training_seconds(walls: List[float]) -> Optional[float]:
-    """fairseq-train's time from the ``wall`` readings of its ``train_inner`` records, in order: a resumed run's
-    new process starts that clock again, so the last reading before each restart is added to the last one."""
-    return sum(w for w, after in zip(walls, walls[1:] + [0.0]) if after < w) if walls else None
+    """fairseq-train's time from those readings: each process's last, added; None without any."""
+    return sum(process_walls(walls)) if walls else None
 
 
 def numbers(record: Dict[str, str]) -> Dict[str, float]:

@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, paper_lrate  # noqa: E402
 
-from ..fairseq_output import EARLY_STOP, log_records, numbers, training_seconds  # noqa: E402
+from ..fairseq_output import EARLY_STOP, log_records, numbers, process_walls, training_seconds  # noqa: E402
 from ..files import atomic_path, duration, exits_on_a_full_disk, write_text  # noqa: E402
 
 
@@ -179,7 +179,7 @@ def write_report(
     ]
     walls = [r["wall"] for r in records["train_inner"] if "wall" in r]  # fairseq's 'wall' meter, each logged interval
     if walls:
-        processes = 1 + sum(after < w for w, after in zip(walls, walls[1:]))  # a resumed run's clock starts again
+        processes = len(process_walls(walls))  # a resumed run's clock starts again
         lines.append(f"- training took {duration(training_seconds(walls))} (fairseq's wall clock at update "
                      f"{int(last['num_updates'])}{f', added over its {processes} processes: the run was resumed' if processes > 1 else ''})")
     for stop in records.get("stopped", []):
