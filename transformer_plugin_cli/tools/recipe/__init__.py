@@ -6,7 +6,7 @@ of a recipe), except :func:`.layout.cuda_devices` in a real run on GPUs.
 
 - :mod:`.verbs`: the engine's own verbs a stage's command may start with (capture, train_workers, launch_training);
 - :mod:`.stamps`: a stage, what it makes (its identity: command, digests of what it reads) and its stamp;
-  :mod:`.legacy`: stamps from before the engine, which still count;
+  :mod:`.legacy`: stamps from before the engine, which still count (:mod:`.shell_words`: their quoting);
 - :mod:`.decisions`: skip, run, redo, stop or wait, for every stage, from what each reads and writes;
 - :mod:`.space`: what the stages that run will write, against the disk's free space;
 - :mod:`.layout`: machines, processes and batch of a training; :mod:`.failures`: why a stage failed, in words;
@@ -25,7 +25,8 @@ from transformer_plugin_cli.tools.recipe.decisions import (  # noqa: F401
 )
 from transformer_plugin_cli.tools.recipe.failures import FAILURES, StageFailed, exit_status, training_failure  # noqa: F401
 from transformer_plugin_cli.tools.recipe.layout import LayoutError, free_port, layout, worker_commands, worker_threads  # noqa: F401
-from transformer_plugin_cli.tools.recipe.legacy import bash_words, legacy_words, normalised_legacy  # noqa: F401
+from transformer_plugin_cli.tools.recipe.legacy import legacy_words, normalised_legacy  # noqa: F401
+from transformer_plugin_cli.tools.recipe.shell_words import bash_words  # noqa: F401
 from transformer_plugin_cli.tools.recipe.stamps import (  # noqa: F401
     Context,
     DigestCache,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from transformer_plugin_cli.files import write_json
+from transformer_plugin_cli.tools.recipe.shell_words import bash_words
 from transformer_plugin_cli.tools.recipe.verbs import call
 
 # options that change how a stage runs, not what it makes, left out of its identity with their values:
@@ -285,8 +286,6 @@ def read_stamp(path: str) -> Optional[Done]:
             return Done(ident, data.get("settings", {}))
         except (ValueError, KeyError, TypeError):
             return Done({"command": ["(an unreadable stamp)"], "inputs": []}, {})
-    from transformer_plugin_cli.tools.recipe.legacy import bash_words
-
     settings = {}
     with contextlib.suppress(FileNotFoundError):
         with open(path + ".settings", encoding="utf-8") as f:
