@@ -51,7 +51,8 @@ import unicodedata
 from collections import Counter
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.files import exits_on_a_full_disk, publish
+from transformer_plugin_cli.console import console_script
+from transformer_plugin_cli.files import publish
 
 WESNOTH_CAMPAIGNS = "did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs".split()
 PACKAGES = [
@@ -306,7 +307,7 @@ def write_toy_debs(out: str, packages: Sequence[str] = ("toy-game-data", "toy-to
     return made
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

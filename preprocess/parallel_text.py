@@ -48,7 +48,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.files import TMP_SUFFIX, exits_on_a_full_disk, publish
+from transformer_plugin_cli.console import console_script
+from transformer_plugin_cli.files import TMP_SUFFIX, publish
 from transformer_plugin_cli.tools.speed_probe import BudgetError, parse_time, updates_that_fit
 
 FIRST = 10  # line numbers kept per reason
@@ -678,7 +679,7 @@ def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int]
 # ---- the command line -----------------------------------------------------------------------------------
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="vaswani-prepare-parallel-text", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

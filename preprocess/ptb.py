@@ -26,7 +26,8 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from transformer_plugin_cli.files import exits_on_a_full_disk, publish, write_text
+from transformer_plugin_cli.console import console_script
+from transformer_plugin_cli.files import publish, write_text
 from transformer_plugin_cli.parsing.trees import Tree, TreeError, clean, linearise, read_trees
 
 SPLITS = {"train": [f"{s:02d}" for s in range(2, 22)], "valid": ["22"], "test": ["23"]}
@@ -210,7 +211,7 @@ def write_toy_treebank(out: str, sentences_per_file: int = 20, files_per_section
     return written
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

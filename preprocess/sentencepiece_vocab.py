@@ -20,7 +20,8 @@ import re
 import sys
 from typing import List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.files import atomic_path, exits_on_a_full_disk
+from transformer_plugin_cli.console import console_script
+from transformer_plugin_cli.files import atomic_path
 
 
 class VocabularyTooLargeError(ValueError):
@@ -185,7 +186,7 @@ def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, 
     return counts
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -20,7 +20,8 @@ import os
 import sys
 from typing import List, Sequence
 
-from transformer_plugin_cli.files import atomic_path, exits_on_a_full_disk
+from transformer_plugin_cli.console import console_script
+from transformer_plugin_cli.files import atomic_path
 
 
 class ShardError(ValueError):
@@ -63,7 +64,7 @@ def split(prefix: str, langs: Sequence[str], shards: int, out: str) -> List[int]
     return counts
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="vaswani-shard-text", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

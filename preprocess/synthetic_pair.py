@@ -24,7 +24,8 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from transformer_plugin_cli.files import exits_on_a_full_disk, write_lines
+from transformer_plugin_cli.console import console_script
+from transformer_plugin_cli.files import write_lines
 
 SOURCE_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 TARGET_SYLLABLES = [c + v for c in ["sch", "h", "j", "w", "r", "b", "t", "k", "l", "m", "n", "d"] for v in "aeiouy"]
@@ -158,7 +159,7 @@ def generate(out_dir: str, train: int, valid: int, test: int, seed: int = 1) -> 
     return counts
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Write a deterministic synthetic parallel corpus.")
     parser.add_argument("--out-dir", required=True)

@@ -49,7 +49,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.files import exits_on_a_full_disk, full_disk_error, publish, write_json
+from transformer_plugin_cli.console import console_script
+from transformer_plugin_cli.files import full_disk_error, publish, write_json
 
 
 
@@ -514,7 +515,9 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
 # ---- toy archives ------------------------------------------------------------------------------
 
 
-def _sgml(lines: Sequence[str], kind: str, setid: str, lang: str, docs: int = 3) -> str:
+def sgml(lines: Sequence[str], kind: str, setid: str, lang: str, docs: int = 3) -> str:
+    """``lines`` as a WMT test set's SGML file holds them (``kind`` src or ref), in ``docs`` documents: what
+    :func:`read_sgml` reads back; for the toy archives here and the benchmark's large ones."""
     head = {"src": f'<srcset setid="{setid}" srclang="any">', "ref": f'<refset setid="{setid}" srclang="any" '
             f'trglang="{lang}">'}[kind]  # fmt: skip
     body, per_doc = [head], -(-len(lines) // docs)
@@ -557,7 +560,7 @@ def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 70
                                       (spec["test_src"], "src", src, test_pairs),
                                       (spec["test_ref"], "ref", tgt, test_pairs)):  # fmt: skip
         side = 0 if lang == src else 1
-        text = _sgml([p[side] for p in lines], kind, corpus.name, lang)
+        text = sgml([p[side] for p in lines], kind, corpus.name, lang)
         files.setdefault(corpus.archive, {})[corpus.member.format(lang=lang)] = text.encode()
     os.makedirs(out, exist_ok=True)
     for name, members in files.items():
@@ -570,7 +573,7 @@ def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 70
     return sorted(files)
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

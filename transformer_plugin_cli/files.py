@@ -79,6 +79,8 @@ def publish(out: str, texts: Dict[str, List[str]], report: Dict, written: Sequen
 
 
 # ---- a full disk ---------------------------------------------------------------------------------------
+# (size, duration and full_disk_error have a twin in the plugin, transformer_plugin/patches/_units.py, which
+# imports nothing of this package; tests/unit/patches/test_units.py holds the two to the same answers)
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 

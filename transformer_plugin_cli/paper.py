@@ -22,6 +22,8 @@ import os
 import sys
 from typing import List, NamedTuple, Optional
 
+from transformer_plugin_cli.console import console_script
+
 ADAM_BETAS, ADAM_EPS = "(0.9, 0.98)", "1e-09"  # Section 5.3: beta_1, beta_2, epsilon
 
 
@@ -92,6 +94,7 @@ def number(text: str) -> str:
     return text
 
 
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Print the paper's fairseq flags, one per line.")
     sub = parser.add_subparsers(dest="which", required=True)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from helpers import PLUGIN, REPO, TRAIN_FLAGS
 
 LIGHT_TOOLS = [
     "transformer_plugin_cli.parsing.evalb", "transformer_plugin_cli.parsing.trees",
@@ -117,3 +117,139 @@ def test_console_scripts_run(script):
         assert result.stdout.strip() == os.path.join(REPO, "transformer_plugin")
     if name == "vaswani-paper-flags":
         assert "--warmup-updates\n4000\n" in result.stdout and "--label-smoothing\n0.1" in result.stdout
+
+
+# ---- the import graph: the contracts of .importlinter, private names, the plugin alone ---------------
+
+
+def test_the_import_graph_keeps_its_contracts():
+    """import-linter's reading of every import (in functions too) against .importlinter: the packages in layers
+    (benchmarks, preprocess, the tools, the plugin, each importing only those below it), the plugin importing
+    none of the others, and no cycle among the modules or subpackages of any package."""
+    result = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-cache"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
+
+
+def imported_names(path):
+    """(module, name) of each ``from module import name`` in the file at ``path``, in functions too, with the
+    module of a relative import made absolute."""
+    package = os.path.relpath(os.path.dirname(path), REPO).replace(os.sep, ".")
+    found = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found += [(module, alias.name) for alias in node.names]
+    return found
+
+
+def test_no_private_name_is_imported_from_another_package():
+    """A name with a leading underscore is its package's own: another top-level package that needs it gets a public
+    name. (Within one package a private module's names are shared, as patches/_units.py's; tests may reach in.)"""
+    crossing = []
+    private = lambda name: name.startswith("_") and not (name.endswith("__") and len(name) > 4)  # noqa: E731
+    for package in ("transformer_plugin", "transformer_plugin_cli", "preprocess", "benchmarks"):
+        for directory, _, files in os.walk(os.path.join(REPO, package)):
+            for name in (f for f in files if f.endswith(".py")):
+                path = os.path.join(directory, name)
+                for module, imported in imported_names(path):
+                    top = module.split(".")[0]
+                    if top != package and top in PACKAGES + ("transformer_plugin", "benchmarks") and (
+                            private(imported) or any(map(private, module.split(".")))):  # fmt: skip
+                        crossing.append(f"{os.path.relpath(path, REPO)}: from {module} import {imported}")
+    assert not crossing, "\n".join(crossing)
+
+
+# what makes the copy the only transformer_plugin there is: this environment's editable install of the project
+# (a finder on sys.meta_path) taken away, and the project's other packages made unimportable
+ALONE = """
+import importlib.abc, sys
+sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("__editable__")]
+sys.path_hooks[:] = [h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith("__editable__")]
+sys.path_importer_cache.clear()
+
+class NotInTheCopy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("transformer_plugin_cli", "preprocess", "benchmarks"):
+            raise ModuleNotFoundError(f"No module named {name!r} (the plugin was copied alone)", name=name)
+
+sys.meta_path.insert(0, NotInTheCopy())
+sys.argv = ["fairseq-train", *sys.argv[1:]]
+from fairseq_cli.train import cli_main
+cli_main()
+print("plugin loaded from", sys.modules["transformer_plugin"].__file__)
+"""
+
+
+def test_the_plugin_copied_alone_trains_with_user_dir(data_bin, tmp_path):
+    """``transformer_plugin/`` copied alone into an empty folder, as --user-dir invites, is all fairseq-train
+    needs: a few updates of vaswani_tiny with the plugin's criterion and schedule, from the copy."""
+    import shutil
+
+    alone = tmp_path / "elsewhere"
+    shutil.copytree(PLUGIN, alone / "transformer_plugin", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", ALONE, str(data_bin / "bin"), "--user-dir", str(alone / "transformer_plugin"),
+                             *TRAIN_FLAGS, "--max-update", "3", "--save-dir", str(tmp_path / "ckpt"), "--no-epoch-checkpoints",
+                             "--disable-validation"], cwd=alone, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert f"plugin loaded from {alone}/transformer_plugin/__init__.py" in output
+    assert "num_updates=3" in output.replace(" ", "") or "done training" in output
+    assert (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
+
+
+# ---- output closed early: every command ends quietly (transformer_plugin_cli/console.py) -----------------
+
+def vaswani_scripts():
+    return {e.name: e for e in importlib.metadata.entry_points(group="console_scripts") if e.name.startswith("vaswani-")}
+
+
+def test_every_command_is_a_console_script_of_console_py():
+    """Each main that a vaswani-* script calls is wrapped by ``@console_script`` (one place for all)."""
+    unwrapped = [name for name, entry in vaswani_scripts().items() if not getattr(entry.load(), "__console_script__", False)]
+    assert not unwrapped
+
+
+def printing_commands(tmp_path):
+    """Commands that print with no input but what is written here: the lists and flags, a synthetic pair, the
+    scores of a parse and of fairseq-generate's output. (argparse's --help would not do: argparse itself ignores
+    an error writing its help.)"""
+    (tmp_path / "gold").write_text("(S (NP (DT a) (NN b)) (VP (VBZ c)))\n" * 3)
+    (tmp_path / "generate.out").write_text("".join(f"S-{i}\tein Satz\nD-{i}\t-0.5\ta sentence\n" for i in range(3)))
+    (tmp_path / "reference").write_text("a sentence\n" * 3)
+    return [
+        ["vaswani-user-dir"], ["vaswani-paper-flags", "training"], ["vaswani-paper-flags", "decoding"],
+        ["vaswani-prepare-debian-l10n", "packages"], ["vaswani-table3", "rows"], ["vaswani-table3", "plan"],
+        ["vaswani-synthetic-pair", "--out-dir", str(tmp_path / "pair"), "--train", "50", "--valid", "5", "--test", "5"],
+        ["vaswani-evalb", "--gold", str(tmp_path / "gold"), "--test", str(tmp_path / "gold")],
+        ["vaswani-evaluate", "--generate-output", str(tmp_path / "generate.out"), "--reference", str(tmp_path / "reference")],
+    ]  # fmt: skip
+
+
+def test_commands_end_quietly_when_their_output_is_closed_early(tmp_path):
+    """``vaswani-prepare-debian-l10n packages | head -1`` once head has gone: each command's standard output is
+    a pipe whose reading end is closed before it starts, so that its first write fails, whenever it comes:
+    status 141 and nothing on standard error. All at once (their start-ups overlap). The commands that need a
+    model or a corpus share the same wrapper (the test above)."""
+    read, write = os.pipe()
+    os.close(read)
+    runs = {}
+    try:
+        for name, *args in printing_commands(tmp_path):
+            runs[" ".join([name, *args])] = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), name), *args],
+                                                             stdout=write, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    finally:
+        os.close(write)
+    results = {command: (proc.wait(timeout=300), proc.stderr.read()) for command, proc in runs.items()}
+    assert {command: result for command, result in results.items() if result != (141, "")} == {}
+
+
+def test_a_command_piped_into_head_prints_its_first_lines_and_no_error():
+    """The same through the shell, as typed: head's lines, and nothing else on the terminal."""
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", "vaswani-prepare-debian-l10n packages | head -2"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})  # fmt: skip
+    assert len(result.stdout.splitlines()) == 2 and result.stderr == "" and result.returncode in (0, 141)

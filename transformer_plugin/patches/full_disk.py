@@ -19,10 +19,9 @@ from typing import Optional
 import torch
 from fairseq import checkpoint_utils
 
-from transformer_plugin_cli.files import full_disk_error as full_disk
-from transformer_plugin_cli.files import size
-
 from ._patching import replace
+from ._units import full_disk_error as full_disk
+from ._units import size
 
 UPSTREAM = None  # no upstream issue found
 CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"

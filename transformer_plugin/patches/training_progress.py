@@ -21,9 +21,8 @@ from typing import Dict, Optional
 
 from fairseq.logging import progress_bar
 
-from transformer_plugin_cli.files import duration
-
 from ._patching import replace
+from ._units import duration
 
 UPSTREAM = ""
 CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"

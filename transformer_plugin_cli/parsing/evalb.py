@@ -32,7 +32,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..files import exits_on_a_full_disk, write_json, write_lines
+from ..console import console_script
+from ..files import write_json, write_lines
 from .trees import Repairs, Tree, TreeError, clean, delinearise, events, parse_tree, strip_function_tags
 
 DELETE_LABELS = frozenset({"TOP", "ROOT", "", "-NONE-", ",", ":", "``", "''", "."})
@@ -153,7 +154,7 @@ def trees_from_generate_output(generate_output: str, source: str) -> Tuple[List[
     return trees, total
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Labelled bracketing F1 with EVALB's COLLINS.prm conventions.")
     parser.add_argument("--gold", required=True, help="gold trees, one per line")

@@ -26,6 +26,7 @@ from typing import List, Optional
 import numpy as np
 from ctranslate2.converters.converter import Converter
 
+from ..console import console_script
 from .checkpoint import UnsupportedModelError, check_even_heads, load_for_export
 
 
@@ -126,6 +127,7 @@ class VaswaniTransformerConverter(Converter):
         return spec
 
 
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model_path", required=True, help="the vaswani_transformer checkpoint (.pt)")

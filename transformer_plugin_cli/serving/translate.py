@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Iterable, Iterator, List
 
+from ..console import console_script
 from ..files import atomic_path
 from ..paper import DECODING
 
@@ -82,6 +83,7 @@ def translate_stream(translator: Translator, lines: Iterable[str], out, chunk_si
         out.flush()
 
 
+@console_script
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, help="directory written by vaswani-export-ct2")

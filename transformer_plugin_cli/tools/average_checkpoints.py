@@ -33,7 +33,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError, load_checked
 
-from ..files import exits_on_a_full_disk, save_torch
+from ..console import console_script
+from ..files import save_torch
 
 
 class CheckpointMismatchError(ValueError):
@@ -148,7 +149,7 @@ def average_checkpoints(paths: List[str]) -> Dict:
     return output
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description="Average the parameters of fairseq checkpoints (Section 6.1 of the paper)."

@@ -21,7 +21,8 @@ from typing import Any, Dict
 import torch
 from torch import Tensor
 
-from ..files import exits_on_a_full_disk
+from transformer_plugin_cli.console import console_script
+
 
 _RENAMES = [
     (r"^(encoder|decoder)\.embed_tokens\.weight$", r"\1.embed.embed_tokens.weight"),
@@ -128,7 +129,7 @@ def convert_checkpoint(state: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Convert a fairseq transformer checkpoint to vaswani_transformer.")
     parser.add_argument("input", help="checkpoint of fairseq's transformer")

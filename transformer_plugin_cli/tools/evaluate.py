@@ -20,8 +20,9 @@ from typing import Dict, List, Optional
 
 import sacrebleu
 
+from ..console import console_script
 from ..fairseq_output import hypotheses as read_hypotheses
-from ..files import exits_on_a_full_disk, write_json, write_lines
+from ..files import write_json, write_lines
 
 
 def compound_split(text: str) -> str:
@@ -68,7 +69,7 @@ def score(hypotheses: List[str], references: List[str], tokenized_bleu_lang: Opt
     return result
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Score fairseq-generate output (sacreBLEU, chrF, tokenized BLEU).")
     parser.add_argument("--generate-output", required=True, help="what fairseq-generate printed")

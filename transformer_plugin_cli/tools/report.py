@@ -28,8 +28,9 @@ import torch  # noqa: E402
 
 from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, paper_lrate  # noqa: E402
 
+from ..console import console_script  # noqa: E402
 from ..fairseq_output import EARLY_STOP, log_records, numbers, process_walls, training_seconds  # noqa: E402
-from ..files import atomic_path, duration, exits_on_a_full_disk, write_text  # noqa: E402
+from ..files import atomic_path, duration, write_text  # noqa: E402
 
 
 def save_figure(fig, path: str) -> None:
@@ -201,7 +202,7 @@ def write_report(
     return path
 
 
-@exits_on_a_full_disk
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Write a run report with learning curves and attention maps.")
     parser.add_argument("--train-log", required=True, help="fairseq-train output written with --log-format json")

@@ -40,6 +40,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
+from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import duration, write_json
 
 # the most target tokens a micro-batch of the probe holds: a larger batch is timed per token (its cost grows with
@@ -414,6 +415,7 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
     return values
 
 
+@console_script
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="vaswani-speed-probe", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ..console import console_script
 from ..fairseq_output import log_records
 from ..files import write_text
 
@@ -126,6 +127,7 @@ def collect(work: str, row_ids: List[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -9,6 +9,8 @@ It finds the package without importing it (and so without importing fairseq).
 import importlib.util
 import sys
 
+from ..console import console_script
+
 
 def plugin_dir() -> str:
     spec = importlib.util.find_spec("transformer_plugin")
@@ -17,6 +19,7 @@ def plugin_dir() -> str:
     return list(spec.submodule_search_locations)[0]
 
 
+@console_script
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
