@@ -36,7 +36,6 @@ core is matched to the record's by compute (``calibrated``; a budget new to the 
 import argparse
 import concurrent.futures
 import functools
-import json
 import math
 import os
 import queue
@@ -45,14 +44,14 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from preprocess.parallel_text import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
-from transformer_plugin_cli.fairseq_output import EARLY_STOP, log_records, training_seconds  # noqa: E402
+from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, parse_time, seconds_per_update  # noqa: E402
 
 PICK = "pick"
@@ -109,26 +108,6 @@ def parse_corpus(text: str) -> Corpus:
     if not name or len(parts) != 3 or not all(parts):
         raise argparse.ArgumentTypeError(f"--corpus {text!r}: expected NAME=PREFIX:SRC:TGT")
     return Corpus(name, *parts)
-
-
-@dataclass
-class Result:
-    corpus: str
-    budget: str
-    candidate: str
-    settings: Dict[str, str]
-    updates: int
-    refused: str = ""  # why the recipe would not run it
-    bleu: Optional[float] = None
-    chrf: Optional[float] = None
-    valid_nll: Optional[float] = None  # bits per token, the last validation
-    train_seconds: Optional[float] = None  # fairseq's wall clock at its last logged update, summed over resumes
-    is_pick: List[str] = field(default_factory=list)  # the candidates that are the rule's pick (same settings)
-    measured: str = ""  # the day it was trained and scored
-    pairs: Optional[int] = None  # the corpus's training pairs then (a corpus rebuilt from Debian's packages moves)
-    time: str = ""  # the TIME its updates were asked for, where not ``budget``: ``budget`` on another machine (calibrated)
-    note: str = ""
-    stopped_at: Optional[int] = None  # the update early stopping (the recipe's --patience) ended it at, before ``updates``
 
 
 def recipe_settings(variables: Dict[str, str]) -> Dict[str, str]:
@@ -192,22 +171,6 @@ def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], vali
     return int(assignments(done.stdout)["MAX_UPDATE"]), ""
 
 
-def read_run(work: str) -> Dict[str, Optional[float]]:
-    """BLEU, chrF, the last validation nll, fairseq's wall clock at the last logged update (a resumed run's
-    process starts its clock again: the last reading before each restart is added) and, where fairseq's early
-    stopping ended the run, the update it stopped at (the last validated: the check follows a validation)."""
-    with open(os.path.join(work, "results", "scores.test.json")) as f:
-        scores = json.load(f)
-    with open(os.path.join(work, "train.log"), encoding="utf-8", errors="replace") as f:
-        log = f.read()
-    valid = log_records(log, "valid")
-    walls = [float(r["wall"]) for r in log_records(log, "train_inner") if "wall" in r]
-    return {"bleu": scores["sacrebleu"], "chrf": scores["chrf"],
-            "valid_nll": float(valid[-1]["valid_nll_loss"]) if valid else None,
-            "train_seconds": training_seconds(walls),
-            "stopped_at": int(valid[-1]["valid_num_updates"]) if EARLY_STOP in log and valid else None}  # fmt: skip
-
-
 def run_recipe(corpus: Corpus, budget: str, name: str, settings: Dict[str, str], updates: int, work_root: str,
                core: Optional[int], recipe: str) -> Dict[str, Optional[float]]:  # fmt: skip
     work = os.path.join(work_root, corpus.name, budget, name.replace(" ", "_"))
@@ -234,29 +197,6 @@ def survivors(results: Sequence[Result], keep: float = 0.5) -> List[str]:
     chosen = [r.candidate for r in measured[: max(1, math.ceil(len(measured) * keep))]]
     others = [r.candidate for r in results if r.is_pick or r.refused]
     return chosen + [name for name in others if name not in chosen]
-
-
-def results_file(where: str) -> str:
-    """The results' record: ``where`` itself where it names a .json file (a record kept in git, docs/budgets/), else
-    ``where/results.json`` (a runs' folder)."""
-    return where if where.endswith(".json") else os.path.join(where, "results.json")
-
-
-def load(where: str) -> List[Result]:
-    try:
-        with open(results_file(where)) as f:
-            return [Result(**r) for r in json.load(f)]
-    except FileNotFoundError:
-        return []
-
-
-def save(where: str, results: Sequence[Result]) -> None:
-    path = results_file(where)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump([asdict(r) for r in results], f, indent=1)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
 
 
 def calibrated(budget: str, known: Sequence[Result], core: Optional[int], valid_tokens: int) -> str:
@@ -383,83 +323,6 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
             # of those --only names: a run resumed with fewer candidates finds the others' results too
             names = [n for n in survivors([r for r in results if (r.corpus, r.budget) == (corpus.name, budget)]) if n in everyone]
     return results
-
-
-def table(results: Sequence[Result]) -> str:
-    """A markdown table per corpus: a row per candidate, a column per budget (BLEU / chrF / valid nll, updates)."""
-    lines = []
-    for corpus in dict.fromkeys(r.corpus for r in results):
-        rows = [r for r in results if r.corpus == corpus]
-        budgets = sorted(dict.fromkeys(r.budget for r in rows), key=parse_time)
-        lines += [f"**{corpus}**", ""]
-        when = {}  # (training pairs, day) -> runs: a corpus rebuilt from Debian's packages may have moved between them
-        for r in rows:
-            if r.bleu is not None:
-                when[r.pairs, r.measured] = when.get((r.pairs, r.measured), 0) + 1
-        if len({pairs for pairs, _ in when}) > 1:
-            lines += ["Measured on " + "; ".join(f"{pairs or 0:,} training pairs ({n} run{'s' if n > 1 else ''}, {day or 'day not kept'})"
-                                                 for (pairs, day), n in sorted(when.items(), key=str)) + ".", ""]  # fmt: skip
-        lines += ["| candidate | " + " | ".join(f"TIME={b}" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
-        for name in dict.fromkeys(r.candidate for r in rows):
-            cells = []
-            for b in budgets:
-                r = next((x for x in rows if (x.candidate, x.budget) == (name, b)), None)
-                if r is None:
-                    cells.append("")
-                elif r.refused:
-                    cells.append(f"{r.updates} updates: refused")
-                else:
-                    done = f"{r.stopped_at:,} of {r.updates:,}, stopped early" if r.stopped_at else f"{r.updates:,}"
-                    text = f"{r.bleu:.2f} / {r.chrf:.2f} / {r.valid_nll:.2f} ({done})"
-                    cells.append(f"**{text}** (pick)" if r.is_pick else text)
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        for b in budgets:
-            measured = [x for x in rows if x.budget == b and x.bleu is not None]
-            pick = next((x for x in measured if x.is_pick), None)
-            if measured and pick:
-                best = max(measured, key=lambda x: x.bleu)
-                lines.append(f"\nTIME={b}: the pick's BLEU {pick.bleu:.2f}, the best's {best.bleu:.2f} ({best.candidate}): "
-                             f"{'within' if best.bleu - pick.bleu <= 0.5 else 'NOT within'} 0.5")  # fmt: skip
-            for given in dict.fromkeys(x.time for x in rows if x.budget == b and x.time):
-                if all(x.time for x in rows if x.budget == b):  # none measured there: scaled as its longest budget
-                    lines.append(f"\nTIME={b}: measured on another machine than the record's others: {given} of its "
-                                 f"core, {b} scaled as the compute that the longest budget gave where they ran")  # fmt: skip
-                    continue
-                names = ", ".join(x.candidate for x in rows if (x.budget, x.time) == (b, given))
-                lines.append(f"\nTIME={b}: {names} ran on another machine than the others: {given} of its core, the "
-                             f"compute that {b} gave them where they ran")  # fmt: skip
-        lines.append("")
-    return "\n".join(lines)
-
-
-def figure(results: Sequence[Result], path: str) -> None:
-    """BLEU against the budget, a line per candidate, a panel per corpus, the rule's picks ringed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    corpora = list(dict.fromkeys(r.corpus for r in results))
-    fig, axes = plt.subplots(1, len(corpora), figsize=(5.5 * len(corpora), 4.2), squeeze=False)
-    for ax, corpus in zip(axes[0], corpora):
-        rows = [r for r in results if r.corpus == corpus and r.bleu is not None]
-        for name in dict.fromkeys(r.candidate for r in rows):
-            mine = sorted((r for r in rows if r.candidate == name), key=lambda r: parse_time(r.budget))
-            ax.plot([parse_time(r.budget) / 60 for r in mine], [r.bleu for r in mine], marker="o", label=name)
-        picks = [r for r in rows if r.is_pick]
-        ax.scatter([parse_time(r.budget) / 60 for r in picks], [r.bleu for r in picks], s=180, facecolors="none",
-                   edgecolors="black", linewidths=1.5, label="the rule's pick", zorder=3)  # fmt: skip
-        ax.set_xscale("log")
-        marks = sorted({r.budget for r in rows}, key=parse_time)
-        ax.set_xticks([parse_time(b) / 60 for b in marks], marks)
-        ax.minorticks_off()
-        ax.set_xlabel("TIME of one core (the compute of the record's first machine), log scale")
-        ax.set_ylabel("sacreBLEU (test)")
-        ax.set_title(corpus)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
 
 
 def prepare_corpora(out: str, debs: Optional[str]) -> None:

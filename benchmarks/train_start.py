@@ -33,7 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import BIN, PLUGIN, print_table  # noqa: E402
-from benchmarks.data import TreeMemory  # noqa: E402
+from benchmarks.process_memory import TreeMemory  # noqa: E402
 
 MAGIC = b"MMIDIDX\x00\x00"
 UINT16 = 8  # fairseq's dtype code for numpy.uint16

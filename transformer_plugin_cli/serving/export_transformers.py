@@ -26,182 +26,26 @@ writes a directory that ``MarianMTModel.from_pretrained`` and ``MarianTokenizer.
 - ``README.md``: a model card with the architecture, the training run as the checkpoint records it,
   the data, and the scores given with ``--scores`` (files written by ``vaswani-evaluate --json``).
 
-Why Marian, and the one permutation
------------------------------------
-``MarianMTModel`` computes the paper's model: post-norm layers ``LayerNorm(x + Sublayer(x))``,
-embeddings scaled by sqrt(d_model), biased projections, ReLU (``activation_function: relu``), no
-layer norm on the embeddings, and fixed sinusoids with the paper's frequencies
-``10000^(-2i/d_model)`` from position 0. It lays them out differently: the paper interleaves them,
-``PE[2i] = sin``, ``PE[2i+1] = cos``; Marian puts all sines first, ``PE'[i] = sin``,
-``PE'[d_model/2 + i] = cos``. So ``PE' = PE[perm]`` with ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``.
-
-The exported model is the plugin's model with the d_model coordinates of its residual stream
-renamed by ``perm``: every vector x on the stream becomes ``x[perm]``. That gives the same function,
-because each part of a layer either commutes with the renaming or has its weights renamed with it:
-
-- a linear map that reads the stream (W^Q, W^K, W^V, W_1, the output projection) computes
-  ``W x = W[:, perm] x[perm]``: its columns are permuted;
-- a linear map that writes to the stream (W^O, W_2) must give ``(W h + b)[perm] = W[perm, :] h + b[perm]``:
-  its rows and bias are permuted;
-- the residual sums are elementwise, so they commute; dropout is the identity at inference;
-- LayerNorm's mean and variance are sums over all coordinates, unchanged by their order; its gain
-  and bias are elementwise and are permuted;
-- the embeddings write to the stream: the columns of each embedding matrix are permuted (a tied
-  output projection stays tied: it reads the stream through the same permuted columns);
-- the positional encodings added to them are already in Marian's order, which is the paper's
-  permuted: ``PE' = PE[perm]``.
-
-Nothing is approximated: the encoder and decoder outputs are the plugin's permuted, and the logits,
-which read the stream through the permuted output projection, are the plugin's. The exporter checks
-this on a probe batch before it writes anything (log-probabilities within 1e-4, and Marian's own
-sinusoid table against the permuted paper table).
-
-What Marian cannot hold is refused before anything is written, naming the flag:
-``--normalize-before`` (Marian is post-norm), ``--positional-encoding learned`` (Marian's positions
-are fixed sinusoids), ``--sinusoid-variant fairseq`` (other frequencies, and positions from
-padding_idx + 1), ``--d-k``/``--d-v`` other than d_model/h (Marian splits d_model evenly).
+How the weights map (the one permutation, and what Marian cannot hold): ``marian.py``. The model card:
+``model_card.py``.
 """
 
 import argparse
-import datetime
 import glob
 import json
 import os
 import shutil
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
+from ..console import console_script
 from ..paper import DECODING
-from .checkpoint import UnsupportedModelError, check_even_heads, load_for_export
+from .checkpoint import UnsupportedModelError, load_for_export
+from .marian import (ExportError, check_equivalent, check_supported, marian_config, marian_state_dict, paper_to_marian,
+                     tied_weights, vocabulary)
+from .model_card import model_card, read_scores
 
 SOURCE_SPM, TARGET_SPM = "source.spm", "target.spm"
-
-
-class ExportError(ValueError):
-    """The inputs do not fit together (dictionary and sentencepiece model, output directory, ...)."""
-
-
-def check_supported(cfg) -> None:
-    """Refuse, naming the flag, a model that MarianMT cannot compute."""
-    if getattr(cfg, "normalize_before", False):
-        raise UnsupportedModelError(
-            "--normalize-before: MarianMT's layers are post-norm, LayerNorm(x + Sublayer(x)), as in the paper"
-        )
-    if getattr(cfg, "positional_encoding", "sinusoidal") != "sinusoidal":
-        raise UnsupportedModelError(
-            f"--positional-encoding {cfg.positional_encoding}: MarianMT's positions are fixed sinusoids"
-        )
-    if getattr(cfg, "sinusoid_variant", "paper") != "paper":
-        raise UnsupportedModelError(
-            f"--sinusoid-variant {cfg.sinusoid_variant}: MarianMT's sinusoids have the paper's frequencies and start"
-            " at position 0; fairseq's have other frequencies and start at padding_idx + 1"
-        )
-    check_even_heads(cfg, "MarianMT")
-
-
-def paper_to_marian(d_model: int):
-    """``perm``: Marian's coordinate k holds the paper's coordinate ``perm[k]`` (sines, then cosines)."""
-    import torch
-
-    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
-
-
-def marian_state_dict(model, perm) -> Dict[str, "object"]:
-    """The plugin model's weights under MarianMTModel's names, the residual stream renamed by ``perm``."""
-    import torch
-
-    state: Dict[str, torch.Tensor] = {}
-
-    def reads(name, linear):  # columns: the input comes from the stream
-        state[f"{name}.weight"] = linear.weight.detach()[:, perm]
-        state[f"{name}.bias"] = linear.bias.detach()
-
-    def writes(name, linear):  # rows and bias: the output goes to the stream
-        state[f"{name}.weight"] = linear.weight.detach()[perm, :]
-        state[f"{name}.bias"] = linear.bias.detach()[perm]
-
-    def norm(name, layer_norm):
-        state[f"{name}.weight"] = layer_norm.weight.detach()[perm]
-        state[f"{name}.bias"] = layer_norm.bias.detach()[perm]
-
-    def projections(name, weight, bias, parts: Sequence[str], sizes: Sequence[int]):
-        for part, w, b in zip(parts, weight.detach().split(sizes), bias.detach().split(sizes)):
-            state[f"{name}.{part}.weight"] = w[:, perm]
-            state[f"{name}.{part}.bias"] = b
-
-    def ffn(prefix, layer):
-        reads(f"{prefix}.fc1", layer.ffn.w_1)
-        writes(f"{prefix}.fc2", layer.ffn.w_2)
-        norm(f"{prefix}.final_layer_norm", layer.ffn_sublayer.layer_norm)
-
-    def self_attention(prefix, layer):
-        attn = layer.self_attn
-        projections(f"{prefix}.self_attn", attn.in_proj.weight, attn.in_proj.bias, ("q_proj", "k_proj", "v_proj"),
-                    [attn.h * attn.d_k, attn.h * attn.d_k, attn.h * attn.d_v])  # fmt: skip
-        writes(f"{prefix}.self_attn.out_proj", attn.out_proj)
-        norm(f"{prefix}.self_attn_layer_norm", layer.self_attn_sublayer.layer_norm)
-
-    encoder, decoder = model.encoder, model.decoder
-    for i, layer in enumerate(encoder.layers):
-        self_attention(f"model.encoder.layers.{i}", layer)
-        ffn(f"model.encoder.layers.{i}", layer)
-    for i, layer in enumerate(decoder.layers):
-        prefix = f"model.decoder.layers.{i}"
-        self_attention(prefix, layer)
-        attn = layer.encoder_attn
-        reads(f"{prefix}.encoder_attn.q_proj", attn.q_proj)
-        projections(f"{prefix}.encoder_attn", attn.kv_proj.weight, attn.kv_proj.bias, ("k_proj", "v_proj"),
-                    [attn.h * attn.d_k, attn.h * attn.d_v])  # fmt: skip
-        writes(f"{prefix}.encoder_attn.out_proj", attn.out_proj)
-        norm(f"{prefix}.encoder_attn_layer_norm", layer.encoder_attn_sublayer.layer_norm)
-        ffn(prefix, layer)
-
-    source_embed = encoder.embed.embed_tokens.weight.detach()[:, perm]
-    target_embed = decoder.embed.embed_tokens.weight.detach()[:, perm]
-    if encoder.embed.embed_tokens is decoder.embed.embed_tokens:  # --share-all-embeddings
-        state["model.shared.weight"] = source_embed
-    else:
-        state["model.encoder.embed_tokens.weight"] = source_embed
-        state["model.decoder.embed_tokens.weight"] = target_embed
-    output = decoder.output_projection.weight
-    if output is not decoder.embed.embed_tokens.weight:  # not tied: Marian's lm_head is a matrix of its own
-        state["lm_head.weight"] = output.detach()[:, perm]
-    state["final_logits_bias"] = torch.zeros(1, output.size(0))  # the paper's projection has no bias
-    return state
-
-
-def marian_config(cfg, source_dictionary, target_dictionary):
-    """MarianConfig for the plugin model's configuration ``cfg`` and its dictionaries."""
-    from transformers import MarianConfig
-
-    for name in ("pad", "eos", "unk"):
-        if getattr(source_dictionary, name)() != getattr(target_dictionary, name)():
-            raise ExportError(f"the source and target dictionaries give <{name}> different ids")
-    shared = bool(cfg.share_all_embeddings)
-    return MarianConfig(
-        vocab_size=len(source_dictionary),
-        decoder_vocab_size=len(target_dictionary),
-        share_encoder_decoder_embeddings=shared,
-        tie_word_embeddings=shared or bool(cfg.share_decoder_input_output_embed),
-        d_model=cfg.d_model,
-        encoder_layers=cfg.encoder_layers,
-        decoder_layers=cfg.decoder_layers,
-        encoder_ffn_dim=cfg.d_ff,
-        decoder_ffn_dim=cfg.d_ff,
-        encoder_attention_heads=cfg.attention_heads,
-        decoder_attention_heads=cfg.attention_heads,
-        activation_function="relu",
-        scale_embedding=True,
-        max_position_embeddings=max(cfg.max_source_positions, cfg.max_target_positions),
-        dropout=cfg.dropout,  # for fine-tuning; generation runs in eval mode
-        attention_dropout=cfg.attention_dropout,
-        activation_dropout=cfg.activation_dropout,
-        pad_token_id=target_dictionary.pad(),
-        eos_token_id=target_dictionary.eos(),
-        forced_eos_token_id=target_dictionary.eos(),
-        decoder_start_token_id=target_dictionary.eos(),  # fairseq starts every target with </s>
-        bos_token_id=None,
-    )
 
 
 def generation_config(config, beam: int, lenpen: float, max_new_tokens: int):
@@ -247,154 +91,6 @@ def default_bound(data_dir: str, source_lang: str, target_lang: str, max_len_b: 
     return min(longest + max_len_b + 1, positions)
 
 
-def vocabulary(dictionary, spm_path: str) -> Dict[str, int]:
-    """{piece: fairseq id} for the tokenizer's vocab.json. Every symbol of the dictionary but fairseq's
-    own (<s>, <pad>, </s>, <unk>, madeupword*) must be a piece of the sentencepiece model."""
-    import sentencepiece
-
-    processor = sentencepiece.SentencePieceProcessor(model_file=spm_path)
-    pieces = {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
-    specials = set(dictionary.symbols[: dictionary.nspecial])
-    foreign = [s for s in dictionary.symbols if s not in pieces and s not in specials and not s.startswith("madeupword")]
-    if foreign:
-        raise ExportError(
-            f"{len(foreign)} symbols of the dictionary are not pieces of {spm_path} (e.g. {foreign[:5]}):"
-            " give the sentencepiece model the data was encoded with"
-        )
-    return {symbol: i for i, symbol in enumerate(dictionary.symbols)}
-
-
-def check_equivalent(model, marian, source_dictionary, target_dictionary, perm, tolerance: float = 1e-4) -> float:
-    """The largest difference between the two models' log-probabilities on a probe batch; raises if it
-    exceeds ``tolerance`` or if Marian's sinusoids are not the paper's permuted."""
-    import torch
-
-    from transformer_plugin.modules.positional_encoding import sinusoid_table
-
-    table = marian.model.encoder.embed_positions.weight
-    expected = sinusoid_table(table.size(0), table.size(1), "paper")[:, perm]
-    if not torch.allclose(table.float(), expected, atol=1e-6, rtol=0):
-        raise ExportError("MarianMT's sinusoid table is not the paper's in sine-then-cosine order")
-    generator = torch.Generator().manual_seed(0)
-
-    def tokens(dictionary, n):
-        return torch.randint(dictionary.nspecial, len(dictionary), (3, n), generator=generator)
-
-    source = torch.cat([tokens(source_dictionary, 9), torch.full((3, 1), source_dictionary.eos())], dim=1)
-    target = torch.cat([torch.full((3, 1), target_dictionary.eos()), tokens(target_dictionary, 7)], dim=1)
-    with torch.no_grad():
-        ours = model.get_normalized_probs(model(source, torch.full((3,), source.size(1)), target), log_probs=True)
-        theirs = marian(input_ids=source, attention_mask=torch.ones_like(source), decoder_input_ids=target).logits
-        theirs = torch.log_softmax(theirs.float(), dim=-1)
-    difference = float((ours.float() - theirs).abs().max())
-    if not difference <= tolerance:
-        raise ExportError(f"the exported model's log-probabilities differ from the checkpoint's by {difference:.2e}")
-    return difference
-
-
-def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]], command: str, dataset: Optional[str],
-               directory: str, difference: float, beam: int, lenpen: float, max_len_b: int, max_new_tokens: int) -> str:  # fmt: skip
-    """README.md: what the model is, how it was trained, and what it scored."""
-    from transformer_plugin import __version__
-
-    m, src, tgt = cfg.model, task.cfg.source_lang, task.cfg.target_lang
-    history = (state.get("optimizer_history") or [{}])[-1]
-    opt = cfg.optimization
-    lines = [
-        "---",
-        "library_name: transformers",
-        "pipeline_tag: translation",
-        *([f"language:\n- {src}\n- {tgt}"] if src and tgt and len(src) == len(tgt) == 2 else []),  # ISO 639-1
-        "tags:\n- marian\n- fairseq\n- attention-is-all-you-need",
-        "---",
-        "",
-        f"# {m._name} {src}-{tgt}",
-        "",
-        '"Attention Is All You Need" (Vaswani et al., 2017), trained with fairseq and the transformer_plugin'
-        f" {__version__} `--user-dir` plugin, exported to MarianMT by `vaswani-export-hf`.",
-        "",
-        "## Architecture",
-        "",
-        "| N | d_model | d_ff | h | d_k = d_v | P_drop | parameters | vocabulary | embeddings |",
-        "|---|---|---|---|---|---|---|---|---|",
-        f"| {m.encoder_layers} / {m.decoder_layers} | {m.d_model} | {m.d_ff} | {m.attention_heads} |"
-        f" {m.d_k or m.d_model // m.attention_heads} |"
-        f" {m.dropout} | {parameters / 1e6:.1f}M | {len(task.source_dictionary)}"
-        f"{'' if m.share_all_embeddings else ' / ' + str(len(task.target_dictionary))} |"
-        f" {'shared: source, target, output (Section 3.4)' if m.share_all_embeddings else 'target and output shared' if m.share_decoder_input_output_embed else 'separate'} |",
-        "",
-        "Post-norm layers, sinusoidal positions (Section 3.5), ReLU, embeddings scaled by sqrt(d_model). MarianMT holds"
-        " the paper's sinusoids in sine-then-cosine order; the weights are permuted to match, which gives the same"
-        " function (the exporter's module docstring says why). Checked at export: the log-probabilities of this"
-        f" model and of the fairseq checkpoint agreed within {difference:.1e} on a probe batch.",
-        "",
-        "## Training",
-        "",
-        f"- updates: {history.get('num_updates', 'not recorded')}; criterion `{cfg.criterion._name}`"
-        f"{f' (label smoothing {cfg.criterion.label_smoothing})' if hasattr(cfg.criterion, 'label_smoothing') else ''};"
-        f" learning-rate schedule `{cfg.lr_scheduler._name}`"
-        f"{f' (warmup {cfg.lr_scheduler.warmup_updates})' if hasattr(cfg.lr_scheduler, 'warmup_updates') else ''};"
-        f" optimizer `{cfg.optimizer._name}`",
-        f"- batch: --max-tokens {cfg.dataset.max_tokens} x {cfg.distributed_training.distributed_world_size} processes"
-        f" x --update-freq {opt.update_freq[0] if opt.update_freq else 1}",
-        f"- data: {dataset or 'not described (vaswani-export-hf --dataset)'}; binarized in `{cfg.task.data}`",
-        "",
-        "## Evaluation",
-        "",
-    ]
-    if scores:
-        lines += ["| test set | sacreBLEU | chrF | tokenized BLEU | sentences |", "|---|---|---|---|---|"]
-        for label, s in scores:
-            tok = s.get("tokenized_bleu_compound_split", s.get("tokenized_bleu", ""))
-            lines.append(f"| {label} | {s.get('sacrebleu', '')} | {s.get('chrf', '')} | {tok} | {s.get('sentences', '')} |")
-        signatures = {s.get("sacrebleu_signature") for _, s in scores} | {s.get("chrf_signature") for _, s in scores}
-        lines += ["", "Scored with fairseq-generate's output by `vaswani-evaluate`; signatures:", ""]
-        lines += [f"- `{sig}`" for sig in sorted(x for x in signatures if x)]
-    else:
-        lines.append("No scores were given to the exporter (`--scores LABEL=FILE`, from `vaswani-evaluate --json`).")
-    lines += [
-        "",
-        "## Use",
-        "",
-        "```python",
-        "from transformers import MarianMTModel, MarianTokenizer",
-        f"tokenizer = MarianTokenizer.from_pretrained({directory!r})",
-        f"model = MarianMTModel.from_pretrained({directory!r})",
-        'batch = tokenizer(["A sentence to translate."], return_tensors="pt", padding=True)',
-        f'output = model.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + {max_len_b + 1})',
-        "print(tokenizer.batch_decode(output, skip_special_tokens=True))",
-        "```",
-        "",
-        f"`generate()` runs beam search (beam {beam}, length penalty {lenpen}) as fairseq-generate does, and"
-        f" `max_new_tokens` bounds the output as fairseq does: the batch's longest input + {max_len_b} tokens,"
-        " then `</s>`. A generation config cannot follow the input; without the argument the output stops after"
-        f" {max_new_tokens} new tokens (that bound for the longest source in the data the model was exported"
-        " with), and a hypothesis that never ends makes its whole batch run that long. `skip_special_tokens=True`"
-        " drops `<unk>` where fairseq prints it.",
-        "",
-        f"Exported on {datetime.date.today().isoformat()} with `{command}`.",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def read_scores(specs: Sequence[str]) -> List[Tuple[str, Dict]]:
-    found = []
-    for spec in specs:
-        label, sep, path = spec.partition("=")
-        if not sep or not label or not path:
-            raise ExportError(f"--scores {spec!r}: give LABEL=FILE")
-        try:
-            with open(path, encoding="utf-8") as f:
-                scores = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise ExportError(f"--scores {path}: {e}") from e
-        if not isinstance(scores, dict) or "sacrebleu" not in scores:
-            raise ExportError(f"--scores {path}: not a vaswani-evaluate --json file (no 'sacrebleu')")
-        found.append((label, scores))
-    return found
-
-
 def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm: Optional[str] = None,
            source_lang: Optional[str] = None, target_lang: Optional[str] = None, scores: Sequence[str] = (),
            dataset: Optional[str] = None, force: bool = False, command: str = "", beam: int = DECODING.beam,
@@ -425,7 +121,7 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
     marian = MarianMTModel(config).eval()
     with torch.no_grad():
         missing, unexpected = marian.load_state_dict(marian_state_dict(model, perm), strict=False)
-    missing = [k for k in missing if not k.endswith("embed_positions.weight") and k not in _tied(marian)]
+    missing = [k for k in missing if not k.endswith("embed_positions.weight") and k not in tied_weights(marian)]
     if missing or unexpected:
         raise ExportError(f"weights not mapped: missing {missing[:5]}, unexpected {unexpected[:5]}")
     difference = check_equivalent(model, marian, src_dict, tgt_dict, perm)
@@ -465,14 +161,7 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
     return difference
 
 
-def _tied(marian) -> set:
-    """The weights Marian ties to others (they need no entry of their own)."""
-    tied = getattr(marian, "_tied_weights_keys", None) or {}
-    tied = set(tied) if marian.config.tie_word_embeddings else set()
-    base = getattr(marian.model, "_tied_weights_keys", None) or {}
-    return tied | {f"model.{k}" for k in base}
-
-
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model_path", required=True, help="the vaswani_transformer checkpoint (.pt)")
