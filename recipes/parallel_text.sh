@@ -9,6 +9,7 @@
 #   TRAIN=a:b.tsv VALID=dev TEST=test SRC=en TGT=de bash recipes/parallel_text.sh   # several corpora; dev, test
 #   TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh --dry-run   # the settings it picks, every command
 #   TOY=1 TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh  # the same stages at toy size on CPU
+#   DATA_ONLY=1 TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh   # stages 1-3 only: the data-bin
 #
 # Stages: 1 check, clean, split (preprocess/parallel_text.py; report in WORK/data/report.md); 2 sentencepiece
 # (joint, or one per side where the scripts differ), trained on a sample; 3 fairseq-preprocess; 4 fairseq-train,
@@ -169,6 +170,7 @@ done
 DICT_ARGS=(); SHARE=(--share-all-embeddings)
 if [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); else SHARE=(--share-decoder-input-output-embed); fi
 binarize_stages 3 "$(nproc)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
+if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 
 # ---- 4. training ----------------------------------------------------------------------------------------------
 paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4

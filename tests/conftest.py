@@ -5,7 +5,7 @@ import random
 import subprocess
 
 import pytest
-from helpers import WORDS, make_dictionary, run_tool
+from helpers import WORDS, made_once, make_dictionary, run_tool
 
 
 @pytest.fixture
@@ -13,23 +13,26 @@ def dictionary():
     return make_dictionary(40)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def data_bin(tmp_path_factory):
-    """A reversal task (target = source reversed), binarized with a joined dictionary."""
-    root = tmp_path_factory.mktemp("cli")
-    rng = random.Random(0)
-    for split, n in [("train", 300), ("valid", 30), ("test", 12)]:
-        with open(root / f"{split}.src", "w") as src, open(root / f"{split}.tgt", "w") as tgt:
-            for _ in range(n):
-                words = [rng.choice(WORDS) for _ in range(rng.randint(3, 9))]
-                src.write(" ".join(words) + "\n")
-                tgt.write(" ".join(reversed(words)) + "\n")
-    run_tool(
-        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
-        "--trainpref", str(root / "train"), "--validpref", str(root / "valid"), "--testpref", str(root / "test"),
-        "--joined-dictionary", "--destdir", str(root / "bin"), "--workers", "1",
-    )  # fmt: skip
-    return root
+    """A reversal task (target = source reversed), binarized with a joined dictionary; made once a run
+    (helpers.made_once). Tests write only into subdirectories of their own."""
+
+    def make(root):
+        rng = random.Random(0)
+        for split, n in [("train", 300), ("valid", 30), ("test", 12)]:
+            with open(root / f"{split}.src", "w") as src, open(root / f"{split}.tgt", "w") as tgt:
+                for _ in range(n):
+                    words = [rng.choice(WORDS) for _ in range(rng.randint(3, 9))]
+                    src.write(" ".join(words) + "\n")
+                    tgt.write(" ".join(reversed(words)) + "\n")
+        run_tool(
+            "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+            "--trainpref", str(root / "train"), "--validpref", str(root / "valid"), "--testpref", str(root / "test"),
+            "--joined-dictionary", "--destdir", str(root / "bin"), "--workers", "1",
+        )  # fmt: skip
+
+    return made_once(tmp_path_factory, "reversal", make)
 
 
 @pytest.fixture(scope="module")

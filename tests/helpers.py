@@ -101,6 +101,36 @@ def random_batch(dictionary, batch_size=3, src_len=7, tgt_len=6, seed=0, left_pa
     return src, src_lengths, tgt
 
 
+# ---- made once a run ---------------------------------------------------------------------------------
+
+
+def made_once(tmp_path_factory, name, make):
+    """The directory ``name``, made by ``make(directory)`` once for the whole test run, whichever test file and
+    pytest-xdist worker asks first: the others wait for it (a lock file) and get the same directory. For what
+    several test files read and none changes (a binarized corpus, a trained toy model). A ``make`` that fails
+    leaves nothing behind, and the next to ask tries again."""
+    import fcntl
+    import shutil
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's own directory, which every worker's basetemp is under
+    where = root / "made-once" / name
+    where.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{where}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where / ".made").exists():
+            shutil.rmtree(where, ignore_errors=True)
+            where.mkdir()
+            try:
+                make(where)
+            except BaseException:
+                shutil.rmtree(where, ignore_errors=True)
+                raise
+            (where / ".made").write_text("")
+    return where
+
+
 # ---- fairseq's command-line tools ----------------------------------------------------------------
 
 TRAIN_FLAGS = [
@@ -275,6 +305,29 @@ def copy_repository(directory):
     tar.stdin.close()
     assert untar.wait() == 0 and tar.wait() == 0
     return directory
+
+
+def known_speed_figures(cache, class_vocab: int) -> None:
+    """Speed figures (transformer_plugin_cli/tools/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
+    if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before: the small
+    class's model with a vocabulary of ``class_vocab`` (4 s an update), a short budget's of 3 layers a side or 2
+    (1.5 s), 2 layers with 2,048 tokens (0.75 s), and the class's with --d-ff 512 (1.5 s). A dry run then reads
+    them back rather than time a full-size model for half a minute; the probe itself is timed for real by
+    tests/unit/cli/tools/test_speed_probe.py and by the toy runs of test_parallel_text_recipe.py."""
+    import json
+
+    from preprocess.parallel_text import SHORT_BUDGET, with_layers
+    from transformer_plugin_cli.tools.speed_probe import layout_probe
+
+    short = SHORT_BUDGET["model_flags"]
+    known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", class_vocab, 4096, 0, 2): 4.0,
+             layout_probe("vaswani_base", short, 8000, 4096, 0, 2): 1.5,
+             layout_probe("vaswani_base", with_layers(short, 2), 8000, 4096, 0, 2): 1.5,
+             layout_probe("vaswani_base", with_layers(short, 2), 8000, 2048, 0, 2): 0.75,
+             layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5}  # fmt: skip
+    (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)
+    (cache / "transformer_plugin" / "speed.json").write_text(
+        json.dumps({probe.key(): {"seconds": seconds, "measured": "2026-11-27 09:00"} for probe, seconds in known.items()}))
 
 
 # ---- real text -----------------------------------------------------------------------------------------

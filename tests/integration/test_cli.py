@@ -61,7 +61,7 @@ def test_installed_copy_works_from_any_directory(data_bin, trained, tmp_path):
 
 def test_restore_file_continues_training(data_bin, trained, tmp_path):
     save_dir, _ = trained
-    log = run_tool(
+    log = run_in_process(
         "fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "8",
         "--save-dir", str(tmp_path), "--restore-file", str(save_dir / "checkpoint_last.pt"),
     )  # fmt: skip
@@ -92,8 +92,8 @@ def test_unsafe_checkpoint_is_refused_by_fairseq_generate(data_bin, tmp_path):
 def fp32_run(data_bin):
     """4 float32 updates: the losses and the checkpoint the half-precision runs are compared with."""
     save_dir = data_bin / "fp32"
-    log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
-                   "--cpu", "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
+    log = run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
+                         "--cpu", "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
     return logged_losses(log), save_dir / "checkpoint_last.pt"
 
 
@@ -107,6 +107,7 @@ def fp32_run(data_bin):
     ],
     ids=["bf16", "fp16"],
 )
+@pytest.mark.e2e
 def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, precision):
     """On the CPU, the path a GPU takes: the losses of 4 updates are close to float32's from the same
     seed but not equal (rounding), and fairseq-generate with the same flag translates in that
@@ -119,8 +120,8 @@ def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, preci
     assert all(abs(a - b) < 0.2 for a, b in zip(losses, fp32_losses)), (losses, fp32_losses)
     scores = {}
     for name, flags in (("fp32", []), ("half", precision[:1])):
-        out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path",
-                       str(fp32_checkpoint), "--cpu", *flags)  # fmt: skip
+        out = run_in_process("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path",
+                             str(fp32_checkpoint), "--cpu", *flags)  # fmt: skip
         scores[name] = sentence_lines(out, "H")
         assert len(scores[name]) == 12
     assert scores["half"] != scores["fp32"]
@@ -148,6 +149,7 @@ def _train_two_workers(data_bin, save_dir, max_update):
     return outputs[0]
 
 
+@pytest.mark.e2e
 def test_distributed_training_and_resume(data_bin, tmp_path):
     log = _train_two_workers(data_bin, tmp_path, 4)
     assert "distributed init (rank 0)" in log and sorted(logged_lr(log)) == [1, 2, 3, 4]
@@ -156,17 +158,18 @@ def test_distributed_training_and_resume(data_bin, tmp_path):
     assert sorted(logged_lr(log)) == [5, 6]
 
 
+@pytest.mark.e2e
 def test_average_of_a_run_whose_saves_all_land_on_epoch_ends(data_bin, tmp_path):
     """With --save-interval-updates equal to an epoch, fairseq writes every state only as checkpoint{epoch}.pt
     (checkpoint_last.pt with --no-epoch-checkpoints), never as checkpoint_{epoch}_{update}.pt; "the last 3" are
     still the states at the last three saves, the final one included."""
-    log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-epoch", "1",
-              "--no-save", "--disable-validation")  # fmt: skip
+    log = run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-epoch", "1",
+                         "--no-save", "--disable-validation")  # fmt: skip
     per_epoch = int(re.findall(r"epoch 001 \|.*num_updates (\d+)", log)[-1])
     save_dir = tmp_path / "ckpt"
-    run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(4 * per_epoch),
-        "--save-interval-updates", str(per_epoch), "--keep-interval-updates", "3", "--keep-last-epochs", "3",
-        "--save-dir", str(save_dir))  # fmt: skip
+    run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(4 * per_epoch),
+                   "--save-interval-updates", str(per_epoch), "--keep-interval-updates", "3", "--keep-last-epochs", "3",
+                   "--save-dir", str(save_dir))  # fmt: skip
     assert not [p for p in os.listdir(save_dir) if re.fullmatch(r"checkpoint_\d+_\d+\.pt", p)]
     output = run_tool(sys.executable, "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs", str(save_dir),
                  "--num-update-checkpoints", "3", "--output", str(tmp_path / "average.pt"), cwd=REPO)  # fmt: skip

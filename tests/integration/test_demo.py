@@ -30,6 +30,7 @@ def small_demo(tmp_path_factory):
     return work, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_every_stage_runs_and_reports(small_demo):
     work, output = small_demo
     for header in ("stage 1:", "stage 2:", "stage 3:", "stage 4:", "stage 5:", "stage 6-last:", "stage 6-average:",
@@ -48,6 +49,7 @@ def test_every_stage_runs_and_reports(small_demo):
     assert "sacreBLEU" in output and "report:" in output
 
 
+@pytest.mark.e2e
 def test_average_is_of_the_last_checkpoints(small_demo):
     work, _ = small_demo
     from transformer_plugin_cli.tools.average_checkpoints import saved_update
@@ -63,6 +65,7 @@ def test_average_is_of_the_last_checkpoints(small_demo):
     torch.testing.assert_close(averaged["model"][name], sum(m[name] for m in inputs) / 3)
 
 
+@pytest.mark.e2e
 def test_rerun_skips_completed_stages(small_demo):
     work, _ = small_demo
     before = (work / "checkpoints" / "average.pt").stat().st_mtime_ns
@@ -72,6 +75,7 @@ def test_rerun_skips_completed_stages(small_demo):
     assert (work / "checkpoints" / "average.pt").stat().st_mtime_ns == before
 
 
+@pytest.mark.e2e
 def test_a_changed_vocabulary_stops_before_any_work(small_demo):
     """VOCAB_SIZE=300 then 301 into the same WORK: the vocabulary would be redone, and the trained model
     with it, so the recipe stops before touching anything and says how to go on."""

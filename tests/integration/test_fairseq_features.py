@@ -25,6 +25,8 @@ import pytest
 from helpers import BIN, PLUGIN, logged_losses, run_in_process, run_tool
 from transformer_plugin_cli.paper import training_flags
 
+pytestmark = pytest.mark.e2e  # two toy models trained 800 updates each, and fairseq's features on them (make test-e2e)
+
 MODELS = ("transformer", "vaswani")
 ARCH_FLAGS = {
     "vaswani": ["--arch", "vaswani_tiny"],

@@ -7,11 +7,12 @@ import re
 
 import pytest
 
-from helpers import commands, flag, real_english_german, run_recipe
+from helpers import commands, flag, known_speed_figures, real_english_german, run_recipe
 from transformer_plugin_cli.tools.speed_probe import updates_that_fit
 
+# validation by BLEU too (EVAL_BLEU=1): the toy runs validate as users who pick the best checkpoint by BLEU do
 TOY = dict(TOY="1", TOY_MAX_UPDATE="40", TOY_WARMUP="20", TOY_SAVE_INTERVAL_UPDATES="10", TOY_AVERAGE_LAST="2",
-           TOY_VOCAB_SIZE="500", SRC="en", TGT="de", OMP_NUM_THREADS="1")  # fmt: skip
+           TOY_VOCAB_SIZE="500", SRC="en", TGT="de", OMP_NUM_THREADS="1", EVAL_BLEU="1")  # fmt: skip
 PAIRS = 6000
 
 
@@ -27,22 +28,10 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module", autouse=True)
 def probed(tmp_path_factory):
-    """This module's speed figures (transformer_plugin_cli/tools/speed_probe.py), kept where the recipe reads them:
-    the full-size models of its dry runs are known (4 s an update for the small class's, 1.5 s for a short budget's,
-    of 3 layers a side or 2, 0.75 s with 2,048 tokens),
-    and the toy models are probed for real, once."""
-    from preprocess.parallel_text import SHORT_BUDGET, with_layers
-    from transformer_plugin_cli.tools.speed_probe import layout_probe
-
+    """This module's speed figures, kept where the recipe reads them: the full-size models of its dry runs are known
+    (helpers.known_speed_figures), and the toy models are probed for real, once."""
     cache = tmp_path_factory.mktemp("cache")
-    known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", 500, 4096, 0, 2).key(): 4.0,
-             layout_probe("vaswani_base", SHORT_BUDGET["model_flags"], 8000, 4096, 0, 2).key(): 1.5,
-             layout_probe("vaswani_base", with_layers(SHORT_BUDGET["model_flags"], 2), 8000, 4096, 0, 2).key(): 1.5,
-             layout_probe("vaswani_base", with_layers(SHORT_BUDGET["model_flags"], 2), 8000, 2048, 0, 2).key(): 0.75,
-             layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2).key(): 1.5}  # fmt: skip
-    (cache / "transformer_plugin").mkdir()
-    (cache / "transformer_plugin" / "speed.json").write_text(
-        json.dumps({key: {"seconds": seconds, "measured": "2026-11-27 09:00"} for key, seconds in known.items()}))
+    known_speed_figures(cache, class_vocab=500)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache))
         yield cache
@@ -56,6 +45,7 @@ def two_files_run(corpus):
     return work, proc.stdout, proc.stderr
 
 
+@pytest.mark.e2e
 def test_two_files_to_scores_a_report_and_exports(two_files_run):
     work, out, _ = two_files_run
     for stage in ("1", "2a", "2b-en", "2b-de", "3", "4", "5", "6", "7", "8", "9-ct2", "9-hf"):
@@ -75,9 +65,12 @@ def test_two_files_to_scores_a_report_and_exports(two_files_run):
     assert "small (under 100k pairs)" in out and "a joint vocabulary of 500" in out
     # fairseq-train's progress after each logged interval (patches/training_progress.py)
     assert re.search(r"\| progress \| update 4 of 40 \(10%\) \| \d+ s elapsed \| about \d+ s left, ends \d\d:\d\d$", out, flags=re.M)
-    assert re.search(r"\| progress \| update 40 of 40 \(100%\) \| .* \| valid loss \d+\.\d\d$", out, flags=re.M)
+    assert re.search(r"\| progress \| update 40 of 40 \(100%\) \| .* \| valid loss \d+\.\d\d valid bleu \d+\.\d\d$", out, flags=re.M)
+    # validation by BLEU on two workers: each sums its counts into float64 arrays, which the checkpoints hold
+    assert '"valid_best_bleu"' in (work / "train.log").read_text()
 
 
+@pytest.mark.e2e
 def test_no_debug_messages_from_any_stage(two_files_run):
     """Importing fairseq turns on every library's debug messages (patches/debug_logging_at_import.py):
     without the patch the report's plots print matplotlib's font search, fairseq-generate hydra's."""
@@ -86,6 +79,7 @@ def test_no_debug_messages_from_any_stage(two_files_run):
     assert not debug, f"{len(debug)} debug lines, the first: {debug[:3]}"
 
 
+@pytest.mark.e2e
 def test_no_third_party_noise_from_any_stage(two_files_run):
     """hydra's deprecation warnings, torch's autocast and pin_memory warnings, fairseq's tensorboardX line
     (patches/third_party_warnings.py, requirements.txt): about 60 of a short run's 491 lines."""
@@ -94,6 +88,7 @@ def test_no_third_party_noise_from_any_stage(two_files_run):
     assert not noise, f"{len(noise)} lines, the first: {noise[:3]}"
 
 
+@pytest.mark.e2e
 def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(two_files_run, corpus):
     work, _, _ = two_files_run
     again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
@@ -104,6 +99,7 @@ def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(t
             "500, now 400, in stage 2a)") in changed.stderr  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_an_edited_corpus_redoes_what_reads_it_and_stops_before_training_naming_the_file(two_files_run, corpus):
     """The same line count, the last 1,000 pairs' targets replaced: the prefix form (train for train.en and
     train.de) is no file, and was never digested."""
@@ -125,15 +121,18 @@ def test_an_edited_corpus_redoes_what_reads_it_and_stops_before_training_naming_
     assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 12
 
 
+@pytest.mark.e2e
 def test_a_tsv_gives_the_data_of_the_two_files(two_files_run, corpus, tmp_path):
-    """And validation by BLEU: two workers sum its counts into float64 arrays, which the checkpoints hold."""
+    """Stages 1-3 alone (DATA_ONLY=1) from the TSV: the same text, pieces and binarized data as from the two files.
+    (Validation by BLEU, which this test's run checked until 2026-11-28, is the two-files run's: TOY.)"""
     work, _, _ = two_files_run
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus / "pairs.tsv"), EVAL_BLEU="1",
-                      **dict(TOY, TOY_MAX_UPDATE="20"))  # fmt: skip
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus / "pairs.tsv"), DATA_ONLY="1", **TOY)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert '"valid_best_bleu"' in (tmp_path / "w" / "train.log").read_text()
-    for name in ("train.en", "train.de", "valid.de", "test.en"):
-        assert (tmp_path / "w" / "data" / name).read_bytes() == (work / "data" / name).read_bytes()
+    assert f"DATA_ONLY=1: the data is ready in {tmp_path / 'w' / 'data-bin'}" in proc.stdout
+    assert "==== stage 4:" not in proc.stdout and not (tmp_path / "w" / "checkpoints").exists()
+    for name in ("data/train.en", "data/train.de", "data/valid.de", "data/test.en", "spm/train.sp.de", "data-bin/dict.en.txt",
+                 "data-bin/train.en-de.de.bin"):  # fmt: skip
+        assert (tmp_path / "w" / name).read_bytes() == (work / name).read_bytes(), name
 
 
 def test_hostile_input_stops_at_its_stage_naming_the_file(corpus, tmp_path):

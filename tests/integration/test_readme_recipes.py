@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, copy_repository, documented_commands, documents, user_env
+from helpers import REPO, copy_repository, documented_commands, documents, known_speed_figures, user_env
 
 def readme_recipe_lines():
     """(line, [VAR=value ...], [script and its arguments]) for each recipe command of the README and the
@@ -54,9 +54,13 @@ def fresh_copy(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def speed_figures(tmp_path_factory):
     """The speed probe's figures (recipes/parallel_text.sh's dry runs say how long training takes here) kept for
-    this module, so that each model is probed once, for real, and nothing is written to the user's ~/.cache."""
+    this module, as a machine that probed the full-size models before keeps them (helpers.known_speed_figures:
+    the dry runs read them back, where each would time a full-size model for half a minute), and nothing is
+    written to the user's ~/.cache."""
+    cache = tmp_path_factory.mktemp("cache")
+    known_speed_figures(cache, class_vocab=1000)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        patch.setenv("XDG_CACHE_HOME", str(cache))
         yield
 
 
@@ -134,6 +138,7 @@ def at_toy_size(line):
     return " ".join(w if w in ("<", ">") else shlex.quote(w) for w in words)
 
 
+@pytest.mark.e2e
 def test_the_readmes_fairseq_commands_run_on_the_recipes_data(tmp_path):
     """The README's DATA_ONLY line at toy size (WORK as at full size), then each of its fairseq and vaswani-*
     lines as typed but for TOY_SIZE, from a fresh copy of the repository: the paths they name are the ones

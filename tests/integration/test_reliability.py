@@ -88,6 +88,7 @@ def uninterrupted(data_bin):
     ("copy", 2, 5),  # killed while copying update 8 to checkpoint_last.pt: the end-of-epoch one is used
     ("after", 2, 8),  # killed just after update 8 was saved
 ])  # fmt: skip
+@pytest.mark.e2e
 def test_sigkill_then_rerun_ends_like_an_uninterrupted_run(data_bin, uninterrupted, tmp_path, kind, n, resumes_at):
     save_dir = tmp_path / "ckpt"
     args = train_args(data_bin, save_dir)
@@ -109,6 +110,7 @@ def test_sigkill_then_rerun_ends_like_an_uninterrupted_run(data_bin, uninterrupt
     assert not different, f"parameters differ from the uninterrupted run: {different[:5]}"
 
 
+@pytest.mark.e2e
 def test_every_interval_state_is_kept_under_its_update_without_epoch_checkpoints(data_bin, tmp_path):
     """Here an epoch is 5 updates, and every save interval of 5 lands on an epoch end: fairseq alone
     writes those states only to checkpoint_last.pt (with --no-epoch-checkpoints); with the plugin each is
@@ -125,6 +127,7 @@ def test_every_interval_state_is_kept_under_its_update_without_epoch_checkpoints
     assert not any(p.endswith(".tmp") for p in os.listdir(save_dir))
 
 
+@pytest.mark.e2e
 def test_a_full_disk_stops_a_save_in_one_line_and_the_same_command_resumes(data_bin, uninterrupted, tmp_path, small_disk):
     """--save-dir on a disk that holds five checkpoints, not the copy of update 12's to checkpoint_last.pt
     (an epoch is 5 updates, validated at its end): fairseq-train stops with one line naming the directory, the
@@ -157,6 +160,7 @@ def test_a_full_disk_stops_a_save_in_one_line_and_the_same_command_resumes(data_
     assert not [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])], "parameters differ from the uninterrupted run"
 
 
+@pytest.mark.e2e
 def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
     """Two real gloo workers under the recipes' launcher (train_workers); rank 1 is SIGKILLed during
     training. Rank 0 would wait in its next all-reduce (gloo's default timeout is 30 minutes): the launcher

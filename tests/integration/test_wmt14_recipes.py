@@ -99,6 +99,7 @@ def toy_run(tmp_path_factory):
     return work, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_toy_run_end_to_end(toy_run):
     work, output = toy_run
     for header in ("1:", "2a:", "2b:", "3:", "4-base:", "5-base:", "6-base:", "7-base:", "8-base:"):
@@ -139,6 +140,7 @@ def test_toy_run_end_to_end(toy_run):
     assert not [p for p in os.listdir(work / "base" / "checkpoints") if re.fullmatch(r"checkpoint\d+\.pt", p)]
 
 
+@pytest.mark.e2e
 def test_toy_rerun_skips_every_stage(toy_run):
     work, _ = toy_run
     archives = work.parent / "archives"
@@ -168,6 +170,7 @@ def written_by_the_base_run(work):
     return total
 
 
+@pytest.mark.e2e
 def test_the_space_a_run_needs_is_worked_out_within_10_percent(toy_run, tmp_path):
     """--dry-run's estimate for a WORK where nothing is done yet, against what the toy run wrote there."""
     work, _ = toy_run
@@ -196,6 +199,7 @@ def test_a_run_that_does_not_fit_stops_before_any_work(tmp_path, small_disk):
     assert dry.returncode == 0 and estimated(dry.stdout)[1] > 6_000_000
 
 
+@pytest.mark.e2e
 def test_a_data_stage_that_fills_the_disk_leaves_no_stamp_and_its_rerun_starts_clean(toy_run, tmp_path, small_disk):
     """WORK on a disk that holds stages 1 and 2a but not 2b's encoded text (IGNORE_FREE_SPACE=1 goes past the
     estimate): stage 2b fails in one line, with no stamp and no partial file; once there is room the same
@@ -237,6 +241,7 @@ def write_old_stamp(stamp, old_modules=False):
     (stamp.parent / f"{stamp.name}.settings").write_text(settings)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("old_modules", [False, True])
 def test_stamps_written_before_the_engine_still_hold(toy_run, old_modules):
     """A run made with lib.sh as it was before the engine (and before the data preparation moved to
@@ -260,6 +265,7 @@ def test_stamps_written_before_the_engine_still_hold(toy_run, old_modules):
             path.write_text(text)
 
 
+@pytest.mark.e2e
 def test_another_clone_environment_and_work_path_continue_the_run(toy_run, tmp_path):
     """The run's WORK, moved, continued from a second clone of the repository with the environment at another
     path: every stage is done already (a stamp's identity used to be its command line, paths included)."""
@@ -298,6 +304,7 @@ def long_reference(toy_run):
     return last_parameters(work, "long")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("how", ["SIGINT to the process group", "SIGTERM to the recipe", "SIGINT to the process group, torchrun"])
 def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_parameters(toy_run, long_reference, how):
     """What Ctrl-C in a terminal sends (SIGINT to the foreground process group) and `kill` of the recipe,
@@ -350,6 +357,7 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
     assert not [k for k in resumed if not torch.equal(resumed[k], long_reference[k])], "parameters differ from the uninterrupted run's"
 
 
+@pytest.mark.e2e
 def test_another_machines_core_count_redoes_nothing(toy_run):
     """PREP_WORKERS defaults to nproc: the data prepared on one machine is the data on another (it used to
     redo stages 1-3 there, naming variables that had not changed, and stage 3 then died on the existing
@@ -442,6 +450,7 @@ def test_table3_says_a_rows_own_error_and_not_that_a_training_would_be_redone(tm
     assert "would have to redo" not in proc.stderr and not (tmp_path / "w").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.slow  # ~50 s; the rows' flags are checked by the dry-run test and tests/test_table3.py
 def test_table3_toy_row_and_table(toy_run):
     from transformer_plugin_cli.tools.table3 import count_parameters
@@ -468,6 +477,7 @@ def test_table3_toy_row_and_table(toy_run):
 # ---- SHARDS: a corpus too large for one binarization -------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_shards_one_dictionary_every_shard_read_in_turn_and_a_rerun_skips_the_shards_made(toy_run, tmp_path):
     """SHARDS=3: the training text in 3 round-robin shards, one dictionary from all of it, each shard its own
     data-bin; fairseq-train reads them colon-joined, one per epoch in turn, valid from the first; generation

@@ -51,6 +51,7 @@ def test_a_treebank_is_required(tmp_path):
     assert proc.returncode == 2 and "TREEBANK is not set" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_toy_run_end_to_end(tmp_path):
     work = tmp_path / "wsj toy"
     proc = run_recipe("wsj_parsing.sh", work, TOY="1", TOY_MAX_UPDATE="30", TOY_SAVE_INTERVAL_UPDATES="10",
