@@ -3,7 +3,7 @@ and the peak memory of each stage's whole process tree; and what sentencepiece n
 
 ``make bench-data`` runs the recipe itself (``recipes/wmt14_en_de_base.sh`` or ``wmt14_en_fr_base.sh`` with
 ``DATA_ONLY=1``: stages 1 clean and normalise, 2a sentencepiece, 2b encode, 3 fairseq-preprocess, exactly as
-a user's run does them) on archives in the WMT14 layout that this module writes, for each corpus size. It
+a user's run does them) on archives in the WMT14 layout (``word_frequency_text.py``), for each corpus size. It
 reads the stages from the recipe's banners and samples the memory of every process below the recipe (the
 proportional set size, PSS, so that pages shared by fairseq-preprocess's forked workers count once) every
 0.2 s. ``--spm`` trains sentencepiece alone on samples of growing size, for BPE and unigram, and records

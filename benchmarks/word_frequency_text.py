@@ -1,8 +1,7 @@
-"""Text drawn from real word frequencies, in WMT14's archives: what ``benchmarks/data.py`` (the recipes' data
-stages at growing sizes) and ``benchmarks/train_start.py`` feed the recipes, as WMT14 cannot be downloaded here.
+"""Text drawn from real word frequencies, in WMT14's archives: what ``benchmarks/data.py`` feeds the recipes' data
+stages at growing sizes, as WMT14 cannot be downloaded here.
 
-The text. WMT14 cannot be downloaded here, so the archives hold text drawn from real word frequencies:
-``wordfreq``'s "large" lists (English 321k, German 635k, French 311k words, from Wikipedia, news, books,
+The words come from ``wordfreq``'s "large" lists (English 321k, German 635k, French 311k words, from Wikipedia, news, books,
 subtitles, the web; ``pip install wordfreq==3.1.1``, its data in the wheel), each word drawn independently
 with its frequency. Sentence lengths are log-normal with a mean of 23 words (median 19), as in WMT14's
 training text; the target side's length follows the source's (x 0.95 for German, x 1.12 for French, with
