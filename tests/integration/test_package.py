@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import PLUGIN, REPO, TRAIN_FLAGS
+from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, user_env
 
 LIGHT_TOOLS = [
     "transformer_plugin_cli.parsing.evalb", "transformer_plugin_cli.parsing.trees",
@@ -239,8 +239,8 @@ def test_commands_end_quietly_when_their_output_is_closed_early(tmp_path):
     runs = {}
     try:
         for name, *args in printing_commands(tmp_path):
-            runs[" ".join([name, *args])] = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), name), *args],
-                                                             stdout=write, stderr=subprocess.PIPE, text=True)  # fmt: skip
+            runs[" ".join([name, *args])] = subprocess.Popen([os.path.join(BIN, name), *args], stdout=write,
+                                                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     finally:
         os.close(write)
     results = {command: (proc.wait(timeout=300), proc.stderr.read()) for command, proc in runs.items()}
@@ -250,6 +250,5 @@ def test_commands_end_quietly_when_their_output_is_closed_early(tmp_path):
 def test_a_command_piped_into_head_prints_its_first_lines_and_no_error():
     """The same through the shell, as typed: head's lines, and nothing else on the terminal."""
     result = subprocess.run(["bash", "-o", "pipefail", "-c", "vaswani-prepare-debian-l10n packages | head -2"],
-                            capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})  # fmt: skip
+                            capture_output=True, text=True, timeout=120, env=user_env())  # fmt: skip
     assert len(result.stdout.splitlines()) == 2 and result.stderr == "" and result.returncode in (0, 141)
