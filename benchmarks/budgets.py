@@ -50,7 +50,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from preprocess.parallel_text import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
+from preprocess.budget_rule import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, parse_time, seconds_per_update  # noqa: E402
 
@@ -117,9 +117,9 @@ def recipe_settings(variables: Dict[str, str]) -> Dict[str, str]:
 
 def candidates(corpus: Corpus) -> Dict[str, Dict[str, str]]:
     """Every candidate's settings except the pick (asked of the recipe's rule per budget)."""
+    full = class_settings(corpus.pairs(), ("", ""))  # the corpus's vocabulary, every candidate's but BPE2k (8,000 from 10k pairs)
     short = {"ARCH": "vaswani_base", "MODEL_FLAGS": SHORT_FLAGS, "DROPOUT": str(SHORT_BUDGET["dropout"]),
-             "VOCAB_SIZE": str(SHORT_BUDGET["vocab_size"]), "TOKENS_PER_UPDATE": str(SHORT_BUDGET["tokens_per_update"])}  # fmt: skip
-    full = class_settings(corpus.pairs(), ("", ""))
+             "VOCAB_SIZE": str(full.vocab_size), "TOKENS_PER_UPDATE": str(SHORT_BUDGET["tokens_per_update"])}  # fmt: skip
     found = {"short": short, "class": {"ARCH": full.arch, "MODEL_FLAGS": full.model_flags, "DROPOUT": str(full.dropout),
                                         "VOCAB_SIZE": str(full.vocab_size), "TOKENS_PER_UPDATE": str(full.tokens_per_update)}}  # fmt: skip
     for name, (_, change) in CHANGES.items():
@@ -134,7 +134,7 @@ def assignments(text: str) -> Dict[str, str]:
     found = {}
     for line in text.splitlines():
         m = re.match(r"^([A-Z_]+)=(.*)$", line)
-        if m and not m.group(2).startswith("("):
+        if m and not m.group(2).startswith(("(", "$'")):  # not arrays, nor bash's $'...' (AUTO_EXPLAIN)
             found[m.group(1)] = " ".join(shlex.split(m.group(2))) if m.group(2) else ""
     return found
 

@@ -7,13 +7,14 @@ binarises. One of the project's three packages:
     transformer_plugin_cli/  the tools that work on models and their outputs (averaging, evaluation,
                              EVALB, reports, Table 3, exports, translation)
 
-Each module is a console script and runs with ``python -m preprocess.<module>``:
+Each module but budget_rule.py is a console script and runs with ``python -m preprocess.<module>``:
 
     wmt14.py                vaswani-prepare-wmt14        WMT14 En-De / En-Fr: fetch, verify, extract, clean
     sentencepiece_vocab.py  vaswani-sentencepiece        train and apply a joint sentencepiece vocabulary
     synthetic_pair.py       vaswani-synthetic-pair       the demo's synthetic language pair
     debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's translation catalogues)
-    parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split; settings by size
+    parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split; its settings
+    budget_rule.py          (read by parallel_text.py)     the settings for a corpus and a budget: the lowest predicted loss
     ptb.py                  vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised (Section 6.3)
     shards.py               vaswani-shard-text           the training text in N round-robin shards (SHARDS=N)
 

@@ -39,18 +39,21 @@ import contextlib
 import gzip
 import hashlib
 import itertools
+import json
 import os
 import re
 import shlex
 import sys
+import time
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.console import console_script
-from transformer_plugin_cli.files import TMP_SUFFIX, publish
-from transformer_plugin_cli.tools.speed_probe import BudgetError, parse_time, updates_that_fit
+from transformer_plugin_cli.files import TMP_SUFFIX, publish, write_json
+from preprocess.budget_rule import Sized, settings_for, sizes_table
+from transformer_plugin_cli.tools.speed_probe import BudgetError, parse_time
 
 FIRST = 10  # line numbers kept per reason
 LANGID_MIN_CHARS = 40
@@ -468,169 +471,6 @@ def report_text(result: Dict) -> str:
 
 # ---- settings by size ------------------------------------------------------------------------------------
 
-# (pairs at least, vocabulary): OPUS-MT's sizes by corpus size (Tiedemann & Thottingal 2020, OPUS-MT-train)
-VOCABULARY = [(1_000_000, 32000), (500_000, 12000), (100_000, 4000), (10_000, 1000), (0, 500)]
-
-
-@dataclass
-class Sized:
-    """The settings for a corpus of ``pairs`` pairs (docs/parallel-text.md)."""
-
-    pairs: int
-    vocab_size: int
-    joint: bool
-    arch: str
-    model_flags: str
-    dropout: float
-    tokens_per_update: int
-    max_update: int
-    size_class: str
-    budget: str = ""  # why these settings for this budget, with the measurement or source behind them
-    source: str = ""  # where a size class's settings come from (none of its full runs is measured here)
-    valid_tokens: int = 0  # the dev set's target tokens, estimated: what a validation costs (dev_tokens)
-
-    def sourced(self) -> str:
-        """Where the class's settings come from, said in a budget line: the rule extrapolates from sources there."""
-        return f" (from {self.source}; a run of them is not measured here)" if self.source else ""
-
-
-# A budget under SHORT_BUDGET_SHARE of the size class's updates gets the settings measured best at such a budget:
-# on the learning benchmark's 76,798 EN-DE pairs at 1,200 updates of 4,096 tokens (docs/benchmarks.md), 14.14 BLEU
-# against 0.09 for the small class's; put alone into them, the class's P_drop 0.3 cost 4.4 BLEU, its vocabulary of
-# 1,000 cost 3.8, and its 6 layers of d_model 512 were 1.7 bits behind at update 400 (3 of 512 were not). Fewer
-# layers learn faster early (van Biljon et al. 2020; Xiong et al. 2020 for post-norm stacks). Between 1,200
-# updates and a quarter of the class's budget the rule is not measured: it extrapolates, and says so.
-SHORT_BUDGET_SHARE = 4
-SHORT_BUDGET_MEASURED = 1200
-SHORT_BUDGET = dict(vocab_size=8000, model_flags="--encoder-layers 3 --decoder-layers 3 --d-model 256 --d-ff 1024 --attention-heads 4",
-                    dropout=0.1, tokens_per_update=4096)  # fmt: skip
-# A budget in time in the short budget's range is spent on more, cheaper updates, where what an update learns
-# counts less than how many fit (docs/benchmarks.md, "Budgets"; TIME=1h of one core, sacreBLEU):
-# - 2 layers a side rather than 3 (SHORT_TIME_LAYERS): an update takes 0.69 to 0.76 of the time. With 2,048 tokens an
-#   update, 17.23 against 12.64 for 3 layers on 77k EN-DE pairs, and 10.81 against 5.85 on 22k EN-RU pairs; with
-#   4,096, 6.78 against 2.57 on EN-RU. Fewer layers learn faster early (van Biljon et al. 2020).
-# - updates of half the tokens where that gives at least SHORT_TIME_GAIN times as many here: on one core an update
-#   of 2,048 tokens takes 0.41 to 0.52 of one of 4,096, and with 3 layers those runs scored 12.64 against 6.20 on
-#   EN-DE and 5.85 against 2.57 on EN-RU. Early in training a batch well under the gradient's noise scale loses
-#   little of an update's progress (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"); where a
-#   smaller batch is not much faster (a GPU's often is not), the 4,096 stay.
-# MAX_UPDATE keeps the short budget's own (3 layers, 4,096 tokens): it fixes the updates, not the time, and a
-# deeper model and a larger batch learn more an update.
-SHORT_TIME_LAYERS = 2
-SHORT_TIME_TOKENS_PER_UPDATE = 2048
-SHORT_TIME_GAIN = 1.5
-SHORT_TIME_MEASURED = ("measured at TIME=20m, 1h and 200m of one core on 77k EN-DE and 22k EN-RU pairs, "
-                       "docs/benchmarks.md; longer, extrapolated")
-
-
-def with_flag(flags: str, name: str, value) -> str:
-    """``flags`` with ``--name``'s value replaced."""
-    return re.sub(rf"(--{name} )\S+", rf"\g<1>{value}", flags)
-
-
-def with_layers(model_flags: str, layers: int) -> str:
-    """``model_flags`` with ``layers`` layers a side (the encoder's and the decoder's)."""
-    return with_flag(with_flag(model_flags, "encoder-layers", layers), "decoder-layers", layers)
-
-
-def short_settings(full: Sized, max_update: int, why: str) -> Sized:
-    """The short budget's settings, for the corpus of ``full`` (its size class's settings)."""
-    return Sized(full.pairs, SHORT_BUDGET["vocab_size"], full.joint, "vaswani_base", SHORT_BUDGET["model_flags"],
-                 SHORT_BUDGET["dropout"], SHORT_BUDGET["tokens_per_update"], max_update, full.size_class, why)  # fmt: skip
-
-
-def short_why(full: Sized, updates: int, given: str) -> str:
-    measured = "measured" if updates <= SHORT_BUDGET_MEASURED * 1.5 and full.size_class.startswith("small") else "extrapolated"
-    return (f"{given}: under a quarter of the {full.max_update:,} updates the {full.size_class} class is made for, so a short "
-            f"budget's settings ({measured}: the best at {SHORT_BUDGET_MEASURED:,} updates on 77k pairs, docs/parallel-text.md "
-            "\"A short budget\")")  # fmt: skip
-
-
-def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_update: Optional[int] = None) -> Sized:
-    """The settings for ``pairs`` training pairs and a budget of ``max_update`` updates (None: the size class's
-    own, a full run): the size class's, or, for a budget under a quarter of the class's, the short budget's."""
-    full = class_settings(pairs, scripts)
-    if max_update is None:
-        full.budget = f"no MAX_UPDATE or TIME: a full run of the {full.size_class} class, {full.max_update:,} updates{full.sourced()}"
-        return full
-    if max_update * SHORT_BUDGET_SHARE >= full.max_update:
-        full.max_update = max_update
-        full.budget = (f"MAX_UPDATE={max_update:,}: within a factor {SHORT_BUDGET_SHARE} of the {full.size_class} class's budget, its "
-                       f"settings{full.sourced()}")  # fmt: skip
-        return full
-    return short_settings(full, max_update, short_why(full, max_update, f"MAX_UPDATE={max_update:,}"))
-
-
-def settings_for_time(pairs: int, scripts: Tuple[Optional[str], Optional[str]], seconds: int, time_text: str,
-                      speed: Callable[[Sized], float], valid_tokens: int = 0) -> Sized:  # fmt: skip
-    """The settings for a budget of ``seconds`` here, ``speed`` giving a candidate's seconds per update on this
-    machine, with its validations over a dev set of ``valid_tokens`` target tokens: the size class's, with as many
-    updates as fit (at most the class's own), when at least a quarter of the class's updates fit; else the short
-    budget's with 2 layers a side, and updates of 2,048 tokens where 1.5 times as many of them fit, as many as fit."""
-    full = class_settings(pairs, scripts)
-    per_update = speed(full)
-    updates = updates_that_fit(seconds, per_update, full.tokens_per_update, valid_tokens)
-    fit = f"TIME={time_text}: {updates:,} updates of the {full.size_class} class fit here ({per_update:.2f} s each)"
-    if updates * SHORT_BUDGET_SHARE >= full.max_update:
-        full.budget = f"{fit}, within a factor {SHORT_BUDGET_SHARE} of its {full.max_update:,}: its settings{full.sourced()}"
-        full.max_update = min(full.max_update, updates)
-        return full
-    short = replace(short_settings(full, 0, ""), model_flags=with_layers(SHORT_BUDGET["model_flags"], SHORT_TIME_LAYERS))
-    short_per_update = speed(short)
-    short.max_update = updates_that_fit(seconds, short_per_update, short.tokens_per_update, valid_tokens)
-    short.budget = short_why(full, short.max_update, f"{fit}, {short.max_update:,} of a short budget's with {SHORT_TIME_LAYERS} "
-                             f"layers a side ({short_per_update:.2f} s each)")  # fmt: skip
-    short.budget += (f"; in time, {SHORT_TIME_LAYERS} layers a side rather than its 3, which learn more in the same time "
-                     f"({SHORT_TIME_MEASURED})")  # fmt: skip
-    smaller = replace(short, tokens_per_update=SHORT_TIME_TOKENS_PER_UPDATE)
-    per_update = speed(smaller)
-    smaller.max_update = updates_that_fit(seconds, per_update, smaller.tokens_per_update, valid_tokens)
-    gain = smaller.max_update / max(1, short.max_update)
-    if gain < SHORT_TIME_GAIN:  # more, smaller updates only where they are many more here
-        return short
-    smaller.budget += (f"; {smaller.max_update:,} updates of {smaller.tokens_per_update:,} tokens fit ({per_update:.2f} s "
-                       f"each), {gain:.1f} times as many: those, which learn more in the same time (measured likewise)")  # fmt: skip
-    return smaller
-
-
-def class_settings(pairs: int, scripts: Tuple[Optional[str], Optional[str]]) -> Sized:
-    """The settings of a full run by the corpus's size (its class)."""
-    vocab = next(v for at_least, v in VOCABULARY if pairs >= at_least)
-    joint = scripts[0] == scripts[1] or None in scripts
-    opus = "OPUS-MT-train's vocabulary for its size"
-    if pairs >= 1_000_000:  # the paper's base model and batch (Sections 5.1, 6.1)
-        return Sized(pairs, vocab, joint, "vaswani_base", "", 0.1, 25000, 100000, "large (1M pairs or more)",
-                     source=f"the paper's base model and batch, Sections 5.1 and 6.1, and {opus}")  # fmt: skip
-    if pairs >= 100_000:  # the base model, more regularised (the big model's 0.3 of Table 3; Araabi & Monz 2020)
-        return Sized(pairs, vocab, joint, "vaswani_base", "", 0.3, 12500, 50000, "medium (100k to 1M pairs)",
-                     source=f"the paper's base model with Table 3's P_drop 0.3 as Araabi & Monz 2020, and {opus}")  # fmt: skip
-    # fairseq's transformer_iwslt_de_en (IWSLT'14 De-En, 160k pairs): d_ff 1024, 4 heads; dropout 0.3
-    return Sized(pairs, vocab, joint, "vaswani_base", "--d-ff 1024 --attention-heads 4", 0.3, 4096, 30000,
-                 "small (under 100k pairs)", source=f"fairseq's transformer_iwslt_de_en, examples/translation, and {opus}")  # fmt: skip
-
-
-def sizes_table() -> str:
-    """The settings of each size class, as settings_for picks them (one script on both sides)."""
-    bounds = [at_least for at_least, _ in VOCABULARY if at_least > 0]
-    lines = ["| lines of TRAIN | VOCAB_SIZE | ARCH MODEL_FLAGS | DROPOUT | TOKENS_PER_UPDATE | MAX_UPDATE |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
-    for i, at_least in enumerate(bounds):
-        found = settings_for(at_least, ("LATIN", "LATIN"))
-        span = f"{at_least:,} or more" if i == 0 else f"{at_least:,} to {bounds[i - 1]:,}"
-        model = " ".join(filter(None, (found.arch, found.model_flags)))
-        lines.append(f"| {span} | {found.vocab_size:,} | {model} | {found.dropout} | {found.tokens_per_update:,} |"
-                     f" {found.max_update:,} |")  # fmt: skip
-    lines.append(f"| under {bounds[-1]:,} | refused (MIN_PAIRS) | | | | |")
-    short = SHORT_BUDGET
-    lines.append(f"| MAX_UPDATE under a quarter of its class's | {short['vocab_size']:,} | vaswani_base {short['model_flags']} | "
-                 f"{short['dropout']} | {short['tokens_per_update']:,} | as given |")  # fmt: skip
-    lines.append("| TIME=8h (90m, 2d) | the class's, or the short budget's when under a quarter of the class's updates fit "
-                 f"in TIME here (a probe of this machine's speed) | the short budget's with {SHORT_TIME_LAYERS} layers a side | | "
-                 f"the short budget's, or {SHORT_TIME_TOKENS_PER_UPDATE:,} where {SHORT_TIME_GAIN} times the updates fit | "
-                 "the updates that fit |")  # fmt: skip
-    return "\n".join(lines)
-
-
 # sentencepiece pieces a word (or a character, in scripts written without spaces), to count a dev set's target
 # tokens before its vocabulary exists: 1.94 measured on the German side of the 77k EN-DE pairs with 8,000 pieces
 # (19,306 pieces, 9,956 words); more pieces with a smaller vocabulary, fewer with a larger one.
@@ -638,30 +478,43 @@ PIECES_PER_WORD = 2.0
 DEV_SAMPLE_LINES = 10_000
 
 
+def target_words(corpora: Sequence[Corpus], script: Optional[str], lines: Optional[int] = None) -> List[int]:
+    """The words (or characters, in scripts without spaces) of each target line, the first ``lines`` of each corpus."""
+    return [units(t.decode("utf-8", errors="replace"), script) for c in corpora
+            for _, _, t in itertools.islice(raw_pairs_unchecked(c), lines)]  # fmt: skip
+
+
 def dev_tokens(corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
     """The dev set's target tokens, estimated before any work (a validation's cost): the words of the given dev
     sets' target side, or the pairs held out for it times the mean words of a training target line (in the first
     DEV_SAMPLE_LINES of each corpus), times PIECES_PER_WORD."""
-    def words(corpus: Corpus, lines: Optional[int] = None) -> List[int]:
-        pairs_read = itertools.islice(raw_pairs_unchecked(corpus), lines)
-        return [units(t.decode("utf-8", errors="replace"), script) for _, _, t in pairs_read]
-
     if valid:
-        total = sum(sum(words(c)) for c in valid)
+        total = sum(target_words(valid, script))
     else:
-        sample = [n for c in corpora for n in words(c, DEV_SAMPLE_LINES)]
+        sample = target_words(corpora, script, DEV_SAMPLE_LINES)
         total = held_out_size(pairs, None) * sum(sample) / max(1, len(sample))
     return int(total * PIECES_PER_WORD)
 
 
+def train_tokens(corpora: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
+    """The training set's target tokens, estimated as dev_tokens estimates the dev set's: how many epochs a budget is."""
+    sample = target_words(corpora, script, DEV_SAMPLE_LINES)
+    return int(pairs * sum(sample) / max(1, len(sample)) * PIECES_PER_WORD)
+
+
 def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int] = None, time_text: str = "",
-             speed: Optional[Callable[[Sized], float]] = None, valid: Sequence[str] = ()) -> Sized:  # fmt: skip
+             speed: Optional[Callable] = None, valid: Sequence[str] = (), min_pairs: int = 0) -> Sized:  # fmt: skip
     """The settings for the corpora ``train`` (and the dev sets ``valid``, if given), and a budget of ``max_update``
-    updates or of ``time_text`` (TIME=, turned into updates by ``speed``, a candidate's seconds per update here)."""
+    updates or of ``time_text`` (TIME=, turned into updates by ``speed``, a candidate's seconds per update here).
+    Fewer than ``min_pairs`` lines are refused before any probe."""
     corpora = [find_corpus(spec, src, tgt) for spec in train]
     pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
+    if pairs < min_pairs:
+        raise CorpusError(f"TRAIN has {pairs} lines: too few to train a translation model from scratch (MIN_PAIRS={min_pairs}; "
+                          "OPUS-MT does not train below 10,000). Add text, or set MIN_PAIRS if you mean it")  # fmt: skip
     scripts = sides_scripts(corpora)
     valid_tokens = dev_tokens(corpora, [find_corpus(spec, src, tgt) for spec in valid], pairs, scripts[1])
+    seconds = 0
     if time_text:
         if max_update is not None:
             raise CorpusError(f"TIME={time_text} and MAX_UPDATE={max_update}: give one budget (TIME is turned into updates here)")
@@ -669,11 +522,24 @@ def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int]
             seconds = parse_time(time_text)
         except BudgetError as e:
             raise CorpusError(str(e)) from None
-        found = settings_for_time(pairs, scripts, seconds, time_text, speed, valid_tokens)
-    else:
-        found = settings_for(pairs, scripts, max_update)
+    found = settings_for(pairs, scripts, max_update, seconds, time_text, speed, valid_tokens,
+                         train_tokens(corpora, pairs, scripts[1]))  # fmt: skip
     found.valid_tokens = valid_tokens
     return found
+
+
+def kept_settings(path: str, key: Dict) -> Optional[Sized]:
+    """What TIME picked before (``path``, written by the same command), if it was picked for ``key``: the same TIME,
+    corpora and layout. A speed measured again since (a quieter machine, another node of the same kind) does not
+    change a run under way; another TIME, corpus or layout decides again."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        with open(path) as f:
+            before = json.load(f)
+        if before["key"] == key:
+            found = Sized(**before["settings"])
+            found.budget += f" (picked {before['decided']}, kept in {path})"
+            return found
+    return None
 
 
 # ---- the command line -----------------------------------------------------------------------------------
@@ -698,6 +564,10 @@ def main(argv=None) -> int:
             p.add_argument("--cpu-workers", type=int, default=1, help="CPU processes per machine (with --gpus 0)")
             p.add_argument("--devices", type=int, default=0, help="devices in all (0: this machine's)")
             p.add_argument("--precision", default="fp32")
+            p.add_argument("--min-pairs", type=int, default=0, help="fewer training lines are refused, before any probe")
+            p.add_argument("--keep", default="", help="a file that keeps what TIME picked, read back while TIME, the corpus's "
+                           "size and the layout are the same (the recipe's WORK/settings.json): a resumed run trains the same")
+            p.add_argument("--plan", default="", help="where to write the plan as JSON (the recipe's WORK/plan.json)")
         if name == "prepare":
             p.add_argument("--out", required=True)
             p.add_argument("--max-words", type=int, default=250)
@@ -722,19 +592,36 @@ def main(argv=None) -> int:
                 if args.gpus > 0 and not cuda_here():
                     raise CorpusError(str(no_cuda(args.time)))
 
-                def speed(candidate: Sized) -> float:
-                    probe = layout_probe(candidate.arch, candidate.model_flags, candidate.vocab_size, candidate.tokens_per_update,
+                def speed(candidate, vocab_size: int) -> float:
+                    probe = layout_probe(candidate.arch, candidate.model_flags, vocab_size, candidate.tokens_per_update,
                                          args.gpus, args.cpu_workers, args.devices, args.precision)  # fmt: skip
                     try:
                         return float(seconds_per_update(probe)["seconds"])
                     except ProbeError as e:
                         raise CorpusError(str(e)) from None
 
-            found = settings(args.train, args.src, args.tgt, int(args.max_update) if args.max_update else None, args.time, speed,
-                             args.valid)  # fmt: skip
+            max_update = int(args.max_update) if args.max_update else None
+            key = {"time": args.time, "train": [os.path.abspath(t) for t in args.train], "gpus": args.gpus,
+                   "cpu_workers": args.cpu_workers, "devices": args.devices, "precision": args.precision}  # fmt: skip
+            found = kept_settings(args.keep, key) if args.time and args.keep else None
+            decided = found is None
+            if decided:
+                found = settings(args.train, args.src, args.tgt, max_update, args.time, speed, args.valid, args.min_pairs)
+            for path in filter(None, (args.keep, args.plan)):  # decided: only now is anything written
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            if decided and args.time and args.keep:
+                write_json(args.keep, {"key": key, "settings": asdict(found), "decided": time.strftime("%Y-%m-%d %H:%M")})
+            if args.plan:
+                write_json(args.plan, {"settings": {k: v for k, v in asdict(found).items() if k not in ("plan", "explain")},
+                                       **found.plan})  # fmt: skip
             for name, value in vars(found).items():
+                if name == "plan":
+                    continue
                 value = int(value) if isinstance(value, bool) else value
-                print(f"AUTO_{name.upper()}={shlex.quote(str(value))}")
+                if "\n" in str(value):  # one line each (bash's $'...'), for readers of lines
+                    print(f"AUTO_{name.upper()}=$'" + str(value).replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'")
+                else:
+                    print(f"AUTO_{name.upper()}={shlex.quote(str(value))}")
             # every file the corpora are read from: the recipe's first stage declares them (an edit redoes it)
             files = [f for spec in (*args.train, *args.valid, *args.test) for f in find_corpus(spec, args.src, args.tgt).files]
             print(f"AUTO_INPUT_FILES=({' '.join(shlex.quote(f) for f in files)})")

@@ -10,7 +10,8 @@ RECIPE_PLAN=()  # the stages declared since the last run_stages, as the engine r
 banner() { printf '\n==== %s ====\n' "$*"; }
 
 # recipe_options SCRIPT ARGS...: --dry-run (exports DRY_RUN=1); --check decides every stage, runs none, and exits 3
-# if a real run would stop (wmt14_table3.sh asks it of every row); -h/--help prints SCRIPT's header comment.
+# if a real run would stop (wmt14_table3.sh asks it of every row); --explain (EXPLAIN=1): a recipe that picks settings
+# says why, beside its short account; -h/--help prints SCRIPT's header comment.
 recipe_options() {
   local script=$1 arg
   shift
@@ -19,11 +20,13 @@ recipe_options() {
     case $arg in
       --dry-run) DRY_RUN=1 ;;
       --check) DRY_RUN=1; CHECK_ONLY=1 ;;
+      --explain) EXPLAIN=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "$script" | sed '$d'; exit 0 ;;
       *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
     esac
   done
   export DRY_RUN=${DRY_RUN:-0}
+  EXPLAIN=${EXPLAIN:-0}
   require_environment
 }
 

@@ -8,6 +8,7 @@
 #   TRAIN=pairs.tsv.gz SRC=en TGT=de bash recipes/parallel_text.sh         # source<TAB>target, a pair a line
 #   TRAIN=a:b.tsv VALID=dev TEST=test SRC=en TGT=de bash recipes/parallel_text.sh   # several corpora; dev, test
 #   TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh --dry-run   # the settings it picks, every command
+#   TIME=8h TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh --dry-run --explain   # and why (WORK/plan.json)
 #   TOY=1 TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh  # the same stages at toy size on CPU
 #   DATA_ONLY=1 TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh   # stages 1-3 only: the data-bin
 #
@@ -36,6 +37,11 @@ if [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
   exit 0
 fi
 IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALID"; IFS=: read -r -a TEST_SETS <<< "$TEST"
+# a corpus named by a relative or an absolute path is the same corpus: each made absolute (links kept as named), so
+# that a rerun from elsewhere, or with $PWD/, skips what is done rather than redo it and stop before training
+absolute() { local -n sets=$1; local i; for i in "${!sets[@]}"; do sets[i]=$(realpath -ms -- "${sets[i]}"); done; }
+absolute TRAIN_SETS; absolute VALID_SETS; absolute TEST_SETS
+TRAIN=$(IFS=:; echo "${TRAIN_SETS[*]}")
 WORK=${WORK:-runs/parallel_${SRC}_${TGT}$([ "$TOY" != 1 ] || echo _toy)}
 ON_BAD_BYTES=${ON_BAD_BYTES:-refuse}       # refuse | drop: lines that are not UTF-8
 LANGID=${LANGID:-1}                        # 0: no language identification (py3langid)
@@ -57,11 +63,15 @@ if [ -n "$TIME" ] && [ "$NNODES" != 1 ]; then
     "(on one machine, a dry run with TIME=$TIME prints the MAX_UPDATE it gives)" >&2; exit 2
 fi
 
-# ---- settings by the corpus's size: preprocess/parallel_text.py settings (docs/parallel-text.md) ---------
-# the budget is read here: a short one picks a short budget's settings (TIME: each candidate's speed, probed here)
+# ---- settings by the corpus's size: preprocess/parallel_text.py settings, preprocess/budget_rule.py (docs/parallel-text.md)
+# the budget is read here: the candidate of the lowest predicted validation loss at its updates (TIME: each candidate's
+# speed, probed here). What TIME picked is kept in WORK/settings.json: a resumed run trains the same, whatever the probe
+# says later; the plan, every candidate beside the pick, goes to WORK/plan.json (a dry run's too).
+KEEP_ARGS=(); [ "$DRY_RUN" = 1 ] || KEEP_ARGS=(--keep "$WORK/settings.json")
 AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
   --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "$GIVEN_MAX_UPDATE")" --time "$([ "$TOY" = 1 ] || echo "$TIME")" \
-  --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION") || exit 2
+  --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION" \
+  --min-pairs "$([ "$TOY" = 1 ] && echo "${TOY_MIN_PAIRS:-1000}" || echo "$MIN_PAIRS")" "${KEEP_ARGS[@]}" --plan "$WORK/plan.json") || exit 2
 eval "$AUTO"
 VOCAB_SIZE=${VOCAB_SIZE:-$AUTO_VOCAB_SIZE}       # sentencepiece pieces (per side when not joint)
 JOINT_VOCAB=${JOINT_VOCAB:-$AUTO_JOINT}          # 1: one vocabulary for both sides (same script); 0: one per side
@@ -114,11 +124,6 @@ if [ -z "$SAVE_INTERVAL_UPDATES" ]; then
   SAVE_INTERVAL_UPDATES=$((MAX_UPDATE / 20 > 1000 ? 1000 : MAX_UPDATE / 20 > 0 ? MAX_UPDATE / 20 : 1))
 fi
 
-if [ "$AUTO_PAIRS" -lt "$MIN_PAIRS" ]; then
-  echo "TRAIN has $AUTO_PAIRS lines: too few to train a translation model from scratch (MIN_PAIRS=$MIN_PAIRS; OPUS-MT" \
-    "does not train below 10,000). Add text, or set MIN_PAIRS if you mean it" >&2
-  exit 2
-fi
 if [ $((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) -lt "$AVERAGE_LAST" ]; then
   echo "AVERAGE_LAST=$AVERAGE_LAST checkpoints to average, but MAX_UPDATE=$MAX_UPDATE saves only" \
     "$((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) every SAVE_INTERVAL_UPDATES=$SAVE_INTERVAL_UPDATES" >&2
@@ -128,11 +133,18 @@ DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoint
 precision_args "$PRECISION"
 echo "$SRC-$TGT: $AUTO_PAIRS lines, $AUTO_SIZE_CLASS: $ARCH ${MODEL_FLAGS:+$MODEL_FLAGS }P_drop $DROPOUT," \
   "$([ "$JOINT_VOCAB" = 1 ] && echo "a joint vocabulary" || echo "a vocabulary per side") of $VOCAB_SIZE; $BATCH_SUMMARY"
-[ "$TOY" = 1 ] || echo "budget: $AUTO_BUDGET"
-echo "training: about $TRAINING_TIME"
+# the two lines a person reads: what was picked, and how long (the reasons: --explain, and WORK/plan.json)
+if [ "$TOY" != 1 ]; then
+  if [ "$ARCH $MODEL_FLAGS $DROPOUT $TOKENS_PER_UPDATE $VOCAB_SIZE" = "$AUTO_ARCH $AUTO_MODEL_FLAGS $AUTO_DROPOUT $AUTO_TOKENS_PER_UPDATE $AUTO_VOCAB_SIZE" ]; then
+    echo "picked: $AUTO_BUDGET"
+  else
+    echo "picked: your settings (ARCH, MODEL_FLAGS, DROPOUT, TOKENS_PER_UPDATE or VOCAB_SIZE given), $MAX_UPDATE updates"
+  fi
+fi
+echo "time: training $TRAINING_SHORT; data and test set not counted"
+[ "$EXPLAIN" = 0 ] || printf 'why:\n%s\ntraining: about %s\n' "$AUTO_EXPLAIN" "$TRAINING_TIME"
 if [ "$GPUS" = 0 ] && [ -z "$TIME$GIVEN_MAX_UPDATE" ] && [ "$TOY" != 1 ] && [ "$TRAINING_SECONDS" -gt $((8 * 3600)) ]; then
-  echo "that is more than a working day on CPU workers: for the best model 8 hours give here, TIME=8h" \
-    "TRAIN=$(printf %q "$TRAIN") SRC=$SRC TGT=$TGT bash $0 (or a GPU: GPUS=1)"
+  echo "more than a working day on CPU workers: TIME=8h picks what 8 hours train best here, or a GPU: GPUS=1"
 fi
 
 # ---- 1. check, clean, split ------------------------------------------------------------------------------

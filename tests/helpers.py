@@ -307,23 +307,24 @@ def copy_repository(directory):
     return directory
 
 
-def known_speed_figures(cache, class_vocab: int) -> None:
+def known_speed_figures(cache, vocab: int) -> None:
     """Speed figures (transformer_plugin_cli/tools/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
-    if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before: the small
-    class's model with a vocabulary of ``class_vocab`` (4 s an update), a short budget's of 3 layers a side or 2
-    (1.5 s), 2 layers with 2,048 tokens (0.75 s), and the class's with --d-ff 512 (1.5 s). A dry run then reads
-    them back rather than time a full-size model for half a minute; the probe itself is timed for real by
-    tests/unit/cli/tools/test_speed_probe.py and by the toy runs of test_parallel_text_recipe.py."""
+    if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
+    with the corpus's vocabulary of ``vocab`` pieces: the small class's model (4 s an update), 3 layers a side of
+    d_model 256 (1.5 s at 4,096 tokens, 1 s at 2,048), 2 layers (1.5 s and 0.75 s), and the class's with --d-ff 512
+    and 4,000 pieces (1.5 s). A dry run then reads them back rather than time a full-size model for half a minute;
+    the probe itself is timed for real by tests/unit/cli/tools/test_speed_probe.py and by the toy runs of
+    test_parallel_text_recipe.py."""
     import json
 
-    from preprocess.parallel_text import SHORT_BUDGET, with_layers
+    from preprocess.budget_rule import SHORT_FLAGS
     from transformer_plugin_cli.tools.speed_probe import layout_probe
 
-    short = SHORT_BUDGET["model_flags"]
-    known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", class_vocab, 4096, 0, 2): 4.0,
-             layout_probe("vaswani_base", short, 8000, 4096, 0, 2): 1.5,
-             layout_probe("vaswani_base", with_layers(short, 2), 8000, 4096, 0, 2): 1.5,
-             layout_probe("vaswani_base", with_layers(short, 2), 8000, 2048, 0, 2): 0.75,
+    def d256(layers, tokens):
+        return layout_probe("vaswani_base", SHORT_FLAGS.format(n=layers), vocab, tokens, 0, 2)
+
+    known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", vocab, 4096, 0, 2): 4.0,
+             d256(3, 4096): 1.5, d256(3, 2048): 1.0, d256(2, 4096): 1.5, d256(2, 2048): 0.75,
              layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5}  # fmt: skip
     (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)
     (cache / "transformer_plugin" / "speed.json").write_text(

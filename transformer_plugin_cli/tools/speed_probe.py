@@ -125,7 +125,7 @@ class Probe:
     workers: int = 1
     threads: int = 1
     device: str = "cpu"  # cpu, or cuda
-    precision: str = "fp32"  # fp32, bf16, fp16 (on a CUDA device: autocast)
+    precision: str = "fp32"  # fp32, bf16, fp16, amp (on a CUDA device: autocast, fp16 for amp as fairseq's --amp)
     length: int = 30
     repeats: int = 2
 
@@ -314,7 +314,7 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
     n, eos = len(dictionary), dictionary.eos()
     tokens = max(1, probe.tokens_per_update // probe.workers)  # this worker's, an update
     b = max(1, min(tokens, MICRO_TOKENS) // probe.length)  # sentences a micro-batch
-    autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(probe.precision)
+    autocast = {"bf16": torch.bfloat16, "fp16": torch.float16, "amp": torch.float16}.get(probe.precision)
 
     def clock() -> float:
         if device.type == "cuda":
@@ -383,13 +383,14 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
             with open(kept) as f:
                 before = json.load(f)
             if (before["time"], before["probe"], before["valid_tokens"], before["interval"]) == \
-                    (time_text, asdict(probe), valid_tokens, interval):
+                    (time_text, asdict(probe), valid_tokens, interval) and "TRAINING_SHORT" in before["values"]:
                 return {**before["values"], "TRAINING_TIME": before["values"]["TRAINING_TIME"] + f" (decided {before['decided']})"}
     if probe.device == "cuda" and not cuda_here():  # a dry run on a login node, say: nothing to measure here
         if time_text:
             raise no_cuda(time_text)
         return {"SECONDS_PER_UPDATE": "0", "MAX_UPDATE": str(max_update), "TRAINING_SECONDS": "0",
-                "TRAINING_TIME": f"{max_update:,} updates; how long, the machine with the GPUs says (none here to measure)"}  # fmt: skip
+                "TRAINING_TIME": f"{max_update:,} updates; how long, the machine with the GPUs says (none here to measure)",
+                "TRAINING_SHORT": f"{max_update:,} updates, how long unknown here (no GPU to measure)"}  # fmt: skip
     found = seconds_per_update(probe)
     per_update = float(found["seconds"])
     values = {}
@@ -406,8 +407,10 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
             f"kept in {cache_file()})")  # fmt: skip
     if valid_tokens:
         said += f", and {validations(max_update, interval)} validations of about {valid_tokens:,} target tokens"
+    short = f"about {duration(total)} here ({max_update:,} updates of {per_update:.2f} s"
+    short += f", {validations(max_update, interval)} validations)" if valid_tokens else ")"
     values.update({"SECONDS_PER_UPDATE": f"{per_update:.4f}", "MAX_UPDATE": str(max_update),
-                   "TRAINING_SECONDS": str(int(total)), "TRAINING_TIME": said})  # fmt: skip
+                   "TRAINING_SECONDS": str(int(total)), "TRAINING_TIME": said, "TRAINING_SHORT": short})  # fmt: skip
     if time_text and kept:
         os.makedirs(os.path.dirname(os.path.abspath(kept)), exist_ok=True)
         write_json(kept, {"time": time_text, "probe": asdict(probe), "valid_tokens": valid_tokens, "interval": interval, "values": values,
@@ -442,7 +445,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.add_argument("--cpu-workers", type=int, default=1)
             p.add_argument("--devices", type=int, default=0, help="devices in all, on every machine (0: this one's)")
             p.add_argument("--keep", default="", help="a file that keeps the updates TIME gave (the recipe's WORK/budget.json)")
-        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+        p.add_argument("--precision", choices=["fp32", "bf16", "fp16", "amp"], default="fp32",
+                       help="the recipes' PRECISION (amp: fairseq's --amp, autocast to fp16 on a CUDA device)")
     worker = sub.add_parser("worker")
     worker.add_argument("spec")
     worker.add_argument("--rank", type=int, default=0)

@@ -26,6 +26,23 @@ def shown(argv: Sequence[str]) -> str:
     return "+ " + shlex.join(argv)
 
 
+def set_aside_earlier_log(log: str, argv: Sequence[str]) -> Optional[str]:
+    """A training that starts from nothing (no checkpoint_last.pt in its --save-dir) writes a log of its own: the log
+    an earlier run left at LOG (and its ranks' LOG.rank*) is renamed LOG.<its last write's date and time> first, so
+    that the report reads one run's clocks, curves and early stop. A resumed run appends to LOG. Returns the new name."""
+    argv = list(argv)
+    save_dir = argv[argv.index("--save-dir") + 1] if "--save-dir" in argv[:-1] else None
+    if save_dir is None or os.path.exists(os.path.join(save_dir, "checkpoint_last.pt")):
+        return None
+    if not os.path.exists(log) or os.path.getsize(log) == 0:
+        return None
+    kept = f"{log}.{time.strftime('%Y%m%d-%H%M%S', time.localtime(os.path.getmtime(log)))}"
+    for path in [log] + sorted(p for p in (os.path.join(os.path.dirname(log) or ".", n) for n in os.listdir(os.path.dirname(log) or "."))
+                               if re.fullmatch(re.escape(log) + r"\.rank\d+", p)):  # fmt: skip
+        os.replace(path, kept + path[len(log):])
+    return kept
+
+
 class Launcher:
     """Runs a stage's command under ``supervisor``; ``say`` prints for people."""
 
@@ -94,11 +111,17 @@ class Launcher:
                 return f" (the log {log} could not be written to the end: {error.strerror or error})"
         return ""
 
+    def _fresh_log(self, log: str, argv: Sequence[str]) -> None:
+        kept = set_aside_earlier_log(log, argv)
+        if kept:
+            self.say(f"training starts from nothing (no checkpoint_last.pt): the earlier run's log is kept as {kept}")
+
     def train_workers(self, n: int, log: str, argv: Sequence[str]) -> None:
         """N data-parallel processes on this machine, each with an equal share of the CPU cores as torch
         threads; rank 0's output shown and appended to LOG, rank r's appended to LOG.rank<r>. N=1 runs ARGV once
         (a launcher that starts its own processes: fairseq on GPUs), its output shown and appended to LOG."""
         sinks = []
+        self._fresh_log(log, argv)
         with open(log, "ab") as main_log:
             if n <= 1:
                 proc = self.supervisor.start(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -132,6 +155,7 @@ class Launcher:
         """A launcher (torchrun, srun) that starts the training processes, its output shown and appended
         to LOG. CPU workers get their share of the cores as torch threads. When training fails, says why,
         from what the launcher printed (training_failure), and how to resume."""
+        self._fresh_log(log, argv)
         offset = os.path.getsize(log) if os.path.exists(log) else 0
         env = dict(os.environ)
         if self.gpus == 0:

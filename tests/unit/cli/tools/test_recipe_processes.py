@@ -138,6 +138,28 @@ def test_rank_logs_are_appended_as_rank_0s_is(tmp_path):
     assert open(log).read().count("rank 0") == 2
 
 
+def test_a_training_started_again_from_nothing_writes_a_log_of_its_own(tmp_path):
+    """Checkpoints removed, the stage run again: the earlier run's log (and its ranks') is kept beside it under its
+    date, and the new run's log holds the new run only; a resumed run (checkpoint_last.pt there) appends."""
+    log, save = str(tmp_path / "train.log"), tmp_path / "ckpt"
+    ctx = Context(str(tmp_path / "work"), REPO, sys.executable)
+    said = []
+    launcher = Launcher(ctx, Supervisor(), lambda *a, **k: said.append(a[0]), {})
+    command = [sys.executable, "-c", "import sys; print('rank', sys.argv[sys.argv.index('--distributed-rank') + 1])",
+               "--save-dir", str(save)]  # fmt: skip
+    save.mkdir()
+    launcher.train_workers(2, log, command)
+    (save / "checkpoint_last.pt").write_text("")
+    launcher.train_workers(2, log, command)  # resumed: appended
+    assert open(log).read().count("rank 0") == 2 and not said
+    (save / "checkpoint_last.pt").unlink()  # started again from nothing
+    launcher.train_workers(2, log, command)
+    [kept] = [n for n in os.listdir(tmp_path) if n.startswith("train.log.") and "rank" not in n]
+    assert open(log).read().count("rank 0") == 1 and open(tmp_path / kept).read().count("rank 0") == 2
+    assert open(log + ".rank1").read().count("rank 1") == 1 and open(tmp_path / (kept + ".rank1")).read().count("rank 1") == 2
+    assert said == [f"training starts from nothing (no checkpoint_last.pt): the earlier run's log is kept as {tmp_path / kept}"]
+
+
 @pytest.mark.parametrize("background", [False, True])
 def test_ctrl_c_while_the_engine_decides_is_one_line_and_changes_nothing(tmp_path, background):
     def start():  # a shell's background job inherits SIGINT ignored; a terminal's foreground job does not

@@ -167,3 +167,12 @@ def test_gpus_where_there_is_no_cuda_device_are_not_measured(cache, monkeypatch)
     with pytest.raises(BudgetError, match="TIME=8h: this machine has no CUDA device to measure the GPUs' speed on"):
         budget(gpus, "8h")
     assert not cache.exists()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16", "amp"])
+def test_every_precision_of_the_recipes_is_taken(cache, monkeypatch, capsys, precision):
+    """PRECISION=amp (fairseq's --amp) stopped every parallel-text run with an argument error; each of the recipes'
+    four is taken (amp autocasts to fp16 on a CUDA device, as fairseq's --amp does)."""
+    monkeypatch.setattr(sp, "cuda_here", lambda: False)
+    assert sp.main(["budget", "--gpus", "1", "--max-update", "1000", "--precision", precision]) == 0
+    assert "MAX_UPDATE=1000" in capsys.readouterr().out
