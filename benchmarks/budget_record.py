@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from transformer_plugin_cli.fairseq_output import EARLY_STOP, log_records, training_seconds
-from transformer_plugin_cli.tools.speed_probe import parse_time
+from transformer_plugin_cli.tools.probe_arithmetic import parse_time
 
 
 @dataclass

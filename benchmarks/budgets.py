@@ -52,7 +52,8 @@ sys.path.insert(0, REPO)
 
 from preprocess.budget_rule import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
-from transformer_plugin_cli.tools.speed_probe import layout_probe, parse_time, seconds_per_update  # noqa: E402
+from transformer_plugin_cli.tools.probe_arithmetic import parse_time  # noqa: E402
+from transformer_plugin_cli.tools.speed_probe import layout_probe, seconds_per_update  # noqa: E402
 
 PICK = "pick"
 SHORT_FLAGS = SHORT_BUDGET["model_flags"]

@@ -35,7 +35,7 @@ sys.path.insert(0, REPO)
 from benchmarks.common import print_table  # noqa: E402
 from benchmarks.process_memory import TreeMemory  # noqa: E402
 from benchmarks.word_frequency_text import MEAN_WORDS, SIGMA, Lexicon, sentence_pairs, write_archives  # noqa: E402
-from preprocess.parallel_text import count_lines  # noqa: E402
+from preprocess.corpora import count_lines  # noqa: E402
 
 SCRIPTS = {"en-de": "wmt14_en_de_base.sh", "en-fr": "wmt14_en_fr_base.sh"}
 

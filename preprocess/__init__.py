@@ -7,7 +7,7 @@ binarises. One of the project's three packages:
     transformer_plugin_cli/  the tools that work on models and their outputs (averaging, evaluation,
                              EVALB, reports, Table 3, exports, translation)
 
-Each module but budget_rule.py is a console script and runs with ``python -m preprocess.<module>``:
+Each module but budget_rule.py and corpora.py is a console script and runs with ``python -m preprocess.<module>``:
 
     wmt14.py                vaswani-prepare-wmt14        WMT14 En-De / En-Fr: fetch, verify, extract, clean
     sentencepiece_vocab.py  vaswani-sentencepiece        train and apply a joint sentencepiece vocabulary
@@ -15,6 +15,7 @@ Each module but budget_rule.py is a console script and runs with ``python -m pre
     debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's translation catalogues)
     parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split; its settings
     budget_rule.py          (read by parallel_text.py)     the settings for a corpus and a budget: the lowest predicted loss
+    corpora.py              (read by both)                 parallel corpora read as given: files, line counts, pairs, scripts
     ptb.py                  vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised (Section 6.3)
     shards.py               vaswani-shard-text           the training text in N round-robin shards (SHARDS=N)
 

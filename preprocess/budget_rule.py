@@ -31,11 +31,16 @@ to 168M parameters; the 6 layers' and P_drop 0.3's learning at 1,200 updates; R*
 times ``DROPOUT_REPEATS``, not measured. Every pick says which.
 """
 
+import contextlib
+import itertools
+import json
 import math
 import re
-import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from preprocess.corpora import Corpus, CorpusError, count_lines, find_corpus, held_out_size, raw_pairs_unchecked, sides_scripts, units
+from transformer_plugin_cli.tools.probe_arithmetic import BudgetError, parse_time, updates_that_fit
 
 # ---- the fit (benchmarks/budget_fit.py prints these from docs/budgets/*.json and the paper's Table 3) ----------------
 CAPACITY_C = 8.446  # bits
@@ -268,8 +273,6 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_u
     """The settings for ``pairs`` training pairs of ``corpus_tokens`` target tokens (0: unknown, no repetition counted)
     and a budget: ``max_update`` updates, or ``seconds`` of training here (``speed``: a candidate's seconds an update
     here, with a vocabulary of so many pieces), or neither (the size class's full run). The pick is the candidate of the lowest predicted validation loss."""
-    from transformer_plugin_cli.tools.speed_probe import updates_that_fit
-
     vocab = next(v for at_least, v in VOCABULARY if pairs >= at_least)
     joint = scripts[0] == scripts[1] or None in scripts
     name, arch, flags, dropout, tokens, updates, source = size_class(pairs)
@@ -328,3 +331,78 @@ def sizes_table() -> str:
     lines.append("| with TIME or MAX_UPDATE | the class's | the lowest predicted validation loss: N=2 or 3 of d_model 256, "
                  "or the class's | 0.1 or 0.3 | 2,048, 4,096 or the class's | those given, at most the useful |")  # fmt: skip
     return "\n".join(lines)
+
+
+# ---- a corpus's settings: its size, scripts and tokens, read before any work ----------------------------------------
+
+# sentencepiece pieces a word (or a character, in scripts written without spaces), to count a dev set's target
+# tokens before its vocabulary exists: 1.94 measured on the German side of the 77k EN-DE pairs with 8,000 pieces
+# (19,306 pieces, 9,956 words); more pieces with a smaller vocabulary, fewer with a larger one.
+PIECES_PER_WORD = 2.0
+
+
+DEV_SAMPLE_LINES = 10_000
+
+
+def target_words(corpora: Sequence[Corpus], script: Optional[str], lines: Optional[int] = None) -> List[int]:
+    """The words (or characters, in scripts without spaces) of each target line, the first ``lines`` of each corpus."""
+    return [units(t.decode("utf-8", errors="replace"), script) for c in corpora
+            for _, _, t in itertools.islice(raw_pairs_unchecked(c), lines)]  # fmt: skip
+
+
+def dev_tokens(corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
+    """The dev set's target tokens, estimated before any work (a validation's cost): the words of the given dev
+    sets' target side, or the pairs held out for it times the mean words of a training target line (in the first
+    DEV_SAMPLE_LINES of each corpus), times PIECES_PER_WORD."""
+    if valid:
+        total = sum(target_words(valid, script))
+    else:
+        sample = target_words(corpora, script, DEV_SAMPLE_LINES)
+        total = held_out_size(pairs, None) * sum(sample) / max(1, len(sample))
+    return int(total * PIECES_PER_WORD)
+
+
+def train_tokens(corpora: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
+    """The training set's target tokens, estimated as dev_tokens estimates the dev set's: how many epochs a budget is."""
+    sample = target_words(corpora, script, DEV_SAMPLE_LINES)
+    return int(pairs * sum(sample) / max(1, len(sample)) * PIECES_PER_WORD)
+
+
+def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int] = None, time_text: str = "",
+             speed: Optional[Callable] = None, valid: Sequence[str] = (), min_pairs: int = 0) -> Sized:  # fmt: skip
+    """The settings for the corpora ``train`` (and the dev sets ``valid``, if given), and a budget of ``max_update``
+    updates or of ``time_text`` (TIME=, turned into updates by ``speed``, a candidate's seconds per update here).
+    Fewer than ``min_pairs`` lines are refused before any probe."""
+    corpora = [find_corpus(spec, src, tgt) for spec in train]
+    pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
+    if pairs < min_pairs:
+        raise CorpusError(f"TRAIN has {pairs} lines: too few to train a translation model from scratch (MIN_PAIRS={min_pairs}; "
+                          "OPUS-MT does not train below 10,000). Add text, or set MIN_PAIRS if you mean it")  # fmt: skip
+    scripts = sides_scripts(corpora)
+    valid_tokens = dev_tokens(corpora, [find_corpus(spec, src, tgt) for spec in valid], pairs, scripts[1])
+    seconds = 0
+    if time_text:
+        if max_update is not None:
+            raise CorpusError(f"TIME={time_text} and MAX_UPDATE={max_update}: give one budget (TIME is turned into updates here)")
+        try:
+            seconds = parse_time(time_text)
+        except BudgetError as e:
+            raise CorpusError(str(e)) from None
+    found = settings_for(pairs, scripts, max_update, seconds, time_text, speed, valid_tokens,
+                         train_tokens(corpora, pairs, scripts[1]))  # fmt: skip
+    found.valid_tokens = valid_tokens
+    return found
+
+
+def kept_settings(path: str, key: Dict) -> Optional[Sized]:
+    """What TIME picked before (``path``, written by the same command), if it was picked for ``key``: the same TIME,
+    corpora and layout. A speed measured again since (a quieter machine, another node of the same kind) does not
+    change a run under way; another TIME, corpus or layout decides again."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        with open(path) as f:
+            before = json.load(f)
+        if before["key"] == key:
+            found = Sized(**before["settings"])
+            found.budget += f" (picked {before['decided']}, kept in {path})"
+            return found
+    return None

@@ -36,133 +36,28 @@ its source): the subword vocabulary, joint or one per side, the model, dropout, 
 
 import argparse
 import contextlib
-import gzip
 import hashlib
-import itertools
-import json
 import os
-import re
 import shlex
 import sys
 import time
 import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import TMP_SUFFIX, publish, write_json
-from preprocess.budget_rule import Sized, settings_for, sizes_table
-from transformer_plugin_cli.tools.speed_probe import BudgetError, parse_time
+from preprocess.budget_rule import kept_settings, settings, sizes_table
+from preprocess.corpora import (Corpus, CorpusError, check_line_counts, find_corpus, held_out_size, raw_pairs, share_in,
+                                sides_scripts, units)  # fmt: skip
 
 FIRST = 10  # line numbers kept per reason
 LANGID_MIN_CHARS = 40
 LANGID_MIN_PROBABILITY = 0.9
-SCRIPT_SAMPLE = 20_000
-UNSPACED = {"CJK", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"}  # a length in characters, not words
-# what other readers take for the end of a line (Python's str.splitlines, some editors and tools)
-LINE_BREAKERS = {"\r": "a carriage return", "\u2028": "a U+2028 LINE SEPARATOR", "\u2029": "a U+2029 PARAGRAPH SEPARATOR",
-                 "\x85": "a U+0085 NEL", "\x0b": "a vertical tab", "\x0c": "a form feed", "\x00": "a NUL byte"}  # fmt: skip
-
-
-class CorpusError(ValueError):
-    """Text that cannot be used as it is; the message names the file and the lines."""
 
 
 # ---- reading ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Corpus:
-    """One corpus as given: a TSV file, or two files."""
-
-    spec: str
-    tsv: Optional[str] = None
-    source: Optional[str] = None
-    target: Optional[str] = None
-
-    @property
-    def name(self) -> str:
-        return self.tsv or f"{self.source} + {self.target}"
-
-    @property
-    def files(self) -> List[str]:
-        return [self.tsv] if self.tsv else [self.source, self.target]
-
-
-def find_corpus(spec: str, src: str, tgt: str) -> Corpus:
-    """``spec`` as a TSV file (``.tsv``, ``.tsv.gz``, or any existing file) or a prefix of two files."""
-    if spec.endswith((".tsv", ".tsv.gz")) or os.path.isfile(spec):
-        if not os.path.isfile(spec):
-            raise CorpusError(f"{spec}: no such file")
-        return Corpus(spec, tsv=spec)
-    sides = []
-    for lang in (src, tgt):
-        found = [p for p in (f"{spec}.{lang}", f"{spec}.{lang}.gz") if os.path.isfile(p)]
-        if not found:
-            raise CorpusError(f"{spec}: neither {spec}.{lang} nor {spec}.{lang}.gz exists (give PREFIX of PREFIX.{src} "
-                              f"and PREFIX.{tgt}, or a .tsv file)")  # fmt: skip
-        sides.append(found[0])
-    return Corpus(spec, source=sides[0], target=sides[1])
-
-
-def open_bytes(path: str):
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-
-
-def lines_of(path: str) -> Iterator[bytes]:
-    """The lines of a file as bytes, split at b"\\n" only, without it."""
-    with open_bytes(path) as f:
-        for line in f:
-            yield line[:-1] if line.endswith(b"\n") else line
-
-
-def count_lines(path: str) -> int:
-    n, last = 0, b"\n"
-    with open_bytes(path) as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
-
-
-def line_breakers(path: str) -> Dict[str, Tuple[int, int]]:
-    """{what: (lines holding it, the first)} for each character other readers end a line at."""
-    found: Dict[str, List[int]] = {}
-    for number, raw in enumerate(lines_of(path), 1):
-        text = raw.decode("utf-8", errors="replace")
-        for char, what in LINE_BREAKERS.items():
-            if char in (text[:-1] if char == "\r" else text):  # a \r at the end is \r\n's, not a break
-                found.setdefault(what, [0, number])[0] += 1
-    return {what: (n, first) for what, (n, first) in found.items()}
-
-
-def check_line_counts(corpus: Corpus) -> None:
-    a, b = count_lines(corpus.source), count_lines(corpus.target)
-    if a == b:
-        return
-    why = []
-    for path in (corpus.source, corpus.target):
-        for what, (n, first) in line_breakers(path).items():
-            why.append(f"{path} has {n} line{'s' * (n > 1)} with {what} (the first: line {first})")
-    raise CorpusError(f"{corpus.source} has {a} lines and {corpus.target} has {b}: each line must be the translation of "
-                      f"the same line of the other. " + ("Perhaps: " + "; ".join(why) + ", where another tool ended a "
-                      "line" if why else "Nothing in either file explains it: a line was lost or added"))  # fmt: skip
-
-
-def raw_pairs(corpus: Corpus) -> Iterator[Tuple[int, bytes, bytes]]:
-    """(line number, source bytes, target bytes) of a corpus, checked for its shape."""
-    if corpus.tsv:
-        for number, raw in enumerate(lines_of(corpus.tsv), 1):
-            columns = raw.split(b"\t")
-            if len(columns) != 2:
-                raise CorpusError(f"{corpus.tsv}: line {number} has {len(columns)} columns; a TSV corpus has source<TAB>"
-                                  "target on each line (a tab inside a sentence must go)")  # fmt: skip
-            yield number, columns[0], columns[1]
-        return
-    check_line_counts(corpus)
-    for number, (s, t) in enumerate(zip(lines_of(corpus.source), lines_of(corpus.target)), 1):
-        yield number, s, t
 
 
 # ---- cleaning -----------------------------------------------------------------------------------------
@@ -204,29 +99,6 @@ def normalise(text: str, report: Report, where: str) -> str:
     if single != nfc:
         report.note("white space collapsed (runs, tabs, or at either end)", where)
     return single
-
-
-def script_of(char: str) -> Optional[str]:
-    """A letter's script, from its Unicode name (LATIN, CYRILLIC, CJK, ...); None for anything else."""
-    if not char.isalpha():
-        return None
-    name = unicodedata.name(char, "").split(" ")[0]
-    return "CJK" if name in ("HIRAGANA", "KATAKANA") else name or None  # Japanese writes kanji and kana together
-
-
-def main_script(texts: Sequence[str]) -> Optional[str]:
-    counts = Counter(s for text in texts for s in map(script_of, text) if s)
-    return counts.most_common(1)[0][0] if counts else None
-
-
-def share_in(text: str, script: str) -> float:
-    scripts = [s for s in map(script_of, text) if s]
-    return sum(s == script for s in scripts) / len(scripts) if scripts else 1.0
-
-
-def units(text: str, script: Optional[str]) -> int:
-    """A side's length: words, or characters for scripts written without spaces."""
-    return len(text.replace(" ", "")) if script in UNSPACED else len(text.split())
 
 
 class LanguageId:
@@ -310,34 +182,7 @@ def check(source: str, target: str, rules: Rules, scripts, langid: Optional[Lang
     return None
 
 
-def sides_scripts(corpora: Sequence[Corpus]) -> Tuple[Optional[str], Optional[str]]:
-    """The main script of each side, from the first SCRIPT_SAMPLE pairs."""
-    sources, targets = [], []
-    for corpus in corpora:
-        for _, s, t in raw_pairs_unchecked(corpus):
-            sources.append(s.decode("utf-8", errors="replace"))
-            targets.append(t.decode("utf-8", errors="replace"))
-            if len(sources) >= SCRIPT_SAMPLE:
-                return main_script(sources), main_script(targets)
-    return main_script(sources), main_script(targets)
-
-
-def raw_pairs_unchecked(corpus: Corpus) -> Iterator[Tuple[int, bytes, bytes]]:
-    if corpus.tsv:
-        for number, raw in enumerate(lines_of(corpus.tsv), 1):
-            s, _, t = raw.partition(b"\t")
-            yield number, s, t
-    else:
-        yield from ((n, s, t) for n, (s, t) in enumerate(zip(lines_of(corpus.source), lines_of(corpus.target)), 1))
-
-
 # ---- prepare ---------------------------------------------------------------------------------------------
-
-
-def held_out_size(pairs: int, given: Optional[int]) -> int:
-    if given is not None:
-        return given
-    return max(1, min(max(200, min(2000, pairs // 100)), pairs // 10))
 
 
 def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[str] = (), test: Sequence[str] = (),
@@ -471,76 +316,6 @@ def report_text(result: Dict) -> str:
 
 # ---- settings by size ------------------------------------------------------------------------------------
 
-# sentencepiece pieces a word (or a character, in scripts written without spaces), to count a dev set's target
-# tokens before its vocabulary exists: 1.94 measured on the German side of the 77k EN-DE pairs with 8,000 pieces
-# (19,306 pieces, 9,956 words); more pieces with a smaller vocabulary, fewer with a larger one.
-PIECES_PER_WORD = 2.0
-DEV_SAMPLE_LINES = 10_000
-
-
-def target_words(corpora: Sequence[Corpus], script: Optional[str], lines: Optional[int] = None) -> List[int]:
-    """The words (or characters, in scripts without spaces) of each target line, the first ``lines`` of each corpus."""
-    return [units(t.decode("utf-8", errors="replace"), script) for c in corpora
-            for _, _, t in itertools.islice(raw_pairs_unchecked(c), lines)]  # fmt: skip
-
-
-def dev_tokens(corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
-    """The dev set's target tokens, estimated before any work (a validation's cost): the words of the given dev
-    sets' target side, or the pairs held out for it times the mean words of a training target line (in the first
-    DEV_SAMPLE_LINES of each corpus), times PIECES_PER_WORD."""
-    if valid:
-        total = sum(target_words(valid, script))
-    else:
-        sample = target_words(corpora, script, DEV_SAMPLE_LINES)
-        total = held_out_size(pairs, None) * sum(sample) / max(1, len(sample))
-    return int(total * PIECES_PER_WORD)
-
-
-def train_tokens(corpora: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
-    """The training set's target tokens, estimated as dev_tokens estimates the dev set's: how many epochs a budget is."""
-    sample = target_words(corpora, script, DEV_SAMPLE_LINES)
-    return int(pairs * sum(sample) / max(1, len(sample)) * PIECES_PER_WORD)
-
-
-def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int] = None, time_text: str = "",
-             speed: Optional[Callable] = None, valid: Sequence[str] = (), min_pairs: int = 0) -> Sized:  # fmt: skip
-    """The settings for the corpora ``train`` (and the dev sets ``valid``, if given), and a budget of ``max_update``
-    updates or of ``time_text`` (TIME=, turned into updates by ``speed``, a candidate's seconds per update here).
-    Fewer than ``min_pairs`` lines are refused before any probe."""
-    corpora = [find_corpus(spec, src, tgt) for spec in train]
-    pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
-    if pairs < min_pairs:
-        raise CorpusError(f"TRAIN has {pairs} lines: too few to train a translation model from scratch (MIN_PAIRS={min_pairs}; "
-                          "OPUS-MT does not train below 10,000). Add text, or set MIN_PAIRS if you mean it")  # fmt: skip
-    scripts = sides_scripts(corpora)
-    valid_tokens = dev_tokens(corpora, [find_corpus(spec, src, tgt) for spec in valid], pairs, scripts[1])
-    seconds = 0
-    if time_text:
-        if max_update is not None:
-            raise CorpusError(f"TIME={time_text} and MAX_UPDATE={max_update}: give one budget (TIME is turned into updates here)")
-        try:
-            seconds = parse_time(time_text)
-        except BudgetError as e:
-            raise CorpusError(str(e)) from None
-    found = settings_for(pairs, scripts, max_update, seconds, time_text, speed, valid_tokens,
-                         train_tokens(corpora, pairs, scripts[1]))  # fmt: skip
-    found.valid_tokens = valid_tokens
-    return found
-
-
-def kept_settings(path: str, key: Dict) -> Optional[Sized]:
-    """What TIME picked before (``path``, written by the same command), if it was picked for ``key``: the same TIME,
-    corpora and layout. A speed measured again since (a quieter machine, another node of the same kind) does not
-    change a run under way; another TIME, corpus or layout decides again."""
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        with open(path) as f:
-            before = json.load(f)
-        if before["key"] == key:
-            found = Sized(**before["settings"])
-            found.budget += f" (picked {before['decided']}, kept in {path})"
-            return found
-    return None
-
 
 # ---- the command line -----------------------------------------------------------------------------------
 
@@ -564,6 +339,7 @@ def main(argv=None) -> int:
             p.add_argument("--cpu-workers", type=int, default=1, help="CPU processes per machine (with --gpus 0)")
             p.add_argument("--devices", type=int, default=0, help="devices in all (0: this machine's)")
             p.add_argument("--precision", default="fp32")
+            p.add_argument("--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)")
             p.add_argument("--min-pairs", type=int, default=0, help="fewer training lines are refused, before any probe")
             p.add_argument("--keep", default="", help="a file that keeps what TIME picked, read back while TIME, the corpus's "
                            "size and the layout are the same (the recipe's WORK/settings.json): a resumed run trains the same")
@@ -594,7 +370,8 @@ def main(argv=None) -> int:
 
                 def speed(candidate, vocab_size: int) -> float:
                     probe = layout_probe(candidate.arch, candidate.model_flags, vocab_size, candidate.tokens_per_update,
-                                         args.gpus, args.cpu_workers, args.devices, args.precision)  # fmt: skip
+                                         args.gpus, args.cpu_workers, args.devices, args.precision,
+                                         args.max_tokens_per_device)  # fmt: skip
                     try:
                         return float(seconds_per_update(probe)["seconds"])
                     except ProbeError as e:

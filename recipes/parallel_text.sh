@@ -52,6 +52,8 @@ SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-
 # ---- the budget: one of them, or neither (a full run of the corpus's size class) -----------------------------
 TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit, at this machine's measured speed
 GIVEN_MAX_UPDATE=${MAX_UPDATE:-}           # MAX_UPDATE=N: N updates
+REPROBE=${REPROBE:-0}                      # 1: this machine's speed measured again (figures are kept 30 days otherwise)
+[ "$REPROBE" = 0 ] || export TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE=$(date +%s)
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}
@@ -70,7 +72,7 @@ fi
 KEEP_ARGS=(); [ "$DRY_RUN" = 1 ] || KEEP_ARGS=(--keep "$WORK/settings.json")
 AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
   --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "$GIVEN_MAX_UPDATE")" --time "$([ "$TOY" = 1 ] || echo "$TIME")" \
-  --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION" \
+  --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION" --max-tokens-per-device "${MAX_TOKENS_PER_DEVICE:-4096}" \
   --min-pairs "$([ "$TOY" = 1 ] && echo "${TOY_MIN_PAIRS:-1000}" || echo "$MIN_PAIRS")" "${KEEP_ARGS[@]}" --plan "$WORK/plan.json") || exit 2
 eval "$AUTO"
 VOCAB_SIZE=${VOCAB_SIZE:-$AUTO_VOCAB_SIZE}       # sentencepiece pieces (per side when not joint)
@@ -106,7 +108,7 @@ BUDGET_ARGS=(--max-update "$MAX_UPDATE")           # with TIME, at most the size
 [ "$DRY_RUN" = 1 ] || BUDGET_ARGS+=(--keep "$WORK/budget.json")
 BUDGET=$("$PY" -m transformer_plugin_cli.tools.speed_probe budget --arch "$ARCH" --model-flags "$MODEL_FLAGS" \
   --vocab-size "$VOCAB_SIZE" --tokens-per-update "$TOKENS_PER_UPDATE" --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" \
-  --devices "$DEVICES" --precision "$PRECISION" --valid-tokens "$AUTO_VALID_TOKENS" \
+  --devices "$DEVICES" --precision "$PRECISION" --max-tokens-per-device "$MAX_TOKENS_PER_DEVICE" --valid-tokens "$AUTO_VALID_TOKENS" \
   --save-interval-updates "${SAVE_INTERVAL_UPDATES:-0}" "${BUDGET_ARGS[@]}") || exit 2
 eval "$BUDGET"
 STOP_TIME_ARGS=()
@@ -185,12 +187,15 @@ binarize_stages 3 "$(nproc)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dic
 if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 
 # ---- 4. training ----------------------------------------------------------------------------------------------
+# Validations and checkpoints every SAVE_INTERVAL_UPDATES only: fairseq's defaults add one at every epoch's end, which
+# TIME would not count and PATIENCE would (early stopping then spans fewer updates than PATIENCE intervals)
+NO_EPOCH_ENDS=1000000
 paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
 read -r -a MODEL <<< "$MODEL_FLAGS"
 TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "${MODEL[@]}" --dropout "$DROPOUT" "${SHARE[@]}"
   "${TRAINING[@]}" "${PEAK_WARMUP_ARGS[@]}" --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
-  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
+  --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints --validate-interval "$NO_EPOCH_ENDS" --save-interval "$NO_EPOCH_ENDS"
   --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")"
   "${PRECISION_ARGS[@]}" "${STOP_TIME_ARGS[@]}")
 [ "$PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PATIENCE")

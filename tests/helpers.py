@@ -307,6 +307,13 @@ def copy_repository(directory):
     return directory
 
 
+def known_at() -> str:
+    """A speed figure's "measured", an hour ago: young enough to be read back (speed_probe.MAX_AGE_DAYS)."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() - 3600))
+
+
 def known_speed_figures(cache, vocab: int) -> None:
     """Speed figures (transformer_plugin_cli/tools/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
     if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
@@ -328,7 +335,7 @@ def known_speed_figures(cache, vocab: int) -> None:
              layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5}  # fmt: skip
     (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)
     (cache / "transformer_plugin" / "speed.json").write_text(
-        json.dumps({probe.key(): {"seconds": seconds, "measured": "2026-11-27 09:00"} for probe, seconds in known.items()}))
+        json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()} for probe, seconds in known.items()}))
 
 
 # ---- real text -----------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def test_the_top_level_is_the_designs():
     for entry in ("transformer_plugin", "preprocess", "recipes", "tests", "setup.py", "README.md"):
         assert os.path.exists(os.path.join(REPO, entry)), entry
     modules = sorted(f for f in os.listdir(os.path.join(REPO, "preprocess")) if f.endswith(".py"))
-    assert modules == ["__init__.py", "budget_rule.py", "debian_l10n.py", "parallel_text.py", "ptb.py", "sentencepiece_vocab.py",
+    assert modules == ["__init__.py", "budget_rule.py", "corpora.py", "debian_l10n.py", "parallel_text.py", "ptb.py", "sentencepiece_vocab.py",
                        "shards.py", "synthetic_pair.py", "wmt14.py"]  # fmt: skip
     tests = sorted(f for f in os.listdir(os.path.join(REPO, "tests", "unit", "preprocess")) if f.endswith(".py"))
     assert tests == [f"test_{m}" for m in modules[1:]]  # mirrored

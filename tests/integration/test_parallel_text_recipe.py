@@ -8,7 +8,7 @@ import re
 import pytest
 
 from helpers import REPO, commands, flag, known_speed_figures, real_english_german, run_recipe
-from transformer_plugin_cli.tools.speed_probe import updates_that_fit
+from transformer_plugin_cli.tools.probe_arithmetic import updates_that_fit
 
 # validation by BLEU too (EVAL_BLEU=1): the toy runs validate as users who pick the best checkpoint by BLEU do
 TOY = dict(TOY="1", TOY_MAX_UPDATE="40", TOY_WARMUP="20", TOY_SAVE_INTERVAL_UPDATES="10", TOY_AVERAGE_LAST="2",
@@ -192,6 +192,8 @@ def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves
     budget = int(env.get("MAX_UPDATE", 30000))
     assert f"--log-interval {min(100, budget // 10)} " in train
     assert f"--save-interval-updates {min(1000, budget // 20)} " in train  # and so validation
+    # and only then: none at an epoch's end, which TIME would not count and PATIENCE would
+    assert "--validate-interval 1000000 --save-interval 1000000 " in train
     # the pick in one line: a budget's updates of the candidate of the lowest predicted loss, or the class's full run
     picked = next(line for line in proc.stdout.splitlines() if line.startswith("picked: "))
     assert len(picked) < 120 and f" x {budget:,} updates" in picked, picked
@@ -241,7 +243,7 @@ def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_p
 def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(tmp_path):
     """`bash recipes/parallel_text.sh --dry-run` as typed, no TRAIN: the settings of each size class (those
     settings_for picks), nothing written; a real run stops, naming what it needs."""
-    from preprocess.parallel_text import settings_for
+    from preprocess.budget_rule import settings_for
 
     dry = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -257,7 +259,8 @@ def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(t
 
 def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
     """TIME=3m at toy size: the toy model probed here (or read back: this module's other toy runs probe it too), the
-    updates that fit, fairseq's stop at TIME; the same TIME again reads the figure back; a TIME beside a MAX_UPDATE, or that is no duration, is refused."""
+    updates that fit, fairseq's stop at TIME; the same TIME again reads the figure back, and with REPROBE=1 measures
+    again; a TIME beside a MAX_UPDATE, or that is no duration, is refused."""
     proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", "--explain", TRAIN=str(corpus / "train"), TIME="3m",
                       **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -279,6 +282,9 @@ def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
     if "with the machine busy" not in said[0]:  # a busy machine's figure is measured again once it is quiet (xdist)
         assert re.search(r"^training: about .* here: [\d,]+ updates of [\d.]+ s \(a probe of this machine, measured \d{4}-",
                          again.stdout, flags=re.M), again.stdout[:3000]  # fmt: skip
+    fresh = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", "--explain", TRAIN=str(corpus / "train"), TIME="3m",
+                       REPROBE="1", **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
+    assert re.search(r"^training: about .* \(a probe of this machine, measured now", fresh.stdout, flags=re.M), fresh.stdout[:3000]
     both = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3m", **TOY)
     assert both.returncode == 2 and "TIME=3m and MAX_UPDATE=40: give one budget" in both.stderr
     bad = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3 minutes",

@@ -6,8 +6,10 @@ vocabulary of the given size, and times what an update does: forward, label-smoo
 on micro-batches of sentences of ``--length`` pieces (per target token), then the gradients summed over the
 workers (gloo, as fairseq's ``legacy_ddp`` does for CPU workers) and an Adam step. An update of
 ``--tokens-per-update`` target tokens is split over ``--workers`` processes that run side by side with ``--threads``
-torch threads each (the recipes' CPU workers), or runs on one CUDA device. The first of each is not counted
-(memory, kernels); the figures are medians.
+torch threads each (the recipes' CPU workers), or runs on one CUDA device in fairseq's own micro-batches of
+``--max-tokens`` (its update frequency: a device's time is far from proportional to its tokens), where a CPU's
+micro-batch of at most MICRO_TOKENS is counted per token. The first of each is not counted (memory, kernels); the
+figures are medians. ``seconds_an_update`` is the arithmetic, apart from the timing.
 
 What it leaves out: data loading (fairseq's batches come from memory-mapped files, a few percent on CPU),
 validation and checkpoints (a tenth of the budget is left for them), and that fairseq's batches, bounded by
@@ -16,8 +18,8 @@ validation and checkpoints (a tenth of the budget is left for them), and that fa
 took 2.57 s against the probe's 3.29 s, and the validations took 19% of the training's time.
 
 Figures are kept in ``$XDG_CACHE_HOME/transformer_plugin/speed.json`` (``~/.cache`` by default) under a key of
-this machine (processor, cores, torch, CUDA device) and the probe's settings: a second probe of the same is read
-back. ``--fresh`` measures again.
+this machine (processor, cores, torch, fairseq, this plugin, CUDA device) and the probe's settings: a second probe
+of the same is read back for MAX_AGE_DAYS. ``--fresh`` measures again (the recipes: ``REPROBE=1``).
 
     vaswani-speed-probe probe --arch vaswani_base \\
         --model-flags "--encoder-layers 3 --decoder-layers 3 --d-model 256 --d-ff 1024 --attention-heads 4" \\
@@ -33,7 +35,6 @@ import os
 import platform
 import re
 import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -42,76 +43,14 @@ from typing import Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import duration, write_json
+from transformer_plugin_cli.tools.probe_arithmetic import (TIME_STARTUP_SECONDS, BudgetError, parse_time, seconds_an_update,
+                                                           training_time, updates_that_fit, validations)  # fmt: skip
 
-# the most target tokens a micro-batch of the probe holds: a larger batch is timed per token (its cost grows with
-# its tokens), so that a probe of a large model takes seconds
-MICRO_TOKENS = 2048
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class BudgetError(ValueError):
-    pass
 
 
 class ProbeError(RuntimeError):
     pass
-
-
-# Of a TIME budget, what training's updates get: the rest goes to starting (fairseq's imports, the data), to the
-# validations (one at each checkpoint: 1,000 updates apart, or a twentieth of the run when that is less), and a
-# margin for what is not counted (data loading, logging, checkpoints of under a second); fairseq's --stop-time-hours
-# stops training at TIME in any case. A validation's target token (forward and loss, no backward, over the dev set)
-# costs VALID_TOKEN_COST of a training token's time, measured on 2026-11-27 with the short budget's model on the 77k
-# EN-DE pairs: 0.55 on one core (19,306 target tokens in 14 s against 5.33 s for 4,096), 0.43 on 2 CPU workers.
-TIME_STARTUP_SECONDS = 60
-TIME_TRAINING_SHARE = 0.95
-VALID_TOKEN_COST = 0.5
-TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_time(text: str) -> int:
-    """TIME=90m, 8h, 1h30m, 2d, 600s: seconds; BudgetError for anything else."""
-    given = text.strip().replace(" ", "")
-    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", given)
-    if not given or "".join(n + u for n, u in parts) != given:
-        raise BudgetError(f"TIME={text}: a duration such as 90m, 8h, 1h30m or 2d (s, m, h, d)")
-    seconds = int(sum(float(n) * TIME_UNITS[u] for n, u in parts))
-    if seconds < 120:
-        raise BudgetError(f"TIME={text}: under two minutes, too short to train anything")
-    return seconds
-
-
-def validations(updates: int, interval: int = 0) -> int:
-    """The validations of a run of ``updates`` updates in the recipes: one every SAVE_INTERVAL_UPDATES (``interval``;
-    0: the recipe's own, 1,000, or a twentieth of the run when that is less)."""
-    return updates // (interval or min(1000, max(1, updates // 20)))
-
-
-def validation_seconds(per_update: float, tokens_per_update: int, valid_tokens: int) -> float:
-    """One validation over a dev set of ``valid_tokens`` target tokens, for updates of ``tokens_per_update`` taking
-    ``per_update`` seconds."""
-    return valid_tokens / max(1, tokens_per_update) * per_update * VALID_TOKEN_COST
-
-
-def training_time(updates: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0,
-                  interval: int = 0) -> float:  # fmt: skip
-    """The time ``updates`` updates of ``tokens_per_update`` target tokens take at ``per_update`` seconds each, with
-    a validation over a dev set of ``valid_tokens`` target tokens every ``interval`` updates, the margin and the start."""
-    validation = validation_seconds(per_update, tokens_per_update, valid_tokens)
-    return (updates * per_update + validations(updates, interval) * validation) / TIME_TRAINING_SHARE + TIME_STARTUP_SECONDS
-
-
-def updates_that_fit(seconds: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0,
-                     interval: int = 0) -> int:  # fmt: skip
-    """The most updates whose training_time is within ``seconds`` (0 when none fit)."""
-    room = max(0.0, seconds - TIME_STARTUP_SECONDS) * TIME_TRAINING_SHARE
-    validation = validation_seconds(per_update, tokens_per_update, valid_tokens)
-    updates = int(room / per_update)
-    for _ in range(3):  # the validations depend on the updates, a little: settle them
-        updates = max(0, int((room - validations(max(1, updates), interval) * validation) / per_update))
-    while updates > 0 and training_time(updates, per_update, tokens_per_update, valid_tokens, interval) > seconds:
-        updates -= 1
-    return updates
 
 
 @dataclass(frozen=True)
@@ -128,22 +67,25 @@ class Probe:
     precision: str = "fp32"  # fp32, bf16, fp16, amp (on a CUDA device: autocast, fp16 for amp as fairseq's --amp)
     length: int = 30
     repeats: int = 2
+    max_tokens: int = 0  # on a CUDA device, fairseq's micro-batch (--max-tokens): timed as it runs (micro_batches)
 
     def key(self) -> str:
         return json.dumps({"machine": machine(self.device), **asdict(self)}, sort_keys=True)
 
 
 def layout_probe(arch: str, model_flags: str, vocab_size: int, tokens_per_update: int, gpus: int, cpu_workers: int,
-                 devices: int = 0, precision: str = "fp32") -> Probe:  # fmt: skip
+                 devices: int = 0, precision: str = "fp32", max_tokens_per_device: int = 4096) -> Probe:  # fmt: skip
     """The probe of a training laid out as the recipes lay it out (GPUS, CPU_WORKERS; DEVICES in all, of which this
-    machine's run side by side): on GPUs, one device's share of the batch on one of them; on CPU, this machine's
-    workers side by side, each with its share of the cores (the engine's worker_threads) and of the batch."""
+    machine's run side by side): on GPUs, one device's share of the batch on one of them, in micro-batches of at
+    most ``max_tokens_per_device`` (the recipes' MAX_TOKENS_PER_DEVICE, fairseq's --max-tokens); on CPU, this
+    machine's workers side by side, each with its share of the cores (the engine's worker_threads) and of the batch."""
     from transformer_plugin_cli.tools.recipe.layout import worker_threads
 
     per_node = gpus if gpus > 0 else cpu_workers
     devices = devices or per_node
     if gpus > 0:
-        return Probe(arch, model_flags, vocab_size, max(1, tokens_per_update // devices), 1, 1, "cuda", precision)
+        share = max(1, tokens_per_update // devices)
+        return Probe(arch, model_flags, vocab_size, share, 1, 1, "cuda", precision, max_tokens=min(share, max_tokens_per_device))
     share = max(1, tokens_per_update * per_node // devices)
     return Probe(arch, model_flags, vocab_size, share, per_node, int(worker_threads(per_node)), "cpu", "fp32")
 
@@ -166,12 +108,38 @@ def machine(device: str = "cpu") -> Dict[str, object]:
             model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
     except OSError:
         pass
-    found = {"processor": model, "cores": os.cpu_count(), "torch": importlib.metadata.version("torch")}
+    found = {"processor": model, "cores": os.cpu_count(), "torch": importlib.metadata.version("torch"),
+             "fairseq": _version("fairseq-fixed", "fairseq"), "plugin": _version("transformer_plugin")}  # fmt: skip
     if device == "cuda":
         import torch
 
         found["cuda_device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return found
+
+
+def _version(*names: str) -> str:
+    """The installed version of the first of ``names`` installed, else ''."""
+    for name in names:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            return importlib.metadata.version(name)
+    return ""
+
+
+# A figure older than this is measured again (a machine's other work, its firmware, its thermal state change); so is
+# one measured before FRESH_SINCE, seconds since the epoch in the environment (the recipes' REPROBE=1 sets it to
+# their start: every probe of that run measures again, once).
+MAX_AGE_DAYS = 30
+FRESH_SINCE = "TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE"
+
+
+def _stale(kept: Dict[str, object]) -> bool:
+    """Whether a kept figure is too old to read back: MAX_AGE_DAYS, or measured before FRESH_SINCE."""
+    try:  # "at": seconds since the epoch (since 2026-11-28); "measured": to the minute, for people
+        measured = float(kept["at"]) if "at" in kept else time.mktime(time.strptime(str(kept["measured"]), "%Y-%m-%d %H:%M"))
+    except (KeyError, ValueError, TypeError):
+        return True
+    since = float(os.environ.get(FRESH_SINCE) or 0)
+    return measured < since or time.time() - measured > MAX_AGE_DAYS * 86400
 
 
 def cache_file() -> str:
@@ -195,13 +163,16 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
     cache = _read_cache()
     key = probe.key()
     kept = None if fresh else cache.get(key)
+    if kept and _stale(kept):
+        kept = None
     if kept and not kept.get("busy"):  # a quiet machine's figure, read back without watching the cores
         return {**kept, "cached": True}
     load = busy()
     if kept and load:  # a busy machine's figure: until a quiet one's
         return {**kept, "cached": True}
     seconds = measure(probe)
-    entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M"), **({"busy": load} if load else {})}
+    entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M"), "at": round(time.time(), 1),
+             **({"busy": load} if load else {})}  # fmt: skip
     cache = {**_read_cache(), key: entry}  # another probe may have written meanwhile
     os.makedirs(os.path.dirname(cache_file()), exist_ok=True)
     # whole or not at all, and a name of this process's: two recipes started together may write it at once
@@ -298,9 +269,8 @@ def build_model(probe: Probe):
 
 
 def run_worker(probe: Probe, rank: int, port: int) -> float:
-    """One worker's seconds per update: the time of a micro-batch (forward, loss, backward) of at most
-    ``MICRO_TOKENS`` target tokens, per token, times the worker's tokens an update, plus the time of the gradients'
-    sum over the workers and the Adam step. Each is the median of ``probe.repeats``, after one not counted."""
+    """One worker's seconds per update (seconds_an_update): its micro-batches (micro_batches) and the gradients' sum
+    over the workers and the Adam step, timed on this machine's CPU or CUDA device."""
     import torch
     import torch.distributed as dist
 
@@ -312,8 +282,6 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     n, eos = len(dictionary), dictionary.eos()
-    tokens = max(1, probe.tokens_per_update // probe.workers)  # this worker's, an update
-    b = max(1, min(tokens, MICRO_TOKENS) // probe.length)  # sentences a micro-batch
     autocast = {"bf16": torch.bfloat16, "fp16": torch.float16, "amp": torch.float16}.get(probe.precision)
 
     def clock() -> float:
@@ -321,7 +289,7 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
             torch.cuda.synchronize()
         return time.perf_counter()
 
-    def micro_batch() -> float:
+    def micro_batch(b: int) -> float:
         src = torch.randint(dictionary.nspecial, n, (b, probe.length), device=device)
         tgt = torch.randint(dictionary.nspecial, n, (b, probe.length), device=device)
         prev = torch.cat([torch.full((b, 1), eos, device=device), tgt[:, :-1]], dim=1)
@@ -333,7 +301,7 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
             nll = -lprobs.gather(1, tgt.view(-1, 1)).squeeze(1)
             loss = (0.9 * nll - 0.1 * lprobs.mean(-1)).sum()  # label smoothing 0.1, as the paper's
         loss.backward()
-        return (clock() - started) / (b * probe.length)
+        return clock() - started
 
     def step() -> float:
         started = clock()
@@ -344,13 +312,10 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
         optimizer.zero_grad()
         return clock() - started
 
-    per_token, per_step = [], []
-    for _ in range(probe.repeats + 1):
-        per_token.append(micro_batch())
-        per_step.append(step())
+    seconds = seconds_an_update(probe, micro_batch, step)
     if probe.workers > 1:
         dist.destroy_process_group()
-    return statistics.median(per_token[1:]) * tokens + statistics.median(per_step[1:])
+    return seconds
 
 
 def measured(found: Dict[str, object]) -> str:
@@ -445,6 +410,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.add_argument("--cpu-workers", type=int, default=1)
             p.add_argument("--devices", type=int, default=0, help="devices in all, on every machine (0: this one's)")
             p.add_argument("--keep", default="", help="a file that keeps the updates TIME gave (the recipe's WORK/budget.json)")
+            p.add_argument("--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)")
         p.add_argument("--precision", choices=["fp32", "bf16", "fp16", "amp"], default="fp32",
                        help="the recipes' PRECISION (amp: fairseq's --amp, autocast to fp16 on a CUDA device)")
     worker = sub.add_parser("worker")
@@ -460,7 +426,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             if not a.time and not a.max_update:
                 raise BudgetError("budget: give --time or --max-update (or both: at most that many)")
             probe = layout_probe(a.arch, a.model_flags, a.vocab_size, a.tokens_per_update, a.gpus, a.cpu_workers, a.devices,
-                                 a.precision)  # fmt: skip
+                                 a.precision, a.max_tokens_per_device)  # fmt: skip
             for name, value in budget(probe, a.time, a.max_update, a.keep, a.tokens_per_update, a.valid_tokens,
                                       a.save_interval_updates).items():  # fmt: skip
                 print(f"{name}={shlex.quote(value)}")

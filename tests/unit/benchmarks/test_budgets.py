@@ -9,6 +9,8 @@ import stat
 
 import pytest
 
+from helpers import known_at
+
 from benchmarks import budgets
 from preprocess.budget_rule import SHORT_BUDGET
 from transformer_plugin_cli.tools.speed_probe import Probe
@@ -48,7 +50,7 @@ def corpus(tmp_path, monkeypatch):
     for name, seconds in SPEEDS.items():
         s = short[name]
         probe = Probe(s["ARCH"], s["MODEL_FLAGS"], int(s["VOCAB_SIZE"]), int(s["TOKENS_PER_UPDATE"]), 1, 1)
-        known[probe.key()] = {"seconds": seconds, "measured": "2026-11-27 09:00"}
+        known[probe.key()] = {"seconds": seconds, "measured": known_at()}
     (cache / "transformer_plugin" / "speed.json").write_text(json.dumps(known))
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     recipe = tmp_path / "recipe.sh"

@@ -9,7 +9,9 @@ import pytest
 
 from preprocess import budget_rule as rule
 from preprocess import parallel_text as pt
-from transformer_plugin_cli.tools.speed_probe import parse_time
+from transformer_plugin_cli.tools.probe_arithmetic import parse_time, updates_that_fit
+
+from test_parallel_text import speeds
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RECORDS = [os.path.join(REPO, "docs", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]
@@ -165,3 +167,45 @@ def test_what_time_picked_is_kept_when_the_speed_is_measured_again(tmp_path, mon
     assert "kept in" in again["AUTO_BUDGET"]
     assert json.loads((tmp_path / "w" / "plan.json").read_text())["settings"]["max_update"] == int(first["AUTO_MAX_UPDATE"])
     assert "kept in" not in run("4h")["AUTO_BUDGET"]  # another TIME: decided again
+
+
+@pytest.mark.parametrize("pairs, vocab, size_class", [
+    (5_000_000, 32000, "large"), (600_000, 12000, "medium"), (200_000, 8000, "medium"), (50_000, 8000, "small"),
+])  # fmt: skip
+def test_the_settings_follow_the_corpus_size(pairs, vocab, size_class):
+    found = rule.settings_for(pairs, ("LATIN", "LATIN"))
+    assert found.vocab_size == vocab and found.size_class.startswith(size_class) and found.joint
+    assert (found.dropout, found.arch) == ((0.1, "vaswani_base") if size_class == "large" else (0.3, "vaswani_base"))
+    assert found.explain.startswith(f"no MAX_UPDATE or TIME: a full run of the {found.size_class} class")
+    assert found.budget.startswith(f"full run ({size_class}): N=6, d_model 512") and len("picked: " + found.budget) < 120
+
+
+@pytest.mark.parametrize("pairs, max_update, model", [
+    (50_000, 1_200, "--encoder-layers 3 "), (50_000, 7_500, "--encoder-layers 3 "), (50_000, 30_000, "--d-ff 1024 --attention-heads 4"),
+    (5_000_000, 20_000, ""), (5_000_000, 100_000, ""),
+])  # fmt: skip
+def test_max_update_picks_the_lowest_predicted_loss_at_those_updates(pairs, max_update, model):
+    """MAX_UPDATE fixes the updates of every candidate: the largest batch (4,096 tokens, or the class's) learns the most
+    an update; 1,200 updates go to 3 layers of d_model 256 at 4,096 tokens (the best measured at 1,200 updates on 77k
+    pairs, docs/benchmarks.md), the class's full run to the class's model, and a large corpus to the paper's."""
+    found = rule.settings_for(pairs, ("LATIN", "LATIN"), max_update)
+    assert found.max_update == max_update and (found.model_flags.startswith(model) if model else found.model_flags == model)
+    assert found.tokens_per_update == max(o["tokens_per_update"] for o in found.plan["options"] if o["model_flags"] == found.model_flags)
+    assert found.budget.endswith("bits)") and found.plan["budget"] == f"MAX_UPDATE={max_update:,}"
+
+
+@pytest.mark.parametrize("time_text", ["20m", "2h", "12h", "3d"])
+@pytest.mark.parametrize("halved", [0.5, 0.7])  # an update of 2,048 tokens takes half the time, or 0.7 of it (a GPU's)
+def test_a_time_gives_each_candidate_the_updates_that_fit_here(time_text, halved):
+    """TIME is turned into each candidate's updates at its measured speed, with 20 validations of a dev set of 20,000
+    target tokens, and the pick is the lowest predicted loss at those (test_budget_rule.py: never worse for more)."""
+    speed = speeds(4.0, 1.5, halved)
+    found = rule.settings_for(50_000, ("LATIN", "LATIN"), None, parse_time(time_text), time_text, speed, 20_000)
+    for o in found.plan["options"]:
+        c = rule.Candidate(o["name"], o["arch"], o["model_flags"], o["dropout"], o["tokens_per_update"])
+        fit = updates_that_fit(parse_time(time_text), speed(c, 8000), c.tokens_per_update, 20_000)
+        assert o["updates"] == min(fit, 30000 if "class" in o["name"] else fit)
+        assert o["seconds_per_update"] == pytest.approx(speed(c, 8000), abs=1e-4)
+    chosen = min(found.plan["options"], key=lambda o: o["predicted_valid_loss_bits"])
+    assert chosen["picked"] and (found.model_flags, found.max_update) == (chosen["model_flags"], chosen["updates"])
+    assert found.plan["budget"] == f"TIME={time_text}" and found.explain.startswith(f"TIME={time_text}: ")

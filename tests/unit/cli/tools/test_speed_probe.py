@@ -2,11 +2,16 @@
 a model's updates on this machine kept and read back, the updates a TIME gives, kept for a resumed run."""
 
 import json
+import re
 
 import pytest
 
+from helpers import known_at
+
+from transformer_plugin_cli.tools import probe_arithmetic
 from transformer_plugin_cli.tools import speed_probe as sp
-from transformer_plugin_cli.tools.speed_probe import BudgetError, Probe, budget, parse_time
+from transformer_plugin_cli.tools.probe_arithmetic import BudgetError, parse_time
+from transformer_plugin_cli.tools.speed_probe import Probe, budget
 
 TINY = Probe("vaswani_tiny", "", 200, 600, workers=2, threads=1)
 
@@ -19,7 +24,7 @@ def cache(tmp_path, monkeypatch):
 
 def seeded(cache, probe, seconds):
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({probe.key(): {"seconds": seconds, "measured": "2026-11-27 09:00"}}))
+    cache.write_text(json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()}}))
 
 
 @pytest.mark.parametrize("text, seconds", [("90m", 5400), ("8h", 28800), ("1h30m", 5400), ("2d", 172800), ("1.5h", 5400),
@@ -49,7 +54,10 @@ def test_the_probe_measures_a_models_updates_here_and_keeps_the_figure(cache, mo
     measured = []
     sp_measure, sp.measure = sp.measure, lambda probe: measured.append(probe) or 1.5
     try:
-        assert sp.seconds_per_update(other) == {"seconds": 1.5, "measured": sp.time.strftime("%Y-%m-%d %H:%M"), "cached": False}
+        found = sp.seconds_per_update(other)
+        assert {k: v for k, v in found.items() if k != "at"} == {"seconds": 1.5, "measured": sp.time.strftime("%Y-%m-%d %H:%M"),
+                                                                 "cached": False}  # fmt: skip
+        assert abs(found["at"] - sp.time.time()) < 60
     finally:
         sp.measure = sp_measure
     assert measured == [other] and len(json.loads(cache.read_text())) == 2
@@ -63,14 +71,15 @@ def test_a_probe_that_cannot_build_its_model_says_which(cache):
 def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
     seeded(cache, TINY, 2.0)
     found = budget(TINY, "1h")
-    assert found["MAX_UPDATE"] == str(int((3600 - sp.TIME_STARTUP_SECONDS) * sp.TIME_TRAINING_SHARE / 2.0))  # 1,681
-    assert found["STOP_TIME_HOURS"] == f"{(3600 - sp.TIME_STARTUP_SECONDS) / 3600:.4f}"
+    assert found["MAX_UPDATE"] == str(int((3600 - probe_arithmetic.TIME_STARTUP_SECONDS) * probe_arithmetic.TIME_TRAINING_SHARE / 2.0))  # 1,681
+    assert found["STOP_TIME_HOURS"] == f"{(3600 - probe_arithmetic.TIME_STARTUP_SECONDS) / 3600:.4f}"
     assert abs(int(found["TRAINING_SECONDS"]) - 3600) <= 2  # what fits is about the time given
-    assert found["TRAINING_TIME"].startswith("60 min here: 1,681 updates of 2.00 s (a probe of this machine, measured 2026-11-27 09:00")
+    assert re.match(r"60 min here: 1,681 updates of 2\.00 s \(a probe of this machine, measured \d{4}-\d\d-\d\d \d\d:\d\d",
+                    found["TRAINING_TIME"]), found["TRAINING_TIME"]  # fmt: skip
     # a dev set of 6,000 target tokens, 10 updates' worth (of 600): a validation takes 10 x 2 s x VALID_TOKEN_COST,
     # 10 s, and the run of about 1,580 updates validates 20 times (every 79): 100 updates fewer
     validated = budget(TINY, "1h", tokens_per_update=600, valid_tokens=6000)
-    assert sp.VALID_TOKEN_COST == 0.5 and sp.validations(1581) == 20 and validated["MAX_UPDATE"] == "1581"
+    assert probe_arithmetic.VALID_TOKEN_COST == 0.5 and sp.validations(1581) == 20 and validated["MAX_UPDATE"] == "1581"
     assert 3590 <= int(validated["TRAINING_SECONDS"]) <= 3600
     capped = budget(TINY, "1h", max_update=1000)  # the size class's full run, when more fits
     assert (capped["MAX_UPDATE"], capped["STOP_TIME_HOURS"]) == ("1000", found["STOP_TIME_HOURS"])
@@ -94,11 +103,11 @@ def test_the_updates_a_time_gave_are_kept_for_a_resumed_run(cache, tmp_path):
     seeded(cache, TINY, 4.0)  # the machine measured again, slower
     resumed = budget(TINY, "1h", kept=str(kept))
     assert resumed["MAX_UPDATE"] == first["MAX_UPDATE"] and "(decided " in resumed["TRAINING_TIME"]
-    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * sp.TIME_TRAINING_SHARE / 4.0))
+    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 4.0))
     assert budget(TINY, "2h", kept=str(kept), valid_tokens=6000)["MAX_UPDATE"] != str(int((7200 - 60) * 0.95 / 4.0))  # another dev set
     bigger = Probe("vaswani_tiny", "--d-ff 512", 200, 600, workers=2, threads=1)
     seeded(cache, bigger, 3.0)
-    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * sp.TIME_TRAINING_SHARE / 3.0))
+    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 3.0))
 
 
 def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
@@ -176,3 +185,51 @@ def test_every_precision_of_the_recipes_is_taken(cache, monkeypatch, capsys, pre
     monkeypatch.setattr(sp, "cuda_here", lambda: False)
     assert sp.main(["budget", "--gpus", "1", "--max-update", "1000", "--precision", precision]) == 0
     assert "MAX_UPDATE=1000" in capsys.readouterr().out
+
+
+def test_a_figure_is_measured_again_when_old_when_asked_or_for_another_fairseq(cache, monkeypatch):
+    """A figure is read back for MAX_AGE_DAYS; one measured before FRESH_SINCE (the recipes' REPROBE=1) is measured
+    again; the key holds fairseq's and this plugin's versions beside torch's, so another of either measures anew."""
+    monkeypatch.setattr(sp, "measure", lambda probe: 9.0)
+    monkeypatch.setattr(sp, "busy", lambda: "")
+
+    def kept_at(seconds_ago):
+        when = sp.time.strftime("%Y-%m-%d %H:%M", sp.time.localtime(sp.time.time() - seconds_ago))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({TINY.key(): {"seconds": 2.0, "measured": when}}))
+
+    kept_at(29 * 86400)
+    assert sp.seconds_per_update(TINY)["seconds"] == 2.0
+    kept_at(31 * 86400)
+    assert sp.seconds_per_update(TINY)["seconds"] == 9.0  # older than MAX_AGE_DAYS
+    kept_at(3600)
+    monkeypatch.setenv(sp.FRESH_SINCE, str(int(sp.time.time())))
+    assert sp.seconds_per_update(TINY)["seconds"] == 9.0  # REPROBE=1: measured before this run began
+    assert sp.seconds_per_update(TINY) == {**sp.seconds_per_update(TINY), "cached": True}  # once: then read back
+    machine = json.loads(TINY.key())["machine"]
+    assert machine["fairseq"] == "0.12.3.1" and machine["plugin"] == "0.1.0" and machine["torch"]
+
+
+def test_on_a_gpu_the_probe_times_the_real_micro_batches_and_scales_from_them():
+    """A stand-in device whose micro-batch takes 0.2 s whatever its size up to 4,096 tokens (a GPU far from full),
+    and a step of 0.05 s: an update of 2,048 tokens and one of 4,096 take the same one micro-batch (they used to
+    time one micro-batch of 2,048 scaled by the tokens, so 2,048 looked twice as fast); 16,384 tokens are four of
+    fairseq's micro-batches of --max-tokens 4,096 (its --update-freq 4). On CPU the time still grows per token."""
+    timed = []
+
+    def device(sentences):
+        timed.append(sentences)
+        return 0.2
+
+    def update(tokens, max_tokens=4096, gpus=1):
+        probe = sp.layout_probe("vaswani_big", "", 32000, tokens * gpus, gpus=gpus, cpu_workers=2, precision="bf16",
+                                max_tokens_per_device=max_tokens)  # fmt: skip
+        return probe_arithmetic.seconds_an_update(probe, device, lambda: 0.05)
+
+    assert update(2048) == update(4096) == pytest.approx(0.25)
+    assert set(timed) == {2048 // 30, 4096 // 30}  # the micro-batch each update runs, not a capped one
+    assert update(16384) == pytest.approx(4 * 0.2 + 0.05) and update(16384, gpus=8) == pytest.approx(0.85)  # a device's share
+    assert update(6000) == pytest.approx(2 * 0.2 + 0.05)  # 4,096 and 1,904: two micro-batches
+    cpu = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=1)
+    assert probe_arithmetic.micro_batches(cpu) == (2048, 2.0)
+    assert probe_arithmetic.seconds_an_update(cpu, lambda sentences: 0.2, lambda: 0.05) == pytest.approx(2 * 0.2 * 2048 / (68 * 30) + 0.05)
