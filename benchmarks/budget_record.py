@@ -117,14 +117,17 @@ def table(results: Sequence[Result]) -> str:
 
 
 def figure(results: Sequence[Result], path: str) -> None:
-    """BLEU against the budget, a line per candidate, a panel per corpus, the rule's picks ringed."""
+    """Above, BLEU against the budget, a line per candidate, a panel per corpus, the rule's picks ringed. Below, the
+    validation loss against the updates of the runs with a vocabulary of 8,000, and the rule's fitted curve of each
+    candidate (preprocess/budget_rule.py, shifted by the corpus's mean residual): solid where runs measured it,
+    dotted where the rule extrapolates."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     corpora = list(dict.fromkeys(r.corpus for r in results))
-    fig, axes = plt.subplots(1, len(corpora), figsize=(5.5 * len(corpora), 4.2), squeeze=False)
+    fig, axes = plt.subplots(2, len(corpora), figsize=(5.5 * len(corpora), 8.4), squeeze=False)
     for ax, corpus in zip(axes[0], corpora):
         rows = [r for r in results if r.corpus == corpus and r.bleu is not None]
         for name in dict.fromkeys(r.candidate for r in rows):
@@ -142,5 +145,48 @@ def figure(results: Sequence[Result], path: str) -> None:
         ax.set_title(corpus)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    for ax, corpus in zip(axes[1], corpora):
+        fitted_curves(ax, [r for r in results if r.corpus == corpus])
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def fitted_curves(ax, results: Sequence[Result]) -> None:
+    """One corpus's runs (a vocabulary of 8,000) and the rule's curve of each of their candidates."""
+    import math
+
+    from benchmarks.budget_fit import EPOCH_TOKENS, FIT_VOCABULARY
+    from preprocess import budget_rule as rule
+
+    runs = [r for r in results if r.valid_nll is not None and r.settings.get("VOCAB_SIZE") == str(FIT_VOCABULARY)]
+    if not runs or runs[0].corpus not in EPOCH_TOKENS:
+        ax.set_visible(False)
+        return
+    epoch = EPOCH_TOKENS[runs[0].corpus]
+
+    def candidate(r: Result) -> "rule.Candidate":
+        s = r.settings
+        return rule.Candidate(r.candidate, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
+
+    def predicted(c, updates: float) -> float:
+        return rule.predicted_loss(c, int(updates), FIT_VOCABULARY, epoch)
+
+    shift = sum(r.valid_nll - predicted(candidate(r), r.stopped_at or r.updates) for r in runs) / len(runs)
+    shapes = {}
+    for r in runs:
+        c = candidate(r)
+        shapes.setdefault((c.model_flags, c.dropout, c.tokens_per_update), (c, []))[1].append(r)
+    for c, mine in shapes.values():
+        updates = [r.stopped_at or r.updates for r in mine]
+        line = ax.scatter(updates, [r.valid_nll for r in mine], zorder=3)
+        grid = [100 * 10 ** (i / 20) for i in range(int(20 * math.log10(30000 / 100)) + 1)]
+        measured = [u for u in grid if min(updates) / 1.5 <= u <= max(updates) * 1.5]
+        label = f"N={c.flag('encoder-layers')}, {c.tokens_per_update:,} tokens"
+        ax.plot(measured, [predicted(c, u) + shift for u in measured], color=line.get_facecolor()[0], label=label)
+        ax.plot(grid, [predicted(c, u) + shift for u in grid], color=line.get_facecolor()[0], linestyle=":")
+    ax.set_xscale("log")
+    ax.set_xlabel("updates, log scale (dotted: the rule extrapolates)")
+    ax.set_ylabel("valid loss, bits a piece of 8,000")
+    ax.set_title(f"{runs[0].corpus}: the runs and the rule's curves")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)

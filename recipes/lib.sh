@@ -146,6 +146,10 @@ log_interval() { local every=$(($1 / 10)); echo $((every < 1 ? 1 : every < $2 ? 
 
 # ---- GPU and multi-machine training: GPUS, CPU_WORKERS, LAUNCH, NNODES, ... (docs/several-machines.md) -----
 
+# cores: the cores this recipe may use (its affinity), for the data stages' processes and threads. Not plain nproc,
+# which answers OMP_NUM_THREADS where it is set: OMP_NUM_THREADS=1 (meant for torch) gave every stage one process.
+cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
+
 # gpu_count: the GPUs nvidia-smi lists on this machine (0 without one)
 gpu_count() { (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true; }
 

@@ -177,13 +177,13 @@ for side in "$SRC" "$TGT"; do
   model=$([ "$side" = "$SRC" ] && echo "$SRC_SPM" || echo "$TGT_SPM")
   data_stage "2b-$side" "encode train, valid and test ($side) into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" \
-      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(nproc)"
+      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)"
 done
 
 # ---- 3. binarize ---------------------------------------------------------------------------------------------
 DICT_ARGS=(); SHARE=(--share-all-embeddings)
 if [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); else SHARE=(--share-decoder-input-output-embed); fi
-binarize_stages 3 "$(nproc)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
+binarize_stages 3 "$(cores)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
 if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 
 # ---- 4. training ----------------------------------------------------------------------------------------------

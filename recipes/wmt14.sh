@@ -26,7 +26,7 @@ SRC=${PAIR%-*}; TGT=${PAIR#*-}
 WORK=${WORK:-runs/wmt14_${SRC}_${TGT}$([ "$TOY" != 1 ] || echo _toy)}  # data shared by the configurations of a pair
 FROM=${FROM:-}                             # directory holding the archives (offline); empty: download
 IGNORE_PINNED_MD5=${IGNORE_PINNED_MD5:-0}  # 1: test sets that differ from sacreBLEU's md5 only warn (toy archives)
-PREP_WORKERS=${PREP_WORKERS:-$(nproc)}     # processes for normalisation
+PREP_WORKERS=${PREP_WORKERS:-$(cores)}     # processes for normalisation
 SPM_SAMPLE=${SPM_SAMPLE:-$([ "$SPM_TYPE" = unigram ] && echo 3000000 || echo 10000000)}  # sentences sentencepiece
                                            # learns from: its memory grows with them (docs/benchmarks.md), not the corpus
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}  # Section 5.1: ~25,000 source + 25,000 target tokens

@@ -4,6 +4,7 @@ exports; a re-run; a changed setting; hostile input and a corpus too small, each
 import json
 import os
 import re
+import shlex
 
 import pytest
 
@@ -211,6 +212,19 @@ def test_a_corpus_named_relatively_or_absolutely_is_the_same_corpus(corpus, tmp_
 
     relative = os.path.relpath(corpus / "train", REPO)
     assert not relative.startswith("/") and stages(relative) == stages(str(corpus / "train"))
+
+
+def test_the_data_stages_use_every_core_whatever_omp_num_threads_says(corpus, tmp_path):
+    """OMP_NUM_THREADS=1 (meant for torch's threads) is what nproc answers where it is set: the data stages took one
+    process and one thread on any machine. They take the cores the recipe may use."""
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
+                      MIN_PAIRS="5000", MAX_UPDATE="1200", OMP_NUM_THREADS="1")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cores = str(len(os.sched_getaffinity(0)))
+    [binarize] = commands(proc.stdout, "fairseq-preprocess")
+    assert flag(binarize, "--workers") == cores and cores != "1"
+    encode = [shlex.split(line[2:]) for line in proc.stdout.splitlines() if line.startswith("+ ") and "sentencepiece_vocab encode" in line]
+    assert len(encode) == 2 and all(flag(words, "--threads") == cores for words in encode)
 
 
 def test_a_short_budget_keeps_the_settings_one_sets(corpus, tmp_path):

@@ -231,3 +231,28 @@ def test_a_run_stopped_early_says_where_and_its_time_is_fairseqs_wall_clock(tmp_
     assert "| pick | **18.08 / 36.42 / 5.37 (5,728 of 7,053, stopped early)** (pick) |" in budgets.table([r])
     (tmp_path / "train.log").write_text(fairseq_log(*records))
     assert budgets.read_run(str(tmp_path))["stopped_at"] is None
+
+
+def test_the_figure_draws_the_rules_fitted_curves_beside_the_record():
+    """Below BLEU, each corpus's panel of valid loss: the runs with a vocabulary of 8,000 and, for each of their
+    candidates, the rule's curve, solid where measured and dotted where it extrapolates, passing near its runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks.budget_record import fitted_curves
+
+    records = [os.path.join(budgets.REPO, "docs", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]
+    for path in records:
+        results = budgets.load(path)
+        _, ax = plt.subplots()
+        fitted_curves(ax, results)
+        shapes = {(r.settings["MODEL_FLAGS"], r.settings["TOKENS_PER_UPDATE"]) for r in results
+                  if r.valid_nll is not None and r.settings["VOCAB_SIZE"] == "8000"}  # fmt: skip
+        assert len(ax.lines) == 2 * len(shapes) >= 6 and sum(line.get_linestyle() == ":" for line in ax.lines) == len(shapes)
+        for points, solid in zip(ax.collections, ax.lines[::2]):  # each candidate's runs within 1.2 bits of its curve
+            xs, ys = solid.get_data()
+            for x, y in points.get_offsets():
+                assert abs(y - ys[min(range(len(xs)), key=lambda i: abs(xs[i] - x))]) < 1.2
+        plt.close("all")
