@@ -396,13 +396,13 @@ def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int]
 
 def kept_settings(path: str, key: Dict) -> Optional[Sized]:
     """What TIME picked before (``path``, written by the same command), if it was picked for ``key``: the same TIME,
-    corpora and layout. A speed measured again since (a quieter machine, another node of the same kind) does not
+    corpora (their paths and lines) and layout. A speed measured again since (a quieter machine, another node of the same kind) does not
     change a run under way; another TIME, corpus or layout decides again."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         with open(path) as f:
             before = json.load(f)
         if before["key"] == key:
             found = Sized(**before["settings"])
-            found.budget += f" (picked {before['decided']}, kept in {path})"
+            found.budget = found.budget[:-1] + ", kept)" if found.budget.endswith(" bits)") else found.budget + " (kept)"
             return found
     return None

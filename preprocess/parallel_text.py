@@ -49,8 +49,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import TMP_SUFFIX, publish, write_json
 from preprocess.budget_rule import kept_settings, settings, sizes_table
-from preprocess.corpora import (Corpus, CorpusError, check_line_counts, find_corpus, held_out_size, raw_pairs, share_in,
-                                sides_scripts, units)  # fmt: skip
+from preprocess.corpora import (Corpus, CorpusError, check_line_counts, count_lines, find_corpus, held_out_size, raw_pairs,
+                                share_in, sides_scripts, units)  # fmt: skip
 
 FIRST = 10  # line numbers kept per reason
 LANGID_MIN_CHARS = 40
@@ -378,7 +378,8 @@ def main(argv=None) -> int:
                         raise CorpusError(str(e)) from None
 
             max_update = int(args.max_update) if args.max_update else None
-            key = {"time": args.time, "train": [os.path.abspath(t) for t in args.train], "gpus": args.gpus,
+            lines = sum(count_lines(c.tsv or c.source) for c in (find_corpus(t, args.src, args.tgt) for t in args.train))
+            key = {"time": args.time, "train": [os.path.abspath(t) for t in args.train], "lines": lines, "gpus": args.gpus,
                    "cpu_workers": args.cpu_workers, "devices": args.devices, "precision": args.precision}  # fmt: skip
             found = kept_settings(args.keep, key) if args.time and args.keep else None
             decided = found is None
