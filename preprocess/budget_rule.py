@@ -17,8 +17,9 @@ is the candidate of the lowest predicted loss:
   learns more, at equal updates a larger one. ``D_eff``: an epoch repeated is worth less than new text, the more so the
   more it is repeated (Muennighoff et al. 2023, "Scaling Data-Constrained Language Models"):
   ``D_eff = U (1 + R* (1 - exp(-R / R*)))`` for R epochs past the first of a corpus of U target tokens, R* growing with
-  the dropout (``REPEATS``). ``k_c``: how much an update of the candidate's model learns against 2 layers a side at
-  P_drop 0.1 (``LEARNING``: 3 layers fitted, 6 layers and P_drop 0.3 from the ablation at 1,200 updates).
+  the dropout (``REPEATS_AT_01``, ``DROPOUT_REPEATS``). ``k_c``: how much an update of the candidate's model learns
+  against 2 layers a side at P_drop 0.1 (``LEARNING_N3`` fitted; ``LEARNING_DEPTH6`` and ``LEARNING_DROPOUT`` from
+  the ablation at 1,200 updates).
 
 Each term falls, or stays, as the candidate's updates grow, and a budget's updates never fall as the budget grows, so
 the pick's predicted loss never rises with the budget: there is no count threshold and no cliff. Where the candidate's
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from preprocess.corpora import Corpus, CorpusError, count_lines, find_corpus, held_out_size, raw_pairs_unchecked, sides_scripts, units
-from transformer_plugin_cli.tools.probe_arithmetic import BudgetError, parse_time, updates_that_fit
+from transformer_plugin_cli.tools.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
 
 # ---- the fit (benchmarks/budget_fit.py prints these from docs/budgets/*.json and the paper's Table 3) ----------------
 CAPACITY_C = 8.446  # bits
@@ -90,8 +91,11 @@ def parameters(candidate: Candidate, vocab_size: int, joint: bool = True) -> flo
 def learning(candidate: Candidate) -> float:
     """k: what an update of the candidate learns against one of 2 layers a side at P_drop 0.1 (LEARNING_*)."""
     depth = max(candidate.flag("encoder-layers"), candidate.flag("decoder-layers"))
-    k = {2: 1.0, 3: LEARNING_N3}.get(depth) or (LEARNING_N3 * LEARNING_DEPTH6 if depth >= 6 else LEARNING_N3 * (LEARNING_DEPTH6 ** ((depth - 3) / 3)))
-    return k * LEARNING_DROPOUT.get(candidate.dropout, LEARNING_DROPOUT[0.1] if candidate.dropout < 0.2 else LEARNING_DROPOUT[0.3])
+    if depth <= 3:
+        k = 1.0 if depth <= 2 else LEARNING_N3
+    else:  # 6 layers measured; between 3 and 6, geometrically between
+        k = LEARNING_N3 * LEARNING_DEPTH6 ** (min(depth - 3, 3) / 3)
+    return k * LEARNING_DROPOUT[0.1 if candidate.dropout < 0.2 else 0.3]
 
 
 def repeats(candidate: Candidate) -> float:
@@ -131,7 +135,8 @@ class Option:
     updates: int
     loss: float
     limited: str = ""  # why it gets fewer updates than the budget gives: 'repeats' (more would not help), 'cap'
-    seconds_per_update: float = 0.0
+    seconds_per_update: float = 0.0  # measured here (TIME)
+    training_seconds: float = 0.0  # its updates' time here, validations and start included (TIME)
 
 
 @dataclass
@@ -146,7 +151,7 @@ class Plan:
             c = o.candidate
             return {"name": c.name, "arch": c.arch, "model_flags": c.model_flags, "dropout": c.dropout,
                     "tokens_per_update": c.tokens_per_update, "updates": o.updates, "limited": o.limited,
-                    "seconds_per_update": round(o.seconds_per_update, 4),
+                    "seconds_per_update": round(o.seconds_per_update, 4), "training_seconds": round(o.training_seconds),
                     "predicted_valid_loss_bits": None if math.isinf(o.loss) else round(o.loss, 3),
                     "parameters_millions": round(parameters(c, vocab_size, joint), 2), "source": c.source,
                     "picked": o is self.picked}  # fmt: skip
@@ -272,7 +277,8 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_u
                  valid_tokens: int = 0, corpus_tokens: float = 0.0) -> Sized:  # fmt: skip
     """The settings for ``pairs`` training pairs of ``corpus_tokens`` target tokens (0: unknown, no repetition counted)
     and a budget: ``max_update`` updates, or ``seconds`` of training here (``speed``: a candidate's seconds an update
-    here, with a vocabulary of so many pieces), or neither (the size class's full run). The pick is the candidate of the lowest predicted validation loss."""
+    here, with a vocabulary of so many pieces), or neither (the size class's full run). The pick is the candidate of
+    the lowest predicted validation loss."""
     vocab = next(v for at_least, v in VOCABULARY if pairs >= at_least)
     joint = scripts[0] == scripts[1] or None in scripts
     name, arch, flags, dropout, tokens, updates, source = size_class(pairs)
@@ -298,6 +304,8 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_u
     plan = choose(corpus_candidates(pairs), updates_of, vocab, epoch, joint)
     for o in plan.options:
         o.seconds_per_update = speeds.get(o.candidate.name, 0.0)
+        if o.seconds_per_update:  # what its updates take here, validations and start included
+            o.training_seconds = training_time(o.updates, o.seconds_per_update, o.candidate.tokens_per_update, valid_tokens)
     best = plan.picked
     c = best.candidate
     found.arch, found.model_flags, found.dropout, found.tokens_per_update, found.max_update = \
@@ -305,7 +313,7 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_u
     found.budget = picked_line(found, best)
     why = {"repeats": f"; more would repeat the corpus to no use ({USEFUL_REPEATS} R* epochs): more time will not help",
            "cap": f"; its source's full run ({c.cap:,})"}.get(best.limited, "")  # fmt: skip
-    lines = [f"{given}: the candidate of the lowest predicted validation loss (bits a target piece), {c.source}{why}"]
+    lines = [f"{given}: the candidate of the lowest predicted validation loss (bits a target piece), its curve {c.source}{why}"]
     for o in plan.options:
         speed_said = f", {o.seconds_per_update:.2f} s an update here" if o.seconds_per_update else ""
         lines.append(f"  {'*' if o is best else ' '} {o.candidate.name}: {o.updates:,} updates{speed_said}, "
@@ -396,8 +404,8 @@ def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int]
 
 def kept_settings(path: str, key: Dict) -> Optional[Sized]:
     """What TIME picked before (``path``, written by the same command), if it was picked for ``key``: the same TIME,
-    corpora (their paths and lines) and layout. A speed measured again since (a quieter machine, another node of the same kind) does not
-    change a run under way; another TIME, corpus or layout decides again."""
+    corpora (their paths and lines) and layout. A speed measured again since (a quieter machine, another node of the
+    same kind) does not change a run under way; another TIME, corpus or layout decides again."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         with open(path) as f:
             before = json.load(f)

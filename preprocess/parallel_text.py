@@ -378,16 +378,18 @@ def main(argv=None) -> int:
                         raise CorpusError(str(e)) from None
 
             max_update = int(args.max_update) if args.max_update else None
-            lines = sum(count_lines(c.tsv or c.source) for c in (find_corpus(t, args.src, args.tgt) for t in args.train))
-            key = {"time": args.time, "train": [os.path.abspath(t) for t in args.train], "lines": lines, "gpus": args.gpus,
-                   "cpu_workers": args.cpu_workers, "devices": args.devices, "precision": args.precision}  # fmt: skip
-            found = kept_settings(args.keep, key) if args.time and args.keep else None
+            found = key = None
+            if args.time and args.keep:  # what this TIME picked before, on these corpora and this layout
+                lines = sum(count_lines(c.tsv or c.source) for c in (find_corpus(t, args.src, args.tgt) for t in args.train))
+                key = {"time": args.time, "train": [os.path.abspath(t) for t in args.train], "lines": lines, "gpus": args.gpus,
+                       "cpu_workers": args.cpu_workers, "devices": args.devices, "precision": args.precision}  # fmt: skip
+                found = kept_settings(args.keep, key)
             decided = found is None
             if decided:
                 found = settings(args.train, args.src, args.tgt, max_update, args.time, speed, args.valid, args.min_pairs)
             for path in filter(None, (args.keep, args.plan)):  # decided: only now is anything written
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            if decided and args.time and args.keep:
+            if decided and key is not None:
                 write_json(args.keep, {"key": key, "settings": asdict(found), "decided": time.strftime("%Y-%m-%d %H:%M")})
             if args.plan:
                 write_json(args.plan, {"settings": {k: v for k, v in asdict(found).items() if k not in ("plan", "explain")},

@@ -53,7 +53,7 @@ SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-
 TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit, at this machine's measured speed
 GIVEN_MAX_UPDATE=${MAX_UPDATE:-}           # MAX_UPDATE=N: N updates
 REPROBE=${REPROBE:-0}                      # 1: this machine's speed measured again (figures are kept 30 days otherwise)
-[ "$REPROBE" = 0 ] || export TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE=$(date +%s)
+[ "$REPROBE" = 0 ] || export TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE=$(date +%s.%N)
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}

@@ -171,7 +171,7 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
     if kept and load:  # a busy machine's figure: until a quiet one's
         return {**kept, "cached": True}
     seconds = measure(probe)
-    entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M"), "at": round(time.time(), 1),
+    entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M"), "at": time.time(),
              **({"busy": load} if load else {})}  # fmt: skip
     cache = {**_read_cache(), key: entry}  # another probe may have written meanwhile
     os.makedirs(os.path.dirname(cache_file()), exist_ok=True)

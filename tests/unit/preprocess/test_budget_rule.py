@@ -129,6 +129,8 @@ def test_the_plan_names_every_candidate_and_the_pick_in_a_short_line():
     names = [o["name"] for o in found.plan["options"]]
     assert len(names) == 6 and sum(o["picked"] for o in found.plan["options"]) == 1
     assert found.plan["unit"] == "bits per target piece of the corpus's vocabulary"
+    for o in found.plan["options"]:  # each candidate's time here, within the hour it was given
+        assert 0.9 * 3600 < o["training_seconds"] <= 3600 or o["limited"], o
 
 
 def test_min_pairs_is_checked_before_any_probe(tmp_path):

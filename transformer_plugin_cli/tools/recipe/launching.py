@@ -2,6 +2,7 @@
 (:mod:`.verbs`), and, on a node other than 0 of LAUNCH=torchrun, the wait for node 0's data."""
 
 import contextlib
+import glob
 import os
 import re
 import shlex
@@ -37,8 +38,8 @@ def set_aside_earlier_log(log: str, argv: Sequence[str]) -> Optional[str]:
     if not os.path.exists(log) or os.path.getsize(log) == 0:
         return None
     kept = f"{log}.{time.strftime('%Y%m%d-%H%M%S', time.localtime(os.path.getmtime(log)))}"
-    for path in [log] + sorted(p for p in (os.path.join(os.path.dirname(log) or ".", n) for n in os.listdir(os.path.dirname(log) or "."))
-                               if re.fullmatch(re.escape(log) + r"\.rank\d+", p)):  # fmt: skip
+    ranks = [p for p in glob.glob(glob.escape(log) + ".rank*") if p[len(log) + len(".rank"):].isdigit()]
+    for path in [log, *sorted(ranks)]:
         os.replace(path, kept + path[len(log):])
     return kept
 
