@@ -217,3 +217,14 @@ def test_a_time_gives_each_candidate_the_updates_that_fit_here(time_text, halved
     chosen = min(found.plan["options"], key=lambda o: o["predicted_valid_loss_bits"])
     assert chosen["picked"] and (found.model_flags, found.max_update) == (chosen["model_flags"], chosen["updates"])
     assert found.plan["budget"] == f"TIME={time_text}" and found.explain.startswith(f"TIME={time_text}: ")
+
+
+def test_the_picked_line_stays_under_120_characters_for_every_class_and_budget():
+    """The recipe prints "picked: " and this line (", kept)" where a TIME's pick is read back); the widest: a medium
+    corpus's full run with a vocabulary a side."""
+    for pairs in (10_000, 50_000, 150_000, 600_000, 5_000_000):
+        for scripts in (LATIN, ("LATIN", "CYRILLIC")):
+            for max_update in (None, 100, 1_200, 7_500, 30_000, 100_000):
+                found = rule.settings_for(pairs, scripts, max_update, corpus_tokens=pairs * 20)
+                said = found.budget[:-1] + ", kept)" if max_update else found.budget  # a TIME's pick read back says so
+                assert len("picked: " + said) < 120, said
