@@ -347,8 +347,6 @@ def sizes_table() -> str:
 # tokens before its vocabulary exists: 1.94 measured on the German side of the 77k EN-DE pairs with 8,000 pieces
 # (19,306 pieces, 9,956 words); more pieces with a smaller vocabulary, fewer with a larger one.
 PIECES_PER_WORD = 2.0
-
-
 DEV_SAMPLE_LINES = 10_000
 
 
@@ -358,22 +356,22 @@ def target_words(corpora: Sequence[Corpus], script: Optional[str], lines: Option
             for _, _, t in itertools.islice(raw_pairs_unchecked(c), lines)]  # fmt: skip
 
 
-def dev_tokens(corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
+def words_a_line(corpora: Sequence[Corpus], script: Optional[str]) -> float:
+    """The mean words of a training target line, in the first DEV_SAMPLE_LINES of each corpus."""
+    sample = target_words(corpora, script, DEV_SAMPLE_LINES)
+    return sum(sample) / max(1, len(sample))
+
+
+def dev_tokens(corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, script: Optional[str],
+               words: Optional[float] = None) -> int:  # fmt: skip
     """The dev set's target tokens, estimated before any work (a validation's cost): the words of the given dev
-    sets' target side, or the pairs held out for it times the mean words of a training target line (in the first
-    DEV_SAMPLE_LINES of each corpus), times PIECES_PER_WORD."""
+    sets' target side, or the pairs held out for it times the mean words of a training target line (``words``, else
+    words_a_line), times PIECES_PER_WORD."""
     if valid:
         total = sum(target_words(valid, script))
     else:
-        sample = target_words(corpora, script, DEV_SAMPLE_LINES)
-        total = held_out_size(pairs, None) * sum(sample) / max(1, len(sample))
+        total = held_out_size(pairs, None) * (words_a_line(corpora, script) if words is None else words)
     return int(total * PIECES_PER_WORD)
-
-
-def train_tokens(corpora: Sequence[Corpus], pairs: int, script: Optional[str]) -> int:
-    """The training set's target tokens, estimated as dev_tokens estimates the dev set's: how many epochs a budget is."""
-    sample = target_words(corpora, script, DEV_SAMPLE_LINES)
-    return int(pairs * sum(sample) / max(1, len(sample)) * PIECES_PER_WORD)
 
 
 def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int] = None, time_text: str = "",
@@ -387,7 +385,8 @@ def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int]
         raise CorpusError(f"TRAIN has {pairs} lines: too few to train a translation model from scratch (MIN_PAIRS={min_pairs}; "
                           "OPUS-MT does not train below 10,000). Add text, or set MIN_PAIRS if you mean it")  # fmt: skip
     scripts = sides_scripts(corpora)
-    valid_tokens = dev_tokens(corpora, [find_corpus(spec, src, tgt) for spec in valid], pairs, scripts[1])
+    words = words_a_line(corpora, scripts[1])
+    valid_tokens = dev_tokens(corpora, [find_corpus(spec, src, tgt) for spec in valid], pairs, scripts[1], words)
     seconds = 0
     if time_text:
         if max_update is not None:
@@ -396,8 +395,8 @@ def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int]
             seconds = parse_time(time_text)
         except BudgetError as e:
             raise CorpusError(str(e)) from None
-    found = settings_for(pairs, scripts, max_update, seconds, time_text, speed, valid_tokens,
-                         train_tokens(corpora, pairs, scripts[1]))  # fmt: skip
+    # the training set's target tokens, estimated as the dev set's: how many epochs a budget is
+    found = settings_for(pairs, scripts, max_update, seconds, time_text, speed, valid_tokens, int(pairs * words * PIECES_PER_WORD))
     found.valid_tokens = valid_tokens
     return found
 

@@ -11,12 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-SCRIPT_SAMPLE = 20_000
-
-
+SCRIPT_SAMPLE = 20_000  # pairs read for each side's main script
 UNSPACED = {"CJK", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"}  # a length in characters, not words
-
-
 # what other readers take for the end of a line (Python's str.splitlines, some editors and tools)
 LINE_BREAKERS = {"\r": "a carriage return", "\u2028": "a U+2028 LINE SEPARATOR", "\u2029": "a U+2029 PARAGRAPH SEPARATOR",
                  "\x85": "a U+0085 NEL", "\x0b": "a vertical tab", "\x0c": "a form feed", "\x00": "a NUL byte"}  # fmt: skip

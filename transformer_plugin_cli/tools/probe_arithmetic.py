@@ -18,6 +18,7 @@ class Probe(Protocol):
     length: int
     repeats: int
 
+
 # the most target tokens a micro-batch of the probe holds: a larger batch is timed per token (its cost grows with
 # its tokens), so that a probe of a large model takes seconds
 MICRO_TOKENS = 2048

@@ -16,6 +16,7 @@ from transformer_plugin_cli.tools.recipe.failures import StageFailed, exit_statu
 from transformer_plugin_cli.tools.recipe.layout import free_port, worker_commands, worker_threads
 from transformer_plugin_cli.tools.recipe.legacy import normalised_legacy
 from transformer_plugin_cli.tools.recipe.processes import Interrupted, Supervisor, Tee
+from transformer_plugin_cli.tools.recipe.space import flag
 from transformer_plugin_cli.tools.recipe.stamps import Context, Stage, identity, read_stamp
 from transformer_plugin_cli.tools.recipe.verbs import call
 
@@ -31,8 +32,7 @@ def set_aside_earlier_log(log: str, argv: Sequence[str]) -> Optional[str]:
     """A training that starts from nothing (no checkpoint_last.pt in its --save-dir) writes a log of its own: the log
     an earlier run left at LOG (and its ranks' LOG.rank*) is renamed LOG.<its last write's date and time> first, so
     that the report reads one run's clocks, curves and early stop. A resumed run appends to LOG. Returns the new name."""
-    argv = list(argv)
-    save_dir = argv[argv.index("--save-dir") + 1] if "--save-dir" in argv[:-1] else None
+    save_dir = flag(argv, "--save-dir")  # the recipes give one; without it, nothing is set aside
     if save_dir is None or os.path.exists(os.path.join(save_dir, "checkpoint_last.pt")):
         return None
     if not os.path.exists(log) or os.path.getsize(log) == 0:
