@@ -74,7 +74,8 @@ def scaled_dot_product_attention(
 def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=False, packed_dropout=True, training=False):
     """Eq. (1), with every query's later positions masked too when ``causal`` (Section 3.2.3).
 
-    By torch's fused kernel where ``fast_paths.use_fused_attention`` says so, else explicitly. The
+    By torch's fused kernel where ``fast_paths.use_fused_attention`` says so (those of its kernels that
+    ``fast_paths.fused_kernels`` allows), else explicitly. The
     fused kernel is told ``is_causal`` instead of being given a mask whenever that is all there is
     to mask (T = S, no other mask): no (T, S) mask is built, and on a GPU this is the form the
     flash kernels accept.
@@ -85,7 +86,8 @@ def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=Fals
     if causal and not is_causal:
         mask = mask_future(mask, T, S, q.device)
     if fused:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal), None
+        with fast_paths.fused_kernels(q):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal), None
     return scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights, packed_dropout)
 
 

@@ -148,3 +148,53 @@ def test_fused_attention_gets_masks_in_the_forms_fused_kernels_take():
     assert forms[(padded, "decoder self-attention")] == forms[(unpadded, "decoder self-attention")] == "is_causal"
     assert forms[(padded, "encoder self-attention")] == forms[(padded, "encoder-decoder attention")] == "(4, 1, 1, 10) float32"
     assert forms[(unpadded, "encoder self-attention")] == forms[(unpadded, "encoder-decoder attention")] == "none"
+
+
+def _fused_kernels_on_a_cuda_tensor():
+    """What fast_paths.fused_kernels allows for a tensor on a CUDA device (a stand-in: only its device is read),
+    as torch's flags say inside the context, and after it."""
+    from types import SimpleNamespace
+
+    cuda_q = SimpleNamespace(device=torch.device("cuda", 0))
+    flags = torch.backends.cuda
+    with fast_paths.fused_kernels(cuda_q):
+        inside = {"cudnn": flags.cudnn_sdp_enabled(), "flash": flags.flash_sdp_enabled(),
+                  "efficient": flags.mem_efficient_sdp_enabled(), "math": flags.math_sdp_enabled()}  # fmt: skip
+    return inside, flags.cudnn_sdp_enabled()
+
+
+def test_on_a_cuda_device_every_fused_kernel_but_cudnns_may_compute_eq_1(monkeypatch):
+    """cuDNN's kernel builds a graph for every new shape (0.367 s an update against 0.033 on an H200, 2026-11-28);
+    flash, memory-efficient and math stay allowed, and torch's own flags are as before once the call is done.
+    TRANSFORMER_PLUGIN_CUDNN_ATTENTION=1 (CUDNN_ATTENTION) leaves torch's choice alone; so does a CPU tensor."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    inside, after = _fused_kernels_on_a_cuda_tensor()
+    assert inside == {"cudnn": False, "flash": True, "efficient": True, "math": True}
+    assert after == before
+    monkeypatch.setattr(fast_paths, "CUDNN_ATTENTION", True)
+    assert _fused_kernels_on_a_cuda_tensor()[0]["cudnn"] == before
+    with fast_paths.fused_kernels(torch.zeros(1)):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
+def test_the_fused_attention_runs_inside_the_kernels_fast_paths_allows(monkeypatch):
+    """attention() calls torch's fused kernel within fast_paths.fused_kernels(q), not beside it."""
+    import contextlib
+
+    entered, calls = [], []
+
+    @contextlib.contextmanager
+    def recording(q):
+        entered.append(q.shape)
+        yield
+        entered.append("left")
+
+    def sdpa(*args, **kwargs):
+        calls.append(len(entered))
+        return torch.zeros(2, 4, 3, 8)
+
+    monkeypatch.setattr(fast_paths, "fused_kernels", recording)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", sdpa)
+    q = torch.randn(2, 4, 3, 8)
+    attention(q, torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8), training=True)
+    assert calls == [1] and entered == [q.shape, "left"]
