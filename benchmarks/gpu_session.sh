@@ -5,16 +5,21 @@
 #
 #   bash benchmarks/gpu_session.sh OUT                  # every phase: about 10 minutes, more than DEADLINE's 9
 #   bash benchmarks/gpu_session.sh OUT profile speed    # install, then the named phases in that order
+#   bash benchmarks/gpu_session.sh OUT recipes time speed-big   # the parallel-text recipe on the GPU, TIME's check
 #   PROFILES="vaswani vaswani@65536" bash benchmarks/gpu_session.sh OUT profile   # the profile's runs chosen
 #
 # On an H200 (2026-11-27) install took 40 s, checks 179 s, speed 296 s; on an H100 the same day, install 32-45 s,
-# each profile run 37-65 s, torchrun 117 s, speed-big 201 s. A part that the deadline reaches is cut (its
-# log kept) or listed in summary.md as not run.
+# each profile run 37-65 s, torchrun 117 s, speed-big 201 s; on an H200 (2026-11-28) install 35-38 s, the recipes
+# phase's GPU tier 172 s and the time check's data 72 s (its toy runs cut at 240 s, and time at 170 and 240 s, by
+# cuDNN's attention graphs, since left out: docs/2026-11-28-gpu-run.md). A part that the deadline reaches is cut
+# (its log kept) or listed in summary.md as not run.
 #
 # What it needs beside the working tree (ignored by git, carried there):
 #   .whl/             wheels for Python 3.12: fairseq-fixed 0.12.3.1 (its cp312 wheel, the sdist as a fallback),
 #                     hydra-core, omegaconf, antlr4-python3-runtime, bitarray, sacremoses, tensorboardX, py3langid
 #   runs/bench/data-bin   the speed benchmark's data (python -m benchmarks.speed makes it on first use)
+#   runs/budgets/data/de_77k   the learning benchmark's corpus, for recipes and time (python -m benchmarks.budgets
+#                     corpora --out runs/budgets/data, from Debian's packages)
 # made here with (antlr4's runtime is an sdist only; fairseq's sdist needs --no-build-isolation to be fetched):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d .whl \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
@@ -30,6 +35,11 @@
 #            kernel survey at base and big size, and the WMT14 toy recipe on the GPU twice: PRECISION=bf16,
 #            then LAUNCH=torchrun PRECISION=fp16 (the nccl launcher's path)
 #   torchrun the WMT14 toy recipe with LAUNCH=torchrun PRECISION=fp16 alone (the nccl launcher's path)
+#   recipes  side by side (nothing timed): the GPU tier, the parallel-text recipe at toy size on the GPU with
+#            PRECISION=bf16 and with PRECISION=amp (its speed probe under autocast), on 20,000 of CORPUS's pairs,
+#            and the data stages of the time check
+#   time     alone on the GPU: TIME's check (benchmarks.time_check): the speed probe's seconds an update against
+#            fairseq-train's, for the short budget's model and the small class's, UPDATES_TIME updates each, bf16
 #   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's transformer
 #            (speed-big, speed-base: one of them)
 #   profile  alone on the GPU: where a training step's time goes at big size (benchmarks.step_profile), a run
@@ -38,13 +48,13 @@
 # files: what such a machine sends back is a few files).
 set -uo pipefail
 
-OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [torchrun] [speed|speed-big|speed-base] [profile]}
+OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [torchrun] [recipes] [time] [speed|speed-big|speed-base] [profile]}
 shift
 PHASES=("$@")
 [ ${#PHASES[@]} -gt 0 ] || PHASES=(checks speed profile)
 for phase in "${PHASES[@]}"; do
-  case $phase in checks | torchrun | speed | speed-big | speed-base | profile) ;;
-    *) echo "unknown phase $phase: checks, torchrun, speed, speed-big, speed-base or profile" >&2; exit 2 ;; esac
+  case $phase in checks | torchrun | recipes | time | speed | speed-big | speed-base | profile) ;;
+    *) echo "unknown phase $phase: checks, torchrun, recipes, time, speed, speed-big, speed-base or profile" >&2; exit 2 ;; esac
 done
 SYSTEM_PYTHON=${SYSTEM_PYTHON:-python3}   # the machine's Python, with torch
 VENV=${VENV:-/tmp/gpu-venv}
@@ -52,6 +62,9 @@ WHEELS=${WHEELS:-.whl}
 DEADLINE=${DEADLINE:-540}                # seconds for everything: a part gets what is left, if less than its own limit
 # the profile's runs, each IMPL[-flat][@MAX_TOKENS]: -flat flattens bf16's master weights (a lever)
 PROFILES=${PROFILES:-vaswani fairseq vaswani-flat}
+CORPUS=${CORPUS:-runs/budgets/data/de_77k}   # train, valid and test .{en,de}: the recipes and time phases
+UPDATES_TIME=${UPDATES_TIME:-300}; TIME_CANDIDATES=${TIME_CANDIDATES:-short class}
+SESSION_GPUS=${SESSION_GPUS:-1}   # 0: a rehearsal on CPU, the recipes and time phases on CPU workers in fp32
 export UPDATES=${UPDATES:-150} LOG_INTERVAL=${LOG_INTERVAL:-25} REPEATS=${REPEATS:-1} GENERATE_REPEATS=${GENERATE_REPEATS:-1}
 export PYTHONUNBUFFERED=1
 
@@ -84,7 +97,7 @@ part() {
   case $rc in 0) status=ok ;; 124 | 137) status="cut at ${limit} s" ;; *) status="failed ($rc)" ;; esac
   printf '| %s | %s | %d |\n' "$name" "$status" "$(($(date +%s) - t0))" >> "$OUT/summary.md"
   echo "   $name: $status, $(($(date +%s) - t0)) s"
-  [ $rc = 0 ] || tail -25 "$LOGS/$name.log"
+  [ $rc = 0 ] || tail -25 "$LOGS/$name.log" | cut -c1-400
   pack
   return $rc
 }
@@ -133,6 +146,26 @@ toy_torchrun() {
     bash recipes/wmt14_en_de_base.sh
 }
 
+toy_parallel() {  # TOY=1 on the GPU, PRECISION=$1, on the corpus's first 20,000 pairs (the toy's own data stages)
+  local corpus=/tmp/toy-parallel-corpus
+  mkdir -p "$corpus"
+  for side in en de; do
+    head -n 20000 "$CORPUS/train.$side" > "$corpus/train.$side"
+    cp "$CORPUS/valid.$side" "$CORPUS/test.$side" "$corpus/"
+  done
+  TOY=1 GPUS=$SESSION_GPUS PRECISION=$([ "$SESSION_GPUS" = 0 ] && echo fp32 || echo "$1") TRAIN=$corpus/train VALID=$corpus/valid TEST=$corpus/test SRC=en TGT=de \
+    WORK=/tmp/toy-parallel-$1 bash recipes/parallel_text.sh
+}
+time_check() {  # $@: --data-only, or nothing
+  python -m benchmarks.time_check --corpus "de_77k=$CORPUS/train:en:de" --gpus "$SESSION_GPUS" \
+    --precision "$([ "$SESSION_GPUS" = 0 ] && echo fp32 || echo bf16)" --candidates $TIME_CANDIDATES --updates "$UPDATES_TIME" --work /tmp/time-check --out "$LOGS/time_check.md" "$@"
+  local status=$?
+  mkdir -p "$LOGS/time-check"  # the recipe's logs and fairseq's, beside the table
+  cp /tmp/time-check/*.log /tmp/time-check/*.json "$LOGS/time-check/" 2>/dev/null
+  for log in /tmp/time-check/*/train.log; do [ -e "$log" ] && cp "$log" "$LOGS/time-check/$(basename "$(dirname "$log")").train.log"; done
+  return $status
+}
+
 results() {  # results.md: every table the parts wrote
   {
     echo "# $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
@@ -146,8 +179,8 @@ results() {  # results.md: every table the parts wrote
   } > "$OUT/results.md"
 }
 trap results EXIT
-export -f install toy_recipes toy_torchrun
-export SYSTEM_PYTHON VENV WHEELS
+export -f install toy_recipes toy_torchrun toy_parallel time_check
+export SYSTEM_PYTHON VENV WHEELS CORPUS UPDATES_TIME TIME_CANDIDATES SESSION_GPUS LOGS
 
 nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$LOGS/nvidia-smi.txt"
 part install 180 bash -c install || { echo "install failed: nothing else can run"; exit 1; }
@@ -162,6 +195,14 @@ for phase in "${PHASES[@]}"; do
       wait ;;
     torchrun)
       part toy-torchrun 240 bash -c toy_torchrun ;;
+    recipes)
+      part tests 300 python -m pytest tests/gpu -p no:cacheprovider -q -rs &
+      part toy-parallel-bf16 240 bash -c "toy_parallel bf16" &
+      part toy-parallel-amp 240 bash -c "toy_parallel amp" &
+      part time-data 240 bash -c "time_check --data-only" &
+      wait ;;
+    time)
+      part time 240 bash -c time_check ;;
     speed | speed-big | speed-base)
       [ "$phase" = speed-base ] || part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
       [ "$phase" = speed-big ] || part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;

@@ -104,7 +104,7 @@ def test_gpu_session_checks_its_phases_then_stops_at_a_failed_install(tmp_path):
 
     script = os.path.join(REPO, "benchmarks", "gpu_session.sh")
     unknown = subprocess.run(["bash", script, str(tmp_path / "a"), "checks", "tune"], capture_output=True, text=True, timeout=30)
-    assert unknown.returncode == 2 and "unknown phase tune: checks, torchrun, speed, speed-big, speed-base or profile" in unknown.stderr
+    assert unknown.returncode == 2 and "unknown phase tune: checks, torchrun, recipes, time, speed, speed-big, speed-base or profile" in unknown.stderr
     assert not (tmp_path / "a").exists()
     env = dict(os.environ, SYSTEM_PYTHON=str(tmp_path / "no-python"), VENV=str(tmp_path / "venv"), LOGS=str(tmp_path / "logs"))
     failed = subprocess.run(["bash", script, str(tmp_path / "b")], capture_output=True, text=True, timeout=60, env=env)
