@@ -45,3 +45,18 @@ def test_each_sides_script_and_its_units():
 @pytest.mark.parametrize("pairs, held", [(3_000, 200), (100_000, 1_000), (1_000_000, 2_000), (500, 50), (5, 1)])
 def test_a_held_out_set_is_one_percent_within_200_and_2000_and_never_over_a_tenth(pairs, held):
     assert corpora.held_out_size(pairs, None) == held and corpora.held_out_size(pairs, 123) == 123
+
+
+def test_a_files_lines_are_read_once_while_it_is_unchanged(tmp_path, monkeypatch):
+    """The settings ask for a corpus's lines twice with TIME and a kept pick (the key, then the rule): one read; a
+    file changed since (here a line added) is read again."""
+    path = tmp_path / "c.en"
+    path.write_bytes(b"One.\nTwo.\n")
+    opened = []
+    real = corpora.open_bytes
+    monkeypatch.setattr(corpora, "open_bytes", lambda p: opened.append(p) or real(p))
+    assert corpora.count_lines(str(path)) == 2 and corpora.count_lines(str(tmp_path / "." / "c.en")) == 2
+    assert len(opened) == 1
+    with open(path, "ab") as f:
+        f.write(b"Three")
+    assert corpora.count_lines(str(path)) == 3 and len(opened) == 2
