@@ -26,6 +26,8 @@ from .modules.dropout import MASK_CHOICES
 from .modules.positional_encoding import SINUSOID_VARIANTS
 
 POSITIONAL_ENCODINGS = ChoiceEnum(["sinusoidal", "learned"])
+ACTIVATIONS = ChoiceEnum(["relu", "swish"])
+DECODER_STARTS = ChoiceEnum(["eos", "pad"])
 
 
 @dataclass
@@ -68,6 +70,21 @@ class VaswaniTransformerConfig(FairseqDataclass):
     normalize_before: bool = field(
         default=False, metadata={"help": "pre-norm x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's post-norm"}
     )
+    activation_fn: ACTIVATIONS = field(
+        default="relu",
+        metadata={"help": "the FFN's activation: relu, max(0, x) (Eq. 2); swish, x * sigmoid(x), as published MarianMT"
+                  " / OPUS-MT models have it (not in the paper)"},
+    )  # fmt: skip
+    output_bias: bool = field(
+        default=False,
+        metadata={"help": "a learned bias added to the output logits, MarianMT's final_logits_bias (not in the paper,"
+                  " whose pre-softmax projection has none)"},
+    )  # fmt: skip
+    decoder_start: DECODER_STARTS = field(
+        default="eos",
+        metadata={"help": "the token embedding at the decoder's first position: eos, fairseq's start token; pad, the"
+                  " padding row's, where MarianMT starts (its decoder_start_token_id; not in the paper)"},
+    )  # fmt: skip
     max_source_positions: int = field(default=BASE["max_source_positions"], metadata={"help": "longest source sentence, in tokens"})
     max_target_positions: int = field(default=BASE["max_target_positions"], metadata={"help": "longest target sentence, in tokens"})
     checkpoint_activations: bool = field(

@@ -596,7 +596,7 @@ def test_hydra_train_with_a_yaml_config(pair, baseline, model, tmp_path):
         (["--encoder-layerdrop", "0.1"], "argument --encoder-layerdrop: LayerDrop"),
         (["--quant-noise-pq", "0.1"], "argument --quant-noise-pq: Quant-Noise"),
         (["--encoder-embed-dim", "128"], "argument --encoder-embed-dim: vaswani_transformer names this setting --d-model"),
-        (["--activation-fn", "gelu"], "argument --activation-fn: the feed-forward network of Eq. (2) uses ReLU"),
+        (["--activation-fn", "gelu"], "argument --activation-fn: invalid choice: 'gelu' (choose from 'relu', 'swish')"),
         (["--no-scale-embedding"], "argument --no-scale-embedding: Section 3.4 multiplies the embeddings by sqrt(d_model)"),
         (["--layernorm-embedding"], "argument --layernorm-embedding:"),
     ],

@@ -4,7 +4,7 @@ A fairseq user swaps ``--arch transformer_wmt_en_de_big`` for ``--arch vaswani_b
 that may still carry flags of fairseq's model. Each such flag stops fairseq-train at start-up with
 an argparse error naming the flag and saying why: either this model's name for the same setting, or
 why the paper's model has no such part. None is ignored silently. A value that changes nothing
-(``--encoder-layerdrop 0``, ``--activation-fn relu``) is accepted.
+(``--encoder-layerdrop 0``) is accepted. (``--activation-fn`` is this model's own flag: relu, or swish.)
 
 In a hydra config the same keys are refused by fairseq itself: they are not fields of the model's
 dataclass (``Key 'encoder_layerdrop' not in 'VaswaniTransformerConfig'``).
@@ -43,7 +43,6 @@ NOT_IN_THE_PAPER = {
     "--quant-noise-pq": (_QUANT_NOISE, {"0", "0.0"}),
     "--quant-noise-pq-block-size": (_QUANT_NOISE, {"8"}),
     "--quant-noise-scalar": (_QUANT_NOISE, {"0", "0.0"}),
-    "--activation-fn": ("the feed-forward network of Eq. (2) uses ReLU", {"relu"}),
     "--adaptive-input": (_ADAPTIVE, set()),
     "--adaptive-softmax-cutoff": (_ADAPTIVE, set()),
     "--adaptive-softmax-dropout": (_ADAPTIVE, {"0", "0.0"}),

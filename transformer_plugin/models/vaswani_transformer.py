@@ -22,6 +22,13 @@ Not in the paper, chosen here (each can be changed by a flag where it matters):
 - ``--normalize-before`` (pre-norm), ``--sinusoid-variant fairseq`` (see positional_encoding.py);
 - ``--dropout-masks packed`` (default): on CPU, P_drop is rounded to a multiple of 2^-16 so that
   masks are four times cheaper to draw; ``--dropout-masks torch`` is torch's dropout (see modules/dropout.py).
+
+How published MarianMT / OPUS-MT models differ, each a flag so that they can be held exactly (off by default):
+- ``--activation-fn swish``: the FFN's activation x * sigmoid(x) (modules/feed_forward.py);
+- ``--output-bias``: a learned bias on the output logits, MarianMT's ``final_logits_bias`` (VaswaniDecoder);
+- ``--decoder-start pad``: the decoder's first position takes the padding row's embedding, not the start token's
+  (fairseq starts from </s>, MarianMT from <pad>, unmasked); positions, masks and outputs are unchanged
+  (EmbeddingLayer).
 """
 
 import ast
@@ -45,7 +52,7 @@ from torch import Tensor, nn
 from ..config import ARCHITECTURES, VaswaniTransformerConfig
 from ..modules.dropout import Dropout
 from ..modules.multihead_attention import attention_bias
-from ..modules.positional_encoding import PositionalEncoding
+from ..modules.positional_encoding import PositionalEncoding, token_positions
 from ..modules.transformer_layer import DecoderLayer, EncoderLayer, packed_dropout
 from .fairseq_transformer_flags import add_refused_flags
 
@@ -92,10 +99,15 @@ def Embedding(num_embeddings: int, d_model: int, padding_idx: int) -> nn.Embeddi
 
 
 class EmbeddingLayer(nn.Module):
-    """Section 3.4 + 3.5 + 5.4: Dropout(sqrt(d_model) * Embedding(tokens) + PE(positions))."""
+    """Section 3.4 + 3.5 + 5.4: Dropout(sqrt(d_model) * Embedding(tokens) + PE(positions)).
 
-    def __init__(self, cfg, embed_tokens: nn.Embedding, max_positions: int):
+    ``start_from_padding_row`` (the decoder's, under ``--decoder-start pad``): each sentence's first real token is
+    embedded with the padding row instead of its own, as MarianMT starts decoding from <pad> where fairseq
+    starts from </s>. The token stays the start token for everything else (positions, masks)."""
+
+    def __init__(self, cfg, embed_tokens: nn.Embedding, max_positions: int, start_from_padding_row: bool = False):
         super().__init__()
+        self.start_from_padding_row = start_from_padding_row
         self.embed_tokens = embed_tokens
         self.padding_idx = embed_tokens.padding_idx
         self.embed_scale = math.sqrt(cfg.d_model)
@@ -110,9 +122,14 @@ class EmbeddingLayer(nn.Module):
 
     def forward(self, tokens: Tensor, incremental: bool = False) -> Tensor:
         positions = self.embed_positions(tokens, incremental=incremental)
+        first = token_positions(tokens, self.padding_idx).eq(0) if self.start_from_padding_row else None
         if incremental:
             tokens = tokens[:, -1:]
-        x = self.embed_scale * self.embed_tokens(tokens) + positions
+            first = None if first is None else first[:, -1:]
+        embedded = self.embed_tokens(tokens)
+        if first is not None:  # --decoder-start pad: the start token's position takes the padding row
+            embedded = torch.where(first[..., None], self.embed_tokens.weight[self.padding_idx].to(embedded.dtype), embedded)
+        x = self.embed_scale * embedded + positions
         return self.dropout(x)
 
 
@@ -190,10 +207,13 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         super().__init__(dictionary)
         self.padding_idx = embed_tokens.padding_idx
         self.max_target_positions = cfg.max_target_positions
-        self.embed = EmbeddingLayer(cfg, embed_tokens, cfg.max_target_positions)
+        self.embed = EmbeddingLayer(cfg, embed_tokens, cfg.max_target_positions,
+                                    start_from_padding_row=getattr(cfg, "decoder_start", "eos") == "pad")  # fmt: skip
         self.layers = nn.ModuleList([checkpointed(DecoderLayer(cfg), cfg) for _ in range(cfg.decoder_layers)])
         self.layer_norm = nn.LayerNorm(cfg.d_model) if cfg.normalize_before else None
         self.output_projection = nn.Linear(cfg.d_model, len(dictionary), bias=False)
+        # --output-bias: MarianMT's final_logits_bias (zero at the start, learned), not in the paper
+        self.output_bias = nn.Parameter(torch.zeros(len(dictionary))) if getattr(cfg, "output_bias", False) else None
         self.need_attn = False  # fairseq's --print-alignment (VaswaniTransformerModel.make_generation_fast_)
         if share_input_output_embed:
             self.output_projection.weight = embed_tokens.weight
@@ -270,8 +290,10 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         return x, {"attn": [attn] if attn is not None else None, "inner_states": None}
 
     def output_layer(self, features: Tensor) -> Tensor:
-        """Section 3.4: the pre-softmax linear transformation (B, T, d_model) -> (B, T, V)."""
-        return self.output_projection(features)
+        """Section 3.4: the pre-softmax linear transformation (B, T, d_model) -> (B, T, V) (plus the
+        --output-bias, where there is one)."""
+        logits = self.output_projection(features)
+        return logits if self.output_bias is None else logits + self.output_bias.to(logits.dtype)
 
     def max_positions(self) -> int:
         return self.max_target_positions

@@ -45,7 +45,8 @@ class EncoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(
             cfg.d_model, cfg.attention_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout, self_attention=True, packed_dropout=packed
         )
-        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed)
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed,
+                                           getattr(cfg, "activation_fn", "relu"))
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
 
@@ -75,7 +76,8 @@ class DecoderLayer(nn.Module):
         self.encoder_attn = MultiHeadAttention(
             cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=False, packed_dropout=packed
         )
-        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed)
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed,
+                                           getattr(cfg, "activation_fn", "relu"))
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)

@@ -35,8 +35,15 @@ def _vocabulary(dictionary) -> List[str]:
 
 
 def check_supported(cfg) -> None:
-    """Refuse what CTranslate2 cannot represent, naming the flag."""
+    """Refuse what CTranslate2 cannot represent, naming the flag. The flags of published MarianMT models
+    (--activation-fn swish, --output-bias, --decoder-start pad) are not mapped to CTranslate2's yet: refused
+    rather than exported as the paper's model, which would translate otherwise."""
     check_even_heads(cfg, "CTranslate2")
+    for flag, value, paper in (("activation-fn", getattr(cfg, "activation_fn", "relu"), "relu"),
+                               ("output-bias", bool(getattr(cfg, "output_bias", False)), False),
+                               ("decoder-start", getattr(cfg, "decoder_start", "eos"), "eos")):  # fmt: skip
+        if value != paper:
+            raise UnsupportedModelError(f"--{flag} {value}: not exported to CTranslate2 yet (vaswani-export-hf exports it)")
 
 
 def _table(positions) -> np.ndarray:

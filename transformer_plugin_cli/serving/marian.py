@@ -131,7 +131,8 @@ def marian_state_dict(model, perm) -> Dict[str, "object"]:
     output = decoder.output_projection.weight
     if output is not decoder.embed.embed_tokens.weight:  # not tied: Marian's lm_head is a matrix of its own
         state["lm_head.weight"] = output.detach()[:, perm]
-    state["final_logits_bias"] = torch.zeros(1, output.size(0))  # the paper's projection has no bias
+    bias = decoder.output_bias  # --output-bias: MarianMT's own final_logits_bias; the paper's projection has none
+    state["final_logits_bias"] = torch.zeros(1, output.size(0)) if bias is None else bias.detach().reshape(1, -1)
     return state
 
 
@@ -155,7 +156,7 @@ def marian_config(cfg, source_dictionary, target_dictionary):
         decoder_ffn_dim=cfg.d_ff,
         encoder_attention_heads=cfg.attention_heads,
         decoder_attention_heads=cfg.attention_heads,
-        activation_function="relu",
+        activation_function=getattr(cfg, "activation_fn", "relu"),  # relu (the paper's), or swish
         scale_embedding=True,
         max_position_embeddings=max(cfg.max_source_positions, cfg.max_target_positions),
         dropout=cfg.dropout,  # for fine-tuning; generation runs in eval mode
@@ -164,7 +165,9 @@ def marian_config(cfg, source_dictionary, target_dictionary):
         pad_token_id=target_dictionary.pad(),
         eos_token_id=target_dictionary.eos(),
         forced_eos_token_id=target_dictionary.eos(),
-        decoder_start_token_id=target_dictionary.eos(),  # fairseq starts every target with </s>
+        # fairseq starts every target with </s>; under --decoder-start pad its first position takes the padding
+        # row's embedding, which is MarianMT's start from <pad>
+        decoder_start_token_id=target_dictionary.pad() if getattr(cfg, "decoder_start", "eos") == "pad" else target_dictionary.eos(),
         bos_token_id=None,
     )
 
@@ -204,9 +207,11 @@ def check_equivalent(model, marian, source_dictionary, target_dictionary, perm, 
 
     source = torch.cat([tokens(source_dictionary, 9), torch.full((3, 1), source_dictionary.eos())], dim=1)
     target = torch.cat([torch.full((3, 1), target_dictionary.eos()), tokens(target_dictionary, 7)], dim=1)
+    their_target = target.clone()
+    their_target[:, 0] = marian.config.decoder_start_token_id  # </s>, or <pad> under --decoder-start pad
     with torch.no_grad():
         ours = model.get_normalized_probs(model(source, torch.full((3,), source.size(1)), target), log_probs=True)
-        theirs = marian(input_ids=source, attention_mask=torch.ones_like(source), decoder_input_ids=target).logits
+        theirs = marian(input_ids=source, attention_mask=torch.ones_like(source), decoder_input_ids=their_target).logits
         theirs = torch.log_softmax(theirs.float(), dim=-1)
     difference = float((ours.float() - theirs).abs().max())
     if not difference <= tolerance:

@@ -75,6 +75,7 @@ def test_embeddings_are_one_matrix_used_three_times(dictionary):
         dict(positional_encoding="learned"),
         dict(d_k=4, d_v=12),
         dict(normalize_before=True),
+        dict(activation_fn="swish", output_bias=True, decoder_start="pad"),  # a published MarianMT model's
     ],
 )
 def test_incremental_decoding_equals_full_forward(dictionary, flags):
