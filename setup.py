@@ -43,6 +43,7 @@ setup(
             "vaswani-export-ct2 = transformer_plugin_cli.serving.export_ctranslate2:main",
             "vaswani-translate = transformer_plugin_cli.serving.translate:main",
             "vaswani-export-hf = transformer_plugin_cli.serving.export_transformers:main",
+            "vaswani-import-marian = transformer_plugin_cli.serving.import_marian:main",
             "vaswani-evalb = transformer_plugin_cli.parsing.evalb:main",
             "vaswani-prepare-ptb = preprocess.ptb:main",
             "vaswani-prepare-wmt14 = preprocess.wmt14:main",

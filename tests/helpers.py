@@ -390,3 +390,45 @@ def documented_commands():
                 if command and not command.startswith("#"):
                     found.append((page, command))
     return found
+
+
+# ---- MarianMT models, for the import -----------------------------------------------------------------
+
+MARIAN_V = 40  # </s>, <unk>, 37 pieces, <pad>: marian_directory's vocabulary
+
+
+def marian_directory(path, separate=False, seed=0, **overrides):
+    """A MarianMT directory as save_pretrained writes it, random weights in OPUS-MT's shape (swish, tied embeddings,
+    <pad> last and the start of decoding), tiny, with LayerNorms, final_logits_bias and the padding row randomised
+    so that a wrong mapping shows; vocab.json, tokenizer_config.json and placeholder sentencepiece files beside it.
+    ``overrides``: MarianConfig's settings."""
+    import json
+
+    import transformers
+
+    torch.manual_seed(seed)
+    pieces = ["</s>", "<unk>"] + [f"▁w{i}" for i in range(MARIAN_V - 3)] + ["<pad>"]
+    target = ["</s>", "<unk>"] + [f"▁t{i}" for i in range(MARIAN_V - 3)] + ["<pad>"] if separate else pieces
+    shape = dict(vocab_size=MARIAN_V, decoder_vocab_size=len(target), d_model=32, encoder_layers=2, decoder_layers=2,
+                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                 activation_function="swish", max_position_embeddings=64, pad_token_id=MARIAN_V - 1, eos_token_id=0,
+                 decoder_start_token_id=MARIAN_V - 1, share_encoder_decoder_embeddings=not separate, scale_embedding=True)  # fmt: skip
+    config = transformers.MarianConfig(**{**shape, **overrides})
+    model = transformers.MarianMTModel(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name:
+                p.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
+        model.final_logits_bias.normal_(0, 1)
+        model.model.encoder.embed_tokens.weight[MARIAN_V - 1].normal_(0, 0.1)
+    model.save_pretrained(path)
+    with open(os.path.join(path, "vocab.json"), "w") as f:
+        json.dump({p: i for i, p in enumerate(pieces)}, f)
+    if separate:
+        with open(os.path.join(path, "target_vocab.json"), "w") as f:
+            json.dump({p: i for i, p in enumerate(target)}, f)
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"source_lang": "en", "target_lang": "de", "separate_vocabs": separate}, f)
+    for name in ("source.spm", "target.spm"):
+        (path / name).write_bytes(b"a sentencepiece model")
+    return model.eval()
