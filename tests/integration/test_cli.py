@@ -183,6 +183,7 @@ CT2_VARIANTS = {  # name: (flags added, embeddings shared)
     "paper": ([], True),  # post-norm, the paper's interleaved sinusoids
     "pre-norm, learned positions": (["--normalize-before", "--positional-encoding", "learned"], True),
     "fairseq sinusoids, separate embeddings": (["--sinusoid-variant", "fairseq"], False),
+    "MarianMT's activation and output bias": (["--activation-fn", "swish", "--output-bias"], True),
 }
 
 
@@ -234,6 +235,8 @@ def test_ctranslate2_export_refuses_what_it_cannot_hold():
         check_supported(SimpleNamespace(d_k=8, d_v=16, **sizes))
     with pytest.raises(UnsupportedModelError, match=r"--d-v 32"):
         check_supported(SimpleNamespace(d_k=16, d_v=32, **sizes))
+    with pytest.raises(UnsupportedModelError, match=r"--decoder-start pad: not exported to CTranslate2"):
+        check_supported(SimpleNamespace(d_k=16, d_v=16, decoder_start="pad", **sizes))
 
 
 def test_a_test_sentence_longer_than_1024_positions_is_translated(data_bin, trained, tmp_path):

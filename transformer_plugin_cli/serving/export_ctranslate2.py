@@ -35,15 +35,12 @@ def _vocabulary(dictionary) -> List[str]:
 
 
 def check_supported(cfg) -> None:
-    """Refuse what CTranslate2 cannot represent, naming the flag. The flags of published MarianMT models
-    (--activation-fn swish, --output-bias, --decoder-start pad) are not mapped to CTranslate2's yet: refused
-    rather than exported as the paper's model, which would translate otherwise."""
+    """Refuse what CTranslate2 cannot represent, naming the flag. --decoder-start pad is refused: CTranslate2 4.8's
+    scores were the same with its start token set to the padding token and to </s> (2026-11-28), so that its
+    decoding from the padding row could not be shown."""
     check_even_heads(cfg, "CTranslate2")
-    for flag, value, paper in (("activation-fn", getattr(cfg, "activation_fn", "relu"), "relu"),
-                               ("output-bias", bool(getattr(cfg, "output_bias", False)), False),
-                               ("decoder-start", getattr(cfg, "decoder_start", "eos"), "eos")):  # fmt: skip
-        if value != paper:
-            raise UnsupportedModelError(f"--{flag} {value}: not exported to CTranslate2 yet (vaswani-export-hf exports it)")
+    if getattr(cfg, "decoder_start", "eos") != "eos":
+        raise UnsupportedModelError(f"--decoder-start {cfg.decoder_start}: not exported to CTranslate2 (vaswani-export-hf exports it)")
 
 
 def _table(positions) -> np.ndarray:
@@ -105,6 +102,8 @@ def fill_spec(spec, model) -> None:
     if decoder.layer_norm is not None:
         _layer_norm(spec.decoder.layer_norm, decoder.layer_norm)
     _linear(spec.decoder.projection, decoder.output_projection)
+    if decoder.output_bias is not None:  # --output-bias: the projection's bias in CTranslate2
+        spec.decoder.projection.bias = decoder.output_bias.detach().float().numpy()
 
 
 class VaswaniTransformerConverter(Converter):
@@ -117,13 +116,14 @@ class VaswaniTransformerConverter(Converter):
 
     def _load(self):
         import torch
-        from ctranslate2.specs import transformer_spec
+        from ctranslate2.specs import common_spec, transformer_spec
 
         model, cfg, task, _ = load_for_export(self.model_path, self.data_dir, self.source_lang, self.target_lang,
                                               check_supported, "for fairseq's own models use ct2-fairseq-converter")
         spec = transformer_spec.TransformerSpec.from_config(
             (cfg.model.encoder_layers, cfg.model.decoder_layers), cfg.model.attention_heads,
             pre_norm=bool(cfg.model.normalize_before),
+            activation=getattr(common_spec.Activation, {"swish": "SWISH"}.get(getattr(cfg.model, "activation_fn", "relu"), "RELU")),
         )  # fmt: skip
         with torch.no_grad():
             fill_spec(spec, model)

@@ -1,6 +1,6 @@
 """serving/marian.py: a model with the flags of published MarianMT models (--activation-fn swish, --output-bias,
---decoder-start pad) maps onto MarianMTModel computing the same function, as the paper's model does; CTranslate2's
-export refuses those flags by name until it maps them."""
+--decoder-start pad) maps onto MarianMTModel computing the same function, as the paper's model does (CTranslate2's
+export of them: tests/integration/test_cli.py)."""
 
 import pytest
 import torch
@@ -9,8 +9,7 @@ from helpers import build_vaswani, make_dictionary, vaswani_args
 
 transformers = pytest.importorskip("transformers")
 
-from transformer_plugin_cli.serving import export_ctranslate2, marian  # noqa: E402
-from transformer_plugin_cli.serving.checkpoint import UnsupportedModelError  # noqa: E402
+from transformer_plugin_cli.serving import marian  # noqa: E402
 
 
 def mapped(model, cfg, dictionary):
@@ -36,12 +35,3 @@ def test_a_model_with_marians_flags_exports_to_the_same_function(flags):
     assert their.config.activation_function == flags.get("activation_fn", "relu")
     assert their.config.decoder_start_token_id == (dictionary.pad() if flags else dictionary.eos())
     assert marian.check_equivalent(model, their, dictionary, dictionary, perm, tolerance=1e-5) <= 1e-5
-
-
-@pytest.mark.parametrize("flag,value", [("activation_fn", "swish"), ("output_bias", True), ("decoder_start", "pad")])
-def test_ctranslate2s_export_refuses_marians_flags_by_name(flag, value):
-    from argparse import Namespace
-
-    cfg = Namespace(d_model=32, attention_heads=4, d_k=8, d_v=8, **{flag: value})
-    with pytest.raises(UnsupportedModelError, match=f"--{flag.replace('_', '-')} {value}: not exported to CTranslate2 yet"):
-        export_ctranslate2.check_supported(cfg)
