@@ -18,8 +18,10 @@
 #   .whl/             wheels for Python 3.12: fairseq-fixed 0.12.3.1 (its cp312 wheel, the sdist as a fallback),
 #                     hydra-core, omegaconf, antlr4-python3-runtime, bitarray, sacremoses, tensorboardX, py3langid
 #   runs/bench/data-bin   the speed benchmark's data (python -m benchmarks.speed makes it on first use)
-#   runs/budgets/data/de_77k   the learning benchmark's corpus, for recipes and time (python -m benchmarks.budgets
-#                     corpora --out runs/budgets/data, from Debian's packages)
+#   runs/gpu/de_77k   the learning benchmark's corpus, for recipes and time: the six text files of
+#                     runs/budgets/data/de_77k (python -m benchmarks.budgets corpora --out runs/budgets/data, from
+#                     Debian's packages; not its debs/, 400 MB): mkdir -p runs/gpu/de_77k &&
+#                     cp runs/budgets/data/de_77k/{train,valid,test}.{en,de} runs/gpu/de_77k/
 # made here with (antlr4's runtime is an sdist only; fairseq's sdist needs --no-build-isolation to be fetched):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d .whl \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
@@ -62,7 +64,7 @@ WHEELS=${WHEELS:-.whl}
 DEADLINE=${DEADLINE:-540}                # seconds for everything: a part gets what is left, if less than its own limit
 # the profile's runs, each IMPL[-flat][@MAX_TOKENS]: -flat flattens bf16's master weights (a lever)
 PROFILES=${PROFILES:-vaswani fairseq vaswani-flat}
-CORPUS=${CORPUS:-runs/budgets/data/de_77k}   # train, valid and test .{en,de}: the recipes and time phases
+CORPUS=${CORPUS:-runs/gpu/de_77k}   # train, valid and test .{en,de}: the recipes and time phases
 UPDATES_TIME=${UPDATES_TIME:-300}; TIME_CANDIDATES=${TIME_CANDIDATES:-short class}
 SESSION_GPUS=${SESSION_GPUS:-1}   # 0: a rehearsal on CPU, the recipes and time phases on CPU workers in fp32
 export UPDATES=${UPDATES:-150} LOG_INTERVAL=${LOG_INTERVAL:-25} REPEATS=${REPEATS:-1} GENERATE_REPEATS=${GENERATE_REPEATS:-1}
