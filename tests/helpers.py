@@ -400,15 +400,17 @@ MARIAN_V = 40  # </s>, <unk>, 37 pieces, <pad>: marian_directory's vocabulary
 def marian_directory(path, separate=False, seed=0, **overrides):
     """A MarianMT directory as save_pretrained writes it, random weights in OPUS-MT's shape (swish, tied embeddings,
     <pad> last and the start of decoding), tiny, with LayerNorms, final_logits_bias and the padding row randomised
-    so that a wrong mapping shows; vocab.json, tokenizer_config.json and placeholder sentencepiece files beside it.
+    so that a wrong mapping shows; vocab.json, tokenizer_config.json and a sentencepiece model of those pieces
+    (marian_sentencepiece) as source.spm and target.spm beside it.
     ``overrides``: MarianConfig's settings."""
     import json
 
     import transformers
 
     torch.manual_seed(seed)
-    pieces = ["</s>", "<unk>"] + [f"▁w{i}" for i in range(MARIAN_V - 3)] + ["<pad>"]
-    target = ["</s>", "<unk>"] + [f"▁t{i}" for i in range(MARIAN_V - 3)] + ["<pad>"] if separate else pieces
+    spm_model, ordinary = marian_sentencepiece()
+    pieces = ["</s>", "<unk>"] + ordinary + ["<pad>"]
+    target = ["</s>", "<unk>"] + ordinary[::-1] + ["<pad>"] if separate else pieces  # other ids for the same pieces
     shape = dict(vocab_size=MARIAN_V, decoder_vocab_size=len(target), d_model=32, encoder_layers=2, decoder_layers=2,
                  encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
                  activation_function="swish", max_position_embeddings=64, pad_token_id=MARIAN_V - 1, eos_token_id=0,
@@ -430,5 +432,22 @@ def marian_directory(path, separate=False, seed=0, **overrides):
     with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
         json.dump({"source_lang": "en", "target_lang": "de", "separate_vocabs": separate}, f)
     for name in ("source.spm", "target.spm"):
-        (path / name).write_bytes(b"a sentencepiece model")
+        (path / name).write_bytes(spm_model)
     return model.eval()
+
+
+def marian_sentencepiece():
+    """(a sentencepiece BPE model of MARIAN_V pieces trained on random words, its MARIAN_V - 3 pieces that are not
+    <unk>, <s> or </s>), the same every time."""
+    import io
+    import random
+
+    import sentencepiece
+
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 4))) for _ in range(300)]
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(" ".join(rng.choice(words) for _ in range(8)) for _ in range(2000)),
+                                             model_writer=model, vocab_size=MARIAN_V, model_type="bpe", minloglevel=2)  # fmt: skip
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+    return model.getvalue(), [processor.id_to_piece(i) for i in range(3, processor.get_piece_size())]
