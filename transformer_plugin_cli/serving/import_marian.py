@@ -69,7 +69,7 @@ def check_config(config: dict, where: str) -> None:
             raise MarianImportError(f"{where}: {a} {config.get(a)} and {b} {config.get(b)}: one value for both sides")
     if config["d_model"] % config["encoder_attention_heads"] != 0:
         raise MarianImportError(f"{where}: d_model {config['d_model']} is not divisible by {config['encoder_attention_heads']} heads")
-    for name in ("normalize_before", "layernorm_embedding", "add_final_layer_norm"):  # a BART config's, not Marian's
+    for name in ("normalize_before", "normalize_embedding", "layernorm_embedding", "add_final_layer_norm"):  # BART's, not Marian's
         if config.get(name):
             raise MarianImportError(f"{where}: {name} true: MarianMT (and the paper) is post-norm with no embedding norm")
 

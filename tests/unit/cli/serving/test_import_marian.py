@@ -54,6 +54,7 @@ def test_separate_vocabularies_are_held_exactly(tmp_path):
     (dict(activation_function="gelu"), "activation_function 'gelu': relu or swish only"),
     (dict(scale_embedding=False), "scale_embedding false"),
     (dict(decoder_ffn_dim=32), "encoder_ffn_dim 64 and decoder_ffn_dim 32: one value for both sides"),
+    (dict(normalize_before=True), "normalize_before true: MarianMT"),
 ])  # fmt: skip
 def test_what_cannot_be_held_is_refused_naming_the_setting(tmp_path, change, message):
     marian_dir(tmp_path / "hf", **change)
