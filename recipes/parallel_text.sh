@@ -14,7 +14,7 @@
 #
 # Stages: 1 check, clean, split (preprocess/parallel_text.py; report in WORK/data/report.md); 2 sentencepiece
 # (joint, or one per side where the scripts differ), trained on a sample; 3 fairseq-preprocess; 4 fairseq-train,
-# stopping at MAX_UPDATE or when PATIENCE validations bring no improvement; 5 average the last checkpoints;
+# stopping at MAX_UPDATE (with EVAL_BLEU=1 also when PATIENCE validations bring no better dev BLEU); 5 average the last checkpoints;
 # 6 fairseq-generate the test set; 7 sacreBLEU and chrF; 8 report; 9 exports (EXPORT="ct2 hf").
 # GPUS, CPU_WORKERS, PRECISION and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT work as in
 # the WMT14 recipes (docs/several-machines.md).
@@ -82,10 +82,12 @@ SPM_SAMPLE=${SPM_SAMPLE:-2000000}                # sentences sentencepiece learn
 ARCH=${ARCH:-$AUTO_ARCH}; MODEL_FLAGS=${MODEL_FLAGS:-$AUTO_MODEL_FLAGS}   # the model (word-split flags)
 DROPOUT=${DROPOUT:-$AUTO_DROPOUT}                # P_drop
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-$AUTO_TOKENS_PER_UPDATE}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
-MAX_UPDATE=${MAX_UPDATE:-$AUTO_MAX_UPDATE}       # at most; training also stops after PATIENCE validations without gain
-PATIENCE=${PATIENCE:-10}                         # fairseq's --patience (0: off)
+MAX_UPDATE=${MAX_UPDATE:-$AUTO_MAX_UPDATE}       # at most; with EVAL_BLEU=1 also after PATIENCE validations without gain
+EVAL_BLEU=${EVAL_BLEU:-0}                        # 1: validation BLEU, the best checkpoint and early stopping by it
+# fairseq's --patience (0: off). It counts the dev BLEU (EVAL_BLEU=1); by valid loss it stopped runs while BLEU rose
+# (benchmarks.early_stopping, docs/parallel-text.md "When training stops"), so without EVAL_BLEU it is off unless set
+PATIENCE=${PATIENCE:-$([ "$EVAL_BLEU" = 1 ] && echo 10 || echo 0)}
 SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-}   # and validation; empty: 1000, or MAX_UPDATE/20 if less
-EVAL_BLEU=${EVAL_BLEU:-0}                        # 1: validation BLEU, the best checkpoint by it
 AVERAGE_LAST=${AVERAGE_LAST:-5}
 WARMUP=${WARMUP:-}                               # empty: the paper's 4000, or MAX_UPDATE/6 if less, at the same peak
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # empty: the paper's

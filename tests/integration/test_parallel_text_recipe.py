@@ -168,7 +168,7 @@ def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"en-de: {PAIRS} lines, small (under 100k pairs): vaswani_base --d-ff 1024 --attention-heads 4 P_drop 0.3, a " \
            "joint vocabulary of 500" in proc.stdout  # fmt: skip (under 10k lines: 500 pieces)
-    assert "--patience 10" in proc.stdout and os.listdir(tmp_path / "w") == ["plan.json"]  # the plan, nothing else
+    assert "--patience" not in proc.stdout and os.listdir(tmp_path / "w") == ["plan.json"]  # the plan, nothing else
     picked, said = (next(line for line in proc.stdout.splitlines() if line.startswith(s)) for s in ("picked: ", "time: "))
     assert picked == "picked: full run (small): N=6, d_model 512, d_ff 1024, P_drop 0.3, BPE 500 joint, 4,096 tokens x 30,000 updates"
     assert said == "time: training about 35.1 h here (30,000 updates of 4.00 s, 30 validations); data and test set not counted"
@@ -330,3 +330,17 @@ def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time
         assert f"why:\nTIME={time_text}: the candidate of the lowest predicted validation loss" in timed.stdout
         for o in plan["options"]:  # every candidate, its updates and its predicted loss, under --explain
             assert f"{o['name']}: {o['updates']:,} updates, {o['seconds_per_update']:.2f} s an update here" in timed.stdout
+
+
+def test_early_stopping_counts_the_dev_bleu_and_is_off_without_it(corpus, tmp_path):
+    """By valid loss, --patience stopped runs while BLEU still rose (benchmarks.early_stopping: patience 3, 5 and 10
+    on an EN-RU run stopped at updates 2,300, 2,500 and 3,000 of 4,000, their models 1.0-1.9 test BLEU under the
+    whole run's): with EVAL_BLEU=1 patience counts the dev BLEU (fairseq's --patience follows the best checkpoint's
+    metric), without it there is none unless PATIENCE is set."""
+    run = dict(TRAIN=str(corpus / "train"), SRC="en", TGT="de", MIN_PAIRS="5000", MAX_UPDATE="2000")
+    train = commands(run_recipe("parallel_text.sh", tmp_path / "a", "--dry-run", EVAL_BLEU="1", **run).stdout, "fairseq-train")[0]  # a worker's
+    assert train[train.index("--patience") + 1] == "10" and train[train.index("--best-checkpoint-metric") + 1] == "bleu"
+    train = commands(run_recipe("parallel_text.sh", tmp_path / "b", "--dry-run", **run).stdout, "fairseq-train")[0]  # a worker's
+    assert "--patience" not in train and "--eval-bleu" not in train
+    train = commands(run_recipe("parallel_text.sh", tmp_path / "c", "--dry-run", PATIENCE="4", **run).stdout, "fairseq-train")[0]
+    assert train[train.index("--patience") + 1] == "4"
