@@ -75,10 +75,9 @@ def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=Fals
     """Eq. (1), with every query's later positions masked too when ``causal`` (Section 3.2.3).
 
     By torch's fused kernel where ``fast_paths.use_fused_attention`` says so (those of its kernels that
-    ``fast_paths.fused_kernels`` allows), else explicitly. The
-    fused kernel is told ``is_causal`` instead of being given a mask whenever that is all there is
-    to mask (T = S, no other mask): no (T, S) mask is built, and on a GPU this is the form the
-    flash kernels accept.
+    ``fast_paths.fused_kernels`` allows), else explicitly. The fused kernel is told ``is_causal``
+    instead of being given a mask whenever that is all there is to mask (T = S, no other mask): no
+    (T, S) mask is built, and on a GPU this is the form the flash kernels accept.
     """
     T, S = q.size(-2), k.size(-2)
     fused = fast_paths.use_fused_attention(q, k, need_weights, training)
