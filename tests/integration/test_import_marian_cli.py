@@ -68,3 +68,5 @@ def test_import_decode_fine_tune_and_average_through_the_clis(tmp_path):
              str(imported / "source.spm"), "--target_spm", str(imported / "target.spm"), "--output_dir", str(tmp_path / "hf2"))
     exported = transformers.MarianMTModel.from_pretrained(tmp_path / "hf2")
     assert (exported.config.activation_function, exported.config.decoder_start_token_id) == ("swish", 1)  # fairseq's <pad>
+    card = (tmp_path / "hf2" / "README.md").read_text()
+    assert "swish (as published MarianMT models have it), embeddings scaled by sqrt(d_model); a learned output bias" in card

@@ -39,7 +39,11 @@ def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]]
         f"{'' if m.share_all_embeddings else ' / ' + str(len(task.target_dictionary))} |"
         f" {'shared: source, target, output (Section 3.4)' if m.share_all_embeddings else 'target and output shared' if m.share_decoder_input_output_embed else 'separate'} |",
         "",
-        "Post-norm layers, sinusoidal positions (Section 3.5), ReLU, embeddings scaled by sqrt(d_model). MarianMT holds"
+        "Post-norm layers, sinusoidal positions (Section 3.5), "
+        f"{'swish (as published MarianMT models have it)' if getattr(m, 'activation_fn', 'relu') == 'swish' else 'ReLU'}, "
+        "embeddings scaled by sqrt(d_model)"
+        f"{'; a learned output bias (final_logits_bias)' if getattr(m, 'output_bias', False) else ''}"
+        f"{'; decoding starts from <pad>' if getattr(m, 'decoder_start', 'eos') == 'pad' else ''}. MarianMT holds"
         " the paper's sinusoids in sine-then-cosine order; the weights are permuted to match, which gives the same"
         " function (transformer_plugin_cli/serving/marian.py says why). Checked at export: the log-probabilities of this"
         f" model and of the fairseq checkpoint agreed within {difference:.1e} on a probe batch.",
