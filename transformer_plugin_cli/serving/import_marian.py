@@ -231,12 +231,15 @@ def check_equivalent(model, marian, src_rows: List[int], tgt_rows: List[int], to
     return difference
 
 
-def languages(hf_dir: str, source_lang: Optional[str], target_lang: Optional[str]) -> Tuple[str, str]:
-    """The pair: given, else tokenizer_config.json's source_lang / target_lang."""
-    if source_lang and target_lang:
-        return source_lang, target_lang
+def tokenizer_config(hf_dir: str) -> Tuple[str, dict]:
+    """(the path of HF_DIR's tokenizer_config.json, what it holds: {} where there is none)."""
     path = os.path.join(hf_dir, "tokenizer_config.json")
-    found = read_json(path) if os.path.exists(path) else {}
+    return path, read_json(path) if os.path.exists(path) else {}
+
+
+def languages(tokenizer: Tuple[str, dict], source_lang: Optional[str], target_lang: Optional[str]) -> Tuple[str, str]:
+    """The pair: given, else the tokenizer config's source_lang / target_lang."""
+    path, found = tokenizer
     src, tgt = source_lang or found.get("source_lang"), target_lang or found.get("target_lang")
     if not src or not tgt:
         raise MarianImportError(f"{path}: no source_lang and target_lang: give --source-lang and --target-lang")
@@ -254,7 +257,8 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
     for name in (SOURCE_SPM, TARGET_SPM):
         if not os.path.exists(os.path.join(hf_dir, name)):
             raise MarianImportError(f"{os.path.join(hf_dir, name)}: no such file (the sentencepiece model MarianMT's tokenizer reads)")
-    src, tgt = languages(hf_dir, source_lang, target_lang)
+    tokenizer = tokenizer_config(hf_dir)
+    src, tgt = languages(tokenizer, source_lang, target_lang)
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
         raise MarianImportError(f"{out_dir}: not empty (--force replaces it)")
     from transformers import MarianMTModel
@@ -266,8 +270,7 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
     specials = {"</s>": cfg.eos_token_id, "<pad>": cfg.pad_token_id}
     if cfg.decoder_start_token_id not in specials.values():
         raise MarianImportError(f"{hf_dir}/config.json: decoder_start_token_id {cfg.decoder_start_token_id}: <pad> or </s> only")
-    tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
-    separate = bool(read_json(tokenizer_config).get("separate_vocabs")) if os.path.exists(tokenizer_config) else False
+    separate = bool(tokenizer[1].get("separate_vocabs"))
     vocabularies = [os.path.join(hf_dir, "vocab.json"), os.path.join(hf_dir, "target_vocab.json" if separate else "vocab.json")]
     dictionaries = []
     for path, size in zip(vocabularies, (cfg.vocab_size, cfg.decoder_vocab_size or cfg.vocab_size)):
