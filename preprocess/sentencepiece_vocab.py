@@ -15,9 +15,11 @@ fairseq-generate ``--post-process sentencepiece`` turns pieces back into text.
 
 import argparse
 import itertools
+import json
 import os
 import re
 import sys
+from collections import Counter
 from typing import List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.console import console_script
@@ -163,9 +165,12 @@ def _train(spm, inputs, tmp_prefix, vocab_size, model_type, character_coverage, 
     )
 
 
-def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, batch: int = 10_000) -> List[int]:
+def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, batch: int = 10_000,
+           known: Optional[set] = None, unknown: Optional[Counter] = None) -> List[int]:  # fmt: skip
     """Encode each input into its output, ``batch`` lines at a time on ``threads`` of sentencepiece's own
-    threads (1.9x as fast with 2 as with 1; memory bounded by ``batch``); returns the line counts."""
+    threads (1.9x as fast with 2 as with 1; memory bounded by ``batch``); returns the line counts. With ``known``
+    (a dictionary's pieces), ``unknown`` counts, per input, "pieces" and "unknown" ones (fairseq's <unk>) and each
+    unknown piece."""
     import sentencepiece as spm
 
     if len(inputs) != len(outputs):
@@ -174,6 +179,7 @@ def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, 
     counts = []
     for src, dst in zip(inputs, outputs):
         n = 0
+        os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
         with open(src, encoding="utf-8") as fin, atomic_path(dst) as tmp, open(tmp, "w", encoding="utf-8") as fout:
             while True:
                 lines = [line.rstrip("\n") for line in itertools.islice(fin, batch)]
@@ -182,8 +188,31 @@ def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, 
                 pieces = processor.encode(lines, out_type=str, num_threads=threads)
                 fout.writelines(" ".join(p) + "\n" for p in pieces)
                 n += len(lines)
+                if known is not None:
+                    for line in pieces:
+                        unknown[f"{src}\tpieces"] += len(line)
+                        for piece in line:
+                            if piece not in known:
+                                unknown[f"{src}\tunknown"] += 1
+                                unknown[piece] += 1
         counts.append(n)
     return counts
+
+
+def dictionary_pieces(path: str) -> set:
+    """The symbols of a fairseq dictionary file (a symbol and its count a line)."""
+    with open(path, encoding="utf-8") as f:
+        return {line.rsplit(" ", 1)[0] for line in f if line.strip()}
+
+
+def unknown_report(inputs: List[str], unknown: Counter, dictionary: str) -> dict:
+    """What of each input the dictionary lacks: its pieces, the unknown ones and their share, the commonest ten."""
+    per_input = {}
+    for path in inputs:
+        pieces, missing = unknown[f"{path}\tpieces"], unknown[f"{path}\tunknown"]
+        per_input[os.path.basename(path)] = {"pieces": pieces, "unknown": missing, "share": missing / max(1, pieces)}
+    commonest = [(p, c) for p, c in unknown.most_common() if "\t" not in p][:10]
+    return {"dictionary": dictionary, "inputs": per_input, "commonest": commonest}
 
 
 @console_script
@@ -207,6 +236,8 @@ def main(argv=None) -> int:
     e.add_argument("--inputs", nargs="+", required=True)
     e.add_argument("--outputs", nargs="+", required=True)
     e.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="sentencepiece's threads")
+    e.add_argument("--dictionary", help="a fairseq dictionary (a parent model's): count the pieces it lacks (<unk>)")
+    e.add_argument("--unknown-report", help="with --dictionary: JSON of the unknown pieces per input")
     args = parser.parse_args(argv)
     if args.command == "train":
         try:
@@ -217,8 +248,18 @@ def main(argv=None) -> int:
             return 2
         print(f"sentencepiece {args.model_type} model with {args.vocab_size} pieces: {path}")
     else:
-        for src, dst, n in zip(args.inputs, args.outputs, encode(args.model, args.inputs, args.outputs, args.threads)):
+        if bool(args.dictionary) != bool(args.unknown_report):
+            parser.error("--dictionary and --unknown-report go together")
+        known = dictionary_pieces(args.dictionary) if args.dictionary else None
+        unknown = Counter()
+        for src, dst, n in zip(args.inputs, args.outputs, encode(args.model, args.inputs, args.outputs, args.threads, known=known, unknown=unknown)):
             print(f"encoded {n} lines: {src} -> {dst}")
+        if known is not None:
+            report = unknown_report(args.inputs, unknown, args.dictionary)
+            with atomic_path(args.unknown_report) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=1, ensure_ascii=False)
+            for name, r in report["inputs"].items():
+                print(f"{name}: {r['unknown']:,} of {r['pieces']:,} pieces ({r['share']:.2%}) not in {args.dictionary} (<unk>)")
     return 0
 
 

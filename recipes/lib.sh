@@ -117,7 +117,7 @@ paper_flags() {
 # shards colon-joined, one per epoch in turn) and EVAL_DATA (dictionaries, valid and test).
 binarize_stages() {
   local id=$1 workers=$2 dict_args=("${@:3}") shards=${SHARDS:-1} i paths=() what
-  what="fairseq-preprocess$([ ${#dict_args[@]} = 0 ] || echo " with a joined dictionary")"
+  what="fairseq-preprocess$(case " ${dict_args[*]} " in *" --srcdict "*) echo " with the given dictionaries" ;; *" --joined-dictionary "*) echo " with a joined dictionary" ;; esac)"
   if ! [[ $shards =~ ^[1-9][0-9]*$ ]]; then echo "SHARDS=$shards: a number of shards, 1 or more" >&2; exit 2; fi
   if [ "$shards" = 1 ]; then
     data_stage --clears "$BIN" "$id" "$what" fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \

@@ -11,11 +11,13 @@
 #   TIME=8h TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh --dry-run --explain   # and why (WORK/plan.json)
 #   TOY=1 TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh  # the same stages at toy size on CPU
 #   DATA_ONLY=1 TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh   # stages 1-3 only: the data-bin
+#   INIT=opus-mt-en-de TRAIN=corpus/train SRC=en TGT=de bash recipes/parallel_text.sh  # fine-tune a MarianMT model
 #
 # Stages: 1 check, clean, split (preprocess/parallel_text.py; report in WORK/data/report.md); 2 sentencepiece
 # (joint, or one per side where the scripts differ), trained on a sample; 3 fairseq-preprocess; 4 fairseq-train,
 # stopping at MAX_UPDATE (with EVAL_BLEU=1 also when PATIENCE validations bring no better dev BLEU); 5 average the
 # last checkpoints; 6 fairseq-generate the test set; 7 sacreBLEU and chrF; 8 report; 9 exports (EXPORT="ct2 hf").
+# INIT: 2p the parent imported, no sentencepiece trained (the parent's), 3p-3q the parent scored before fine-tuning.
 # GPUS, CPU_WORKERS, PRECISION and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT work as in
 # the WMT14 recipes (docs/several-machines.md).
 set -euo pipefail
@@ -49,6 +51,19 @@ MAX_WORDS=${MAX_WORDS:-250}; MAX_RATIO=${MAX_RATIO:-3}   # longest side, longest
 MIN_PAIRS=${MIN_PAIRS:-10000}              # fewer training lines stop the recipe (OPUS-MT does not train below 10k)
 SEED=${SEED:-1}
 SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
+# ---- a published model to fine-tune (docs/parallel-text.md "From a published model") ---------------------------
+INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
+# Eq. (3)'s warmup_steps when fine-tuning: OPUS-MT-train's finetune/Makefile trains with --learn-rate 0.0003
+# --lr-warmup 16000 --lr-decay-inv-sqrt 16000, which is Eq. (3) with warmup_steps 16,000 (at d_model 512 it peaks at
+# 3.5e-4 there); a fine-tuning of a few thousand updates stays on its ramp (4.4e-5 after 2,000), the order of the
+# Hugging Face course's 2e-5 for opus-mt-en-fr
+FINETUNE_WARMUP=${FINETUNE_WARMUP:-16000}
+if [ -n "$INIT" ]; then
+  for name in ARCH MODEL_FLAGS VOCAB_SIZE JOINT_VOCAB SPM_TYPE; do
+    [ -z "${!name:-}" ] || { echo "INIT=$INIT and $name=${!name}: the model and its vocabulary are the parent's" >&2; exit 2; }
+  done
+fi
+GIVEN_DROPOUT=${DROPOUT:-}; GIVEN_WARMUP=${WARMUP:-}
 # ---- the budget: one of them, or neither (a full run of the corpus's size class) -----------------------------
 TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit, at this machine's measured speed
 GIVEN_MAX_UPDATE=${MAX_UPDATE:-}           # MAX_UPDATE=N: N updates
@@ -71,7 +86,7 @@ fi
 # says later; the plan, every candidate beside the pick, goes to WORK/plan.json (a dry run's too).
 KEEP_ARGS=(); [ "$DRY_RUN" = 1 ] || KEEP_ARGS=(--keep "$WORK/settings.json")
 AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
-  --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "$GIVEN_MAX_UPDATE")" --time "$([ "$TOY" = 1 ] || echo "$TIME")" \
+  --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "$GIVEN_MAX_UPDATE")" --time "$([ "$TOY" = 1 ] || [ -n "$INIT" ] || echo "$TIME")" \
   --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION" --max-tokens-per-device "${MAX_TOKENS_PER_DEVICE:-4096}" \
   --min-pairs "$([ "$TOY" = 1 ] && echo "${TOY_MIN_PAIRS:-1000}" || echo "$MIN_PAIRS")" "${KEEP_ARGS[@]}" --plan "$WORK/plan.json") || exit 2
 eval "$AUTO"
@@ -97,6 +112,19 @@ if [ "$TOY" = 1 ]; then                          # the same stages at toy size, 
   MAX_UPDATE=${TOY_MAX_UPDATE:-300}; WARMUP=${TOY_WARMUP:-100}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}
   TOKENS_PER_UPDATE=${TOY_TOKENS_PER_UPDATE:-3000}; MAX_TOKENS_PER_DEVICE=1500; AVERAGE_LAST=${TOY_AVERAGE_LAST:-3}
   MIN_PAIRS=${TOY_MIN_PAIRS:-1000}
+fi
+# INIT: the parent's model, vocabulary and P_drop (transformer_plugin_cli/serving/parent.py checks it before any work);
+# the budget sizes the updates, Eq. (3) with FINETUNE_WARMUP the rate; optimizer and data start afresh
+if [ -n "$INIT" ]; then
+  PARENT=$("$PY" -m transformer_plugin_cli.serving.parent settings --init "$INIT" --src "$SRC" --tgt "$TGT" --work "$WORK") || exit 2
+  eval "$PARENT"
+  ARCH=vaswani_base; MODEL_FLAGS=$PARENT_MODEL_FLAGS; DROPOUT=${GIVEN_DROPOUT:-$PARENT_DROPOUT}; VOCAB_SIZE=$PARENT_VOCAB_SIZE
+  JOINT_VOCAB=$([ "$PARENT_SHARE" = --share-all-embeddings ] && echo 1 || echo 0)
+  WARMUP=${GIVEN_WARMUP:-$([ "$TOY" = 1 ] && echo "${TOY_WARMUP:-$FINETUNE_WARMUP}" || echo "$FINETUNE_WARMUP")}
+  if [[ " $EXPORT " == *" ct2 "* && " $MODEL_FLAGS " == *" --decoder-start pad "* ]]; then
+    echo "EXPORT=$EXPORT and INIT=$INIT: the parent decodes from <pad> (MarianMT's start), which the CTranslate2 export" \
+      "does not hold: EXPORT=hf" >&2; exit 2
+  fi
 fi
 # -----------------------------------------------------------------------------------------------------------
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
@@ -135,10 +163,16 @@ if [ $((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) -lt "$AVERAGE_LAST" ]; then
 fi
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 precision_args "$PRECISION"
-echo "$SRC-$TGT: $AUTO_PAIRS lines, $AUTO_SIZE_CLASS: $ARCH ${MODEL_FLAGS:+$MODEL_FLAGS }P_drop $DROPOUT," \
-  "$([ "$JOINT_VOCAB" = 1 ] && echo "a joint vocabulary" || echo "a vocabulary per side") of $VOCAB_SIZE; $BATCH_SUMMARY"
+if [ -n "$INIT" ]; then
+  echo "$SRC-$TGT: $AUTO_PAIRS lines, fine-tuning $INIT: $PARENT_SUMMARY$([ "$DROPOUT" = "$PARENT_DROPOUT" ] || echo ", P_drop $DROPOUT here");" \
+    "its vocabulary; $BATCH_SUMMARY"
+  echo "picked: the parent's model, $MAX_UPDATE updates, Eq. (3) warming up over $WARMUP (fine-tuning)"
+else
+  echo "$SRC-$TGT: $AUTO_PAIRS lines, $AUTO_SIZE_CLASS: $ARCH ${MODEL_FLAGS:+$MODEL_FLAGS }P_drop $DROPOUT," \
+    "$([ "$JOINT_VOCAB" = 1 ] && echo "a joint vocabulary" || echo "a vocabulary per side") of $VOCAB_SIZE; $BATCH_SUMMARY"
+fi
 # the two lines a person reads: what was picked, and how long (the reasons: --explain, and WORK/plan.json)
-if [ "$TOY" != 1 ]; then
+if [ "$TOY" != 1 ] && [ -z "$INIT" ]; then
   if [ "$ARCH $MODEL_FLAGS $DROPOUT $TOKENS_PER_UPDATE $VOCAB_SIZE" = "$AUTO_ARCH $AUTO_MODEL_FLAGS $AUTO_DROPOUT $AUTO_TOKENS_PER_UPDATE $AUTO_VOCAB_SIZE" ]; then
     echo "picked: $AUTO_BUDGET"
   else
@@ -160,10 +194,17 @@ PREPARE_ARGS=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA"
 READS=(); for file in "${AUTO_INPUT_FILES[@]}"; do READS+=(--reads "$file"); done  # the corpora's files, digested
 data_stage "${READS[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
 
-# ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences -----------------------------------------------
+# ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences (INIT: the parent's, imported) -------------------------
 SPM_ARGS=(--vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --input-sentence-size "$SPM_SAMPLE"
   --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE" --input-sentence-size-name SPM_SAMPLE)
-if [ "$JOINT_VOCAB" = 1 ]; then
+ENCODE_ARGS=()
+if [ -n "$INIT" ]; then
+  if [ "$PARENT_KIND" = marian ]; then
+    data_stage --writes "$PARENT_DIR" 2p "import the parent $INIT (vaswani-import-marian)" \
+      "$PY" -m transformer_plugin_cli.serving.import_marian "$INIT" "$PARENT_DIR" --source-lang "$SRC" --target-lang "$TGT" --force
+  fi
+  SRC_SPM=$PARENT_SRC_SPM; TGT_SPM=$PARENT_TGT_SPM
+elif [ "$JOINT_VOCAB" = 1 ]; then
   data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
     "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
       --model-prefix "$SPM/spm" "${SPM_ARGS[@]}"
@@ -177,16 +218,36 @@ else
 fi
 for side in "$SRC" "$TGT"; do
   model=$([ "$side" = "$SRC" ] && echo "$SRC_SPM" || echo "$TGT_SPM")
+  # INIT: how many pieces the parent's dictionary lacks (fairseq's <unk>), in $SPM/unknown.$side.json
+  [ -z "$INIT" ] || ENCODE_ARGS=(--dictionary "$([ "$side" = "$SRC" ] && echo "$PARENT_SRC_DICT" || echo "$PARENT_TGT_DICT")"
+                                  --unknown-report "$SPM/unknown.$side.json")
   data_stage "2b-$side" "encode train, valid and test ($side) into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" \
-      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)"
+      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)" "${ENCODE_ARGS[@]}"
 done
 
 # ---- 3. binarize ---------------------------------------------------------------------------------------------
 DICT_ARGS=(); SHARE=(--share-all-embeddings)
-if [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); else SHARE=(--share-decoder-input-output-embed); fi
+if [ -n "$INIT" ]; then DICT_ARGS=(--srcdict "$PARENT_SRC_DICT" --tgtdict "$PARENT_TGT_DICT"); read -r -a SHARE <<< "$PARENT_SHARE"
+elif [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); else SHARE=(--share-decoder-input-output-embed); fi
 binarize_stages 3 "$(cores)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
 if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
+
+paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
+# every test line is translated, however long: fairseq refuses a sentence longer than the task's and the model's
+# positions (1,024), and the model's sinusoids extrapolate (Section 3.5); learned ones stop at theirs
+LONG_LINES=(--max-source-positions 100000 --max-target-positions 100000)
+[[ $MODEL_FLAGS == *learned* ]] || LONG_LINES+=(--model-overrides "{'max_source_positions': 100000, 'max_target_positions': 100000}")
+if [ -n "$INIT" ]; then  # the parent on this test set, before fine-tuning: what fine-tuning gains
+  stage 3p "fairseq-generate the test set with the parent, before fine-tuning" \
+    capture "$OUT/generate.parent.test.out" \
+      fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$PARENT_CHECKPOINT" --gen-subset test \
+        "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+  stage 3q "sacreBLEU and chrF of the parent on the test set" \
+    "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent.test.out" \
+      --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.parent.test.txt" --json "$OUT/scores.parent.json" \
+      --label "$SRC-$TGT, the parent $INIT before fine-tuning" --paper "no paper figure: your corpus"
+fi
 
 # ---- 4. training ----------------------------------------------------------------------------------------------
 # Validations and checkpoints every SAVE_INTERVAL_UPDATES only: fairseq's defaults add one at every epoch's end, which
@@ -206,6 +267,8 @@ if [ "$EVAL_BLEU" = 1 ]; then
     --eval-bleu-remove-bpe sentencepiece --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
 fi
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
+# the parent's weights; fairseq starts optimizer, scheduler, meters and data afresh, and resumes from checkpoint_last.pt
+[ -z "$INIT" ] || TRAIN_ARGS+=(--finetune-from-model "$PARENT_CHECKPOINT")
 train_stage 4 "fairseq-train --arch $ARCH, at most $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation ------------------------------------------------------------------------------------------
@@ -213,11 +276,6 @@ MODEL_PATH="$CKPT/average.pt"
 stage 5 "average the last $AVERAGE_LAST checkpoints (fewer if training stopped early)" \
   "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
     --num-update-checkpoints "$AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
-paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
-# every test line is translated, however long: fairseq refuses a sentence longer than the task's and the model's
-# positions (1,024), and the model's sinusoids extrapolate (Section 3.5); learned ones stop at theirs
-LONG_LINES=(--max-source-positions 100000 --max-target-positions 100000)
-[[ $MODEL_FLAGS == *learned* ]] || LONG_LINES+=(--model-overrides "{'max_source_positions': 100000, 'max_target_positions': 100000}")
 stage 6 "fairseq-generate the test set: ${DECODING[*]}" \
   capture "$OUT/generate.test.out" \
     fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
@@ -226,9 +284,10 @@ stage 7 "sacreBLEU and chrF on the test set" \
   "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.test.out" \
     --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.test.txt" --json "$OUT/scores.test.json" \
     --label "$SRC-$TGT, average of the last $AVERAGE_LAST checkpoints" --paper "no paper figure: your corpus"
+PARENT_SCORES=(); [ -z "$INIT" ] || PARENT_SCORES=(--scores "the parent, before fine-tuning=$OUT/scores.parent.json")
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
-    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
+    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" "${PARENT_SCORES[@]}" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
     --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$AUTO_PAIRS lines, $AUTO_SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
 
 # ---- 9. exports ----------------------------------------------------------------------------------------------
@@ -246,11 +305,17 @@ done
 run_stages  # every stage above decided before any work, then run in order
 [ "$DRY_RUN" = 0 ] || exit 0
 banner "results"
-"$PY" - "$OUT/scores.test.json" <<'EOF'
-import json, sys
+"$PY" - "$OUT/scores.test.json" "$([ -z "$INIT" ] || echo "$OUT/scores.parent.json")" "$SPM" "$SRC" "$TGT" <<'EOF'
+import json, os, sys
 scores = json.load(open(sys.argv[1]))
 print(f"sacreBLEU {scores['sacrebleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['sentences']} test sentences)")
 print(f"  {scores['sacrebleu_signature']}\n  {scores['chrf_signature']}")
+if sys.argv[2]:  # INIT: the parent before fine-tuning, and the pieces its dictionaries lack
+    parent = json.load(open(sys.argv[2]))
+    print(f"the parent before fine-tuning: sacreBLEU {parent['sacrebleu']:.2f}  chrF {parent['chrf']:.2f}")
+    for side in sys.argv[4:]:
+        unknown = json.load(open(os.path.join(sys.argv[3], f"unknown.{side}.json")))["inputs"][f"train.{side}"]
+        print(f"  train.{side}: {unknown['unknown']:,} of {unknown['pieces']:,} pieces ({unknown['share']:.2%}) not in the parent's dictionary (<unk>)")
 EOF
 echo "model: $MODEL_PATH (data: $EVAL_DATA; sentencepiece: $SRC_SPM$([ "$SRC_SPM" = "$TGT_SPM" ] || echo ", $TGT_SPM"))"
 echo "report: $OUT/report.md; the data's report: $DATA/report.md"

@@ -27,6 +27,7 @@ the embeddings, a missing file.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -44,6 +45,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 class MarianImportError(ValueError):
     """HF_DIR is not a MarianMT model this model can hold exactly, or a file is missing."""
+
+
+def file_digest(path: str) -> str:
+    """sha256 of a file's bytes."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def read_json(path: str) -> dict:
@@ -110,12 +117,14 @@ def fairseq_dictionary(pieces: List[str], specials: Dict[str, int]):
     return dictionary, rows
 
 
-def build_model(config: dict, src_dict, tgt_dict, shared: bool, tied: bool):
-    """The ``vaswani_transformer`` of this shape, through fairseq's own parser (every default a checkpoint holds)."""
-    from fairseq import options
+def shared_and_tied(config: dict) -> Tuple[bool, bool]:
+    """(one embedding matrix for both sides, the decoder's output tied to its input), as MarianConfig reads them."""
+    return bool(config.get("share_encoder_decoder_embeddings", True)), bool(config.get("tie_word_embeddings", True))
 
-    from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
 
+def marian_flags(config: dict) -> List[str]:
+    """The ``vaswani_transformer`` flags (less ``--arch``) of the model of a MarianMT config.json: fairseq-train's
+    for --finetune-from-model, and the recipe's for INIT= (transformer_plugin_cli.serving.parent)."""
     flags = ["--encoder-layers", config["encoder_layers"], "--decoder-layers", config["decoder_layers"], "--d-model",
              config["d_model"], "--d-ff", config["encoder_ffn_dim"], "--attention-heads", config["encoder_attention_heads"],
              "--dropout", config.get("dropout", 0.1), "--attention-dropout", config.get("attention_dropout", 0.0),
@@ -125,7 +134,18 @@ def build_model(config: dict, src_dict, tgt_dict, shared: bool, tied: bool):
              "--max-target-positions", config.get("max_position_embeddings", 512)]  # fmt: skip
     if config.get("decoder_start_token_id", config.get("pad_token_id")) == config.get("pad_token_id"):
         flags += ["--decoder-start", "pad"]
+    shared, tied = shared_and_tied(config)
     flags += ["--share-all-embeddings"] if shared else (["--share-decoder-input-output-embed"] if tied else [])
+    return [str(f) for f in flags]
+
+
+def build_model(config: dict, src_dict, tgt_dict):
+    """The ``vaswani_transformer`` of this shape, through fairseq's own parser (every default a checkpoint holds)."""
+    from fairseq import options
+
+    from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
+
+    flags = marian_flags(config)
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, [REPO, "--user-dir", os.path.join(REPO, "transformer_plugin"), "--task",
                                                 "translation", "--arch", "vaswani_base", "--criterion",
@@ -135,7 +155,7 @@ def build_model(config: dict, src_dict, tgt_dict, shared: bool, tied: bool):
     class Task:
         source_dictionary, target_dictionary = src_dict, tgt_dict
 
-    return VaswaniTransformerModel.build_model(args, Task()), args, ["--arch", "vaswani_base", *map(str, flags)]
+    return VaswaniTransformerModel.build_model(args, Task()), args, ["--arch", "vaswani_base", *flags]
 
 
 def load_weights(model, theirs: Dict[str, "object"], perm, src_rows: List[int], tgt_rows: List[int], shared: bool) -> None:
@@ -265,8 +285,7 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
 
     marian = MarianMTModel.from_pretrained(hf_dir).float().eval()
     cfg = marian.config
-    shared = bool(getattr(cfg, "share_encoder_decoder_embeddings", True))
-    tied = bool(cfg.tie_word_embeddings)
+    shared, _ = shared_and_tied(config)
     specials = {"</s>": cfg.eos_token_id, "<pad>": cfg.pad_token_id}
     if cfg.decoder_start_token_id not in specials.values():
         raise MarianImportError(f"{hf_dir}/config.json: decoder_start_token_id {cfg.decoder_start_token_id}: <pad> or </s> only")
@@ -288,7 +307,7 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
     table = marian.model.encoder.embed_positions.weight
     if not torch.allclose(table.float(), sinusoid_table(table.size(0), table.size(1), "paper")[:, perm], atol=1e-6, rtol=0):
         raise MarianImportError(f"{hf_dir}: MarianMT's positions are not the paper's sinusoids in sine-then-cosine order")
-    model, args, model_flags = build_model(config, src_dict, tgt_dict, shared, tied)
+    model, args, model_flags = build_model(config, src_dict, tgt_dict)
     model.eval()
     load_weights(model, marian.state_dict(), perm, src_rows, tgt_rows, shared)
     check_equivalent(model, marian, src_rows, tgt_rows)
@@ -310,9 +329,11 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
                  "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True}, "val_loss": None,
                                  "imported_from": os.path.abspath(hf_dir)},
                  "last_optimizer_state": None}  # fmt: skip
-        save_torch(state, os.path.join(partial, "checkpoint.pt"))
         src_dict.save(os.path.join(partial, f"dict.{src}.txt"))
         tgt_dict.save(os.path.join(partial, f"dict.{tgt}.txt"))
+        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones (serving.parent)
+        state["extra_state"]["dictionaries"] = {lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)}
+        save_torch(state, os.path.join(partial, "checkpoint.pt"))
         shutil.copyfile(os.path.join(hf_dir, SOURCE_SPM), os.path.join(partial, SOURCE_SPM))
         shutil.copyfile(os.path.join(hf_dir, TARGET_SPM), os.path.join(partial, TARGET_SPM))
         shutil.rmtree(out_dir, ignore_errors=True)

@@ -1,0 +1,159 @@
+"""INIT= in recipes/parallel_text.sh at toy size: a MarianMT directory (a tiny one in OPUS-MT's shape, random
+weights) fine-tuned on a corpus in its pieces: imported, the corpus encoded and binarized with its sentencepiece
+models and dictionaries, scored before and after, trained from its weights at the fine-tuning's rate, exported back;
+a directory vaswani-import-marian wrote, used as it is; TIME sized for the parent's model; each input that does not
+fit refused before any work, naming the file."""
+
+import filecmp
+import json
+import os
+import random
+import re
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from helpers import marian_directory, run_recipe, run_tool  # noqa: E402
+
+TOY = dict(TOY="1", TOY_MAX_UPDATE="30", TOY_SAVE_INTERVAL_UPDATES="10", TOY_AVERAGE_LAST="2", SRC="en", TGT="de",
+           LANGID="0", OMP_NUM_THREADS="1")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """This module's speed figures (the toy parent is probed for real, once)."""
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(cache))
+        yield cache
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    """(the MarianMT directory, the same imported by vaswani-import-marian)."""
+    root = tmp_path_factory.mktemp("parent")
+    marian_directory(root / "hf", seed=3)
+    run_tool("vaswani-import-marian", str(root / "hf"), str(root / "imported"))
+    return root / "hf", root / "imported"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """1,500 pairs of the words the parent's sentencepiece model was trained on (helpers.marian_sentencepiece's
+    letters), the target the source's words reversed; and a word of letters the parent never saw, in a few lines."""
+    root = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(1)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 4))) for _ in range(300)]
+    lines = [[rng.choice(words) for _ in range(rng.randint(3, 9))] for _ in range(1500)]
+    for line in lines[:30]:
+        line.append("xyz")
+    rng.shuffle(lines)
+    (root / "train.en").write_text("".join(" ".join(w) + "\n" for w in lines))
+    (root / "train.de").write_text("".join(" ".join(w[::-1]) + "\n" for w in lines))
+    return root / "train"
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(parent, corpus, cache):
+    work = corpus.parent / "work"
+    proc = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(parent[0]), EXPORT="hf", **TOY)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return work, proc.stdout
+
+
+def parameters(path):
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+@pytest.mark.e2e
+def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fine_tuned, parent, corpus):
+    work, out = fine_tuned
+    stages = re.findall(r"^==== stage (\S+):", out, flags=re.M)
+    assert stages == ["1", "2p", "2b-en", "2b-de", "3", "3p", "3q", "4", "5", "6", "7", "8", "9-hf"]  # no sentencepiece trained
+    # the corpus in the parent's pieces and dictionaries
+    for lang in ("en", "de"):
+        assert filecmp.cmp(work / "data-bin" / f"dict.{lang}.txt", work / "parent" / f"dict.{lang}.txt", shallow=False)
+    unknown = json.loads((work / "spm" / "unknown.en.json").read_text())
+    assert unknown["inputs"]["train.en"]["unknown"] > 0 and unknown["commonest"][0][0] == "xyz"
+    assert re.search(r"^  train\.en: [\d,]+ of [\d,]+ pieces \(\d\.\d\d%\) not in the parent's dictionary \(<unk>\)$", out, re.M)
+    assert re.search(r"^  train\.de: [\d,]+ of [\d,]+ pieces", out, re.M)  # the target side's share is said too
+    # scored before and after, side by side in the report and at the end
+    parent_scores = json.loads((work / "results" / "scores.parent.json").read_text())
+    assert parent_scores["sentences"] == json.loads((work / "results" / "scores.test.json").read_text())["sentences"]
+    assert "| the parent, before fine-tuning |" in (work / "results" / "report.md").read_text()
+    assert re.search(r"^the parent before fine-tuning: sacreBLEU \d+\.\d\d  chrF \d+\.\d\d$", out, re.M)
+    # trained from the parent's weights: every tensor moved, by little (a fresh model would differ by its whole size)
+    before, after = parameters(work / "parent" / "checkpoint.pt"), parameters(work / "checkpoints" / "checkpoint_last.pt")
+    assert before.keys() == after.keys()
+    moved = {k: (after[k].float() - before[k].float()).abs().max().item() for k in before if before[k].is_floating_point()}
+    assert max(moved.values()) < 0.01 and moved["decoder.output_bias"] > 0
+    # at the fine-tuning's rate: Eq. (3) with warmup_steps 16,000, from update 1 (optimizer and scheduler afresh)
+    logged = [json.loads(line.split(" | train_inner | ")[1]) for line in (work / "train.log").read_text().splitlines()
+              if " | train_inner | " in line]  # fmt: skip
+    first = logged[0]
+    # (the rate fairseq logs is the next update's: step n + 1 of Eq. (3))
+    assert float(first["lr"]) == pytest.approx(32**-0.5 * (int(first["num_updates"]) + 1) * 16000**-1.5, rel=1e-4)
+    assert "picked: the parent's model, 30 updates, Eq. (3) warming up over 16000 (fine-tuning)" in out
+    # exported back to MarianMT, as the parent was: swish, output bias, decoding from <pad>
+    config = json.loads((work / "hf" / "config.json").read_text())
+    theirs = json.loads((parent[0] / "config.json").read_text())
+    for key in ("activation_function", "d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim"):
+        assert config[key] == theirs[key], key
+    assert config["decoder_start_token_id"] == config["pad_token_id"]  # (its ids are the fairseq dictionary's order)
+
+
+@pytest.mark.e2e
+def test_a_rerun_skips_every_stage_and_another_parent_stops_before_training(fine_tuned, parent, corpus, tmp_path):
+    work, _ = fine_tuned
+    again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(parent[0]), EXPORT="hf", **TOY)
+    assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 13, again.stdout[-3000:]
+    other = tmp_path / "other"
+    marian_directory(other, seed=4)  # the same shape and pieces, other weights
+    changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(other), EXPORT="hf", **TOY)
+    assert changed.returncode == 3 and "stage 4 (training) was done" in changed.stderr, changed.stderr[-2000:]
+
+
+def test_a_directory_the_import_wrote_is_used_as_it_is(parent, corpus, cache, tmp_path):
+    imported = parent[1]
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(imported), **TOY)
+    assert proc.returncode == 0, proc.stderr
+    assert "==== stage 2p" not in proc.stdout and "==== stage 2a" not in proc.stdout
+    assert f"--srcdict {imported}/dict.en.txt --tgtdict {imported}/dict.de.txt" in proc.stdout
+    train = next(line for line in proc.stdout.splitlines() if line.startswith("+ env") and "fairseq-train" in line)
+    assert f"--finetune-from-model {imported}/checkpoint.pt" in train
+    for flag in ("--activation-fn swish", "--output-bias", "--decoder-start pad", "--share-all-embeddings", "--d-model 32"):
+        assert f" {flag} " in train, flag
+    assert os.listdir(tmp_path / "w") == ["plan.json"]
+
+
+def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cache, tmp_path):
+    variables = {k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"}
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(parent[0]), TIME="2m", **variables)
+    assert proc.returncode == 0, proc.stderr
+    updates = int(re.search(r"^picked: the parent's model, (\d+) updates", proc.stdout, re.M)[1])
+    said = re.search(r"^time: training about .* \(([\d,]+) updates of", proc.stdout, re.M)
+    assert said and int(said[1].replace(",", "")) == updates and updates != 300  # not the toy's default
+    train = next(line for line in proc.stdout.splitlines() if line.startswith("+ env") and "fairseq-train" in line)
+    assert f"--max-update {updates} " in train and "--stop-time-hours " in train
+
+
+REFUSED = {  # every other refusal of a parent: tests/unit/cli/serving/test_parent.py
+    "a parent of another pair": (lambda p, t: p[0], {"SRC": "de", "TGT": "en"},
+                                 "INIT: {dir}/tokenizer_config.json: the parent translates en-de, not de-en (SRC, TGT)"),
+    "a model setting": (lambda p, t: p[0], {"ARCH": "vaswani_big"},
+                        "INIT={dir} and ARCH=vaswani_big: the model and its vocabulary are the parent's"),
+    "an export that cannot hold it": (lambda p, t: p[0], {"EXPORT": "ct2"},
+                                      "EXPORT=ct2 and INIT={dir}: the parent decodes from <pad> (MarianMT's start)"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_what_does_not_fit_is_refused_before_any_work_naming_the_file(case, parent, corpus, tmp_path):
+    make, variables, message = REFUSED[case]
+    init = make(parent, tmp_path)
+    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus), INIT=str(init), **{**TOY, **variables})
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert message.format(dir=init) in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "w" / "data").exists()

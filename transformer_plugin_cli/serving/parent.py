@@ -1,0 +1,206 @@
+"""``INIT=DIR`` in recipes/parallel_text.sh: the parent model a corpus fine-tunes, read and checked before any work.
+
+    python -m transformer_plugin_cli.serving.parent settings --init DIR --src en --tgt de --work WORK
+
+prints the recipe's ``PARENT_*`` assignments: where the parent's checkpoint, dictionaries and sentencepiece models
+are, and its model's flags, from one of two kinds of DIR:
+
+- a MarianMT directory: an OPUS-MT model as the Hugging Face hub has it (``config.json`` with model_type marian,
+  ``model.safetensors`` or ``pytorch_model.bin``, ``vocab.json``, ``source.spm``, ``target.spm``), or a model this
+  project exported (``EXPORT=hf``). The recipe imports it into WORK/parent with ``vaswani-import-marian``, a stage;
+- a directory ``vaswani-import-marian`` wrote: ``checkpoint.pt``, ``dict.SRC.txt``, ``dict.TGT.txt``, ``source.spm``
+  and ``target.spm``.
+
+Refused, naming the file: a directory of neither kind, a missing sentencepiece model or dictionary, a parent that
+translates another pair than SRC-TGT (tokenizer_config.json's source_lang and target_lang, or the checkpoint's
+task), a checkpoint whose embeddings do not have the rows of the dictionaries beside it or that was imported with
+other dictionaries (their digests, which the import keeps), a model this model cannot hold (import_marian).
+"""
+
+import argparse
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from transformer_plugin_cli.console import console_script
+
+from .import_marian import (SOURCE_SPM, TARGET_SPM, MarianImportError, check_config, file_digest, marian_flags, read_json,
+                            shared_and_tied, tokenizer_config, vocabulary)  # fmt: skip
+
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+SHARE_FLAGS = ("--share-all-embeddings", "--share-decoder-input-output-embed")
+# training-time settings of the dataclass, not the model's: fine-tuning sets its own
+NOT_THE_MODEL = ("checkpoint_activations", "offload_activations")
+
+
+class ParentError(ValueError):
+    """INIT names no model this recipe can fine-tune on SRC-TGT; the message names the file."""
+
+
+@dataclass
+class Parent:
+    kind: str  # "marian" (imported by the recipe) or "fairseq" (vaswani-import-marian's output)
+    directory: str  # where checkpoint.pt and the dictionaries are, or will be once imported
+    src_spm: str
+    tgt_spm: str
+    flags: List[str]  # the model's flags, --dropout and the sharing of embeddings among them
+    vocab_size: int  # the target side's embedding rows
+
+    def assignments(self, src: str, tgt: str) -> Dict[str, str]:
+        model, dropout, share, i = [], "0.1", [], 0
+        while i < len(self.flags):
+            flag = self.flags[i]
+            if flag in SHARE_FLAGS:
+                share.append(flag)
+            elif flag == "--dropout":
+                dropout, i = self.flags[i + 1], i + 1
+            else:
+                model.append(flag)
+            i += 1
+        return {"PARENT_KIND": self.kind, "PARENT_DIR": self.directory,
+                "PARENT_CHECKPOINT": os.path.join(self.directory, "checkpoint.pt"),
+                "PARENT_SRC_DICT": os.path.join(self.directory, f"dict.{src}.txt"),
+                "PARENT_TGT_DICT": os.path.join(self.directory, f"dict.{tgt}.txt"),
+                "PARENT_SRC_SPM": self.src_spm, "PARENT_TGT_SPM": self.tgt_spm,
+                "PARENT_MODEL_FLAGS": " ".join(model), "PARENT_DROPOUT": dropout, "PARENT_SHARE": " ".join(share),
+                "PARENT_VOCAB_SIZE": str(self.vocab_size), "PARENT_SUMMARY": summary(self.flags, self.vocab_size)}  # fmt: skip
+
+
+def summary(flags: List[str], vocab_size: int) -> str:
+    """One line: the parent's shape, as the recipe prints its models'."""
+    value = {flags[i]: flags[i + 1] for i in range(len(flags) - 1) if flags[i].startswith("--") and not flags[i + 1].startswith("--")}
+    parts = [f"N={value.get('--encoder-layers')}+{value.get('--decoder-layers')}", f"d_model {value.get('--d-model')}",
+             f"d_ff {value.get('--d-ff')}", f"h {value.get('--attention-heads')}", f"P_drop {value.get('--dropout')}",
+             value.get("--activation-fn", "relu")]  # fmt: skip
+    parts += [name for flag, name in (("--output-bias", "output bias"), ("--share-all-embeddings", "shared embeddings")) if flag in flags]
+    if value.get("--decoder-start") == "pad":
+        parts.append("decoding from <pad>")
+    return ", ".join(parts) + f", {vocab_size:,} target pieces"
+
+
+def spm_models(init: str) -> List[str]:
+    paths = [os.path.join(init, name) for name in (SOURCE_SPM, TARGET_SPM)]
+    for path in paths:
+        if not os.path.isfile(path):
+            raise ParentError(f"{path}: no such file (the parent's sentencepiece model: the corpus is split into its pieces)")
+    return paths
+
+
+def marian_parent(init: str, src: str, tgt: str, work: str) -> Parent:
+    config_path = os.path.join(init, "config.json")
+    try:
+        config = read_json(config_path)
+        check_config(config, config_path)
+    except MarianImportError as e:
+        raise ParentError(str(e)) from None
+    if not any(os.path.isfile(os.path.join(init, name)) for name in WEIGHTS):
+        raise ParentError(f"{init}: no {' or '.join(WEIGHTS)}: a MarianMT directory holds its weights beside config.json")
+    src_spm, tgt_spm = spm_models(init)
+    path, tokenizer = tokenizer_config(init)
+    theirs = (tokenizer.get("source_lang"), tokenizer.get("target_lang"))
+    if all(theirs) and theirs != (src, tgt):
+        raise ParentError(f"{path}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
+    shared, _ = shared_and_tied(config)
+    specials = {"</s>": config.get("eos_token_id", 0), "<pad>": config.get("pad_token_id")}
+    try:
+        vocabulary(os.path.join(init, "vocab.json"), config["vocab_size"], specials)
+        if tokenizer.get("separate_vocabs"):
+            vocabulary(os.path.join(init, "target_vocab.json"), config.get("decoder_vocab_size") or config["vocab_size"], specials)
+    except MarianImportError as e:
+        raise ParentError(str(e)) from None
+    return Parent("marian", os.path.join(work, "parent"), src_spm, tgt_spm, marian_flags(config),
+                  config.get("decoder_vocab_size") or config["vocab_size"])  # fmt: skip
+
+
+def fairseq_flags(model_cfg: dict) -> List[str]:
+    """fairseq-train's flags (less --arch) that build the model of a checkpoint's cfg['model']: every field of the
+    model's dataclass, so that the architecture's defaults play no part."""
+    import logging
+    from dataclasses import fields
+
+    logging.getLogger("transformer_plugin.patches").setLevel(logging.WARNING)  # its list of patches: not for a recipe's settings
+    from transformer_plugin.config import VaswaniTransformerConfig
+
+    flags = []
+    for f in fields(VaswaniTransformerConfig):
+        if f.name.startswith("_") or f.name in NOT_THE_MODEL or model_cfg.get(f.name) is None:
+            continue
+        value, flag = model_cfg[f.name], "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            flags += [flag] if value else []
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def fairseq_parent(init: str, src: str, tgt: str) -> Parent:
+    import torch
+
+    checkpoint = os.path.join(init, "checkpoint.pt")
+    dicts = {lang: os.path.join(init, f"dict.{lang}.txt") for lang in (src, tgt)}
+    for lang, path in dicts.items():
+        if not os.path.isfile(path):
+            others = sorted(n for n in os.listdir(init) if n.startswith("dict.") and n.endswith(".txt"))
+            raise ParentError(f"{path}: no such file (the parent's dictionary for {lang}; {init} has {', '.join(others) or 'none'})")
+    src_spm, tgt_spm = spm_models(init)
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        cfg = state["cfg"]
+        model_cfg, task_cfg = dict(cfg["model"]), dict(cfg.get("task") or {})
+        weights = state["model"]
+    except Exception as e:  # noqa: BLE001 - whatever torch or a foreign file raises, said with the file's name
+        raise ParentError(f"{checkpoint}: not a fairseq checkpoint this project wrote ({type(e).__name__}: {e})") from None
+    if "encoder.embed.embed_tokens.weight" not in weights:
+        raise ParentError(f"{checkpoint}: not a vaswani_transformer checkpoint (arch {model_cfg.get('_name')!r})")
+    theirs = (task_cfg.get("source_lang"), task_cfg.get("target_lang"))
+    if all(theirs) and theirs != (src, tgt):
+        raise ParentError(f"{checkpoint}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
+    rows = {src: weights["encoder.embed.embed_tokens.weight"].size(0), tgt: weights["decoder.embed.embed_tokens.weight"].size(0)}
+    kept = (state.get("extra_state") or {}).get("dictionaries") or {}
+    for lang, path in dicts.items():
+        with open(path, encoding="utf-8") as f:
+            entries = 4 + sum(1 for line in f if line.strip())  # fairseq's <s> <pad> </s> <unk>, then a symbol a line
+        if entries != rows[lang]:
+            raise ParentError(f"{path}: {entries} entries, but {checkpoint} has {rows[lang]} embedding rows for {lang}: "
+                              "not the dictionary this checkpoint was trained with")  # fmt: skip
+        if lang in kept and kept[lang] != file_digest(path):
+            raise ParentError(f"{path}: not the dictionary {checkpoint} was imported with (another file of the same size)")
+    return Parent("fairseq", init, src_spm, tgt_spm, fairseq_flags(model_cfg), rows[tgt])
+
+
+def read_parent(init: str, src: str, tgt: str, work: str) -> Parent:
+    """The parent INIT names, checked (module docstring)."""
+    if not os.path.isdir(init):
+        raise ParentError(f"INIT={init}: no such directory")
+    if os.path.isfile(os.path.join(init, "config.json")):
+        return marian_parent(init, src, tgt, work)
+    if os.path.isfile(os.path.join(init, "checkpoint.pt")):
+        return fairseq_parent(init, src, tgt)
+    raise ParentError(f"INIT={init}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a "
+                      "directory vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)")  # fmt: skip
+
+
+@console_script
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m transformer_plugin_cli.serving.parent", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("settings", help="the recipe's PARENT_* assignments, or an error naming the file")
+    s.add_argument("--init", required=True)
+    s.add_argument("--src", required=True)
+    s.add_argument("--tgt", required=True)
+    s.add_argument("--work", required=True, help="the recipe's WORK: a MarianMT parent is imported into WORK/parent")
+    a = p.parse_args(argv)
+    try:
+        parent = read_parent(a.init, a.src, a.tgt, a.work)
+    except ParentError as e:
+        print(f"INIT: {e}", file=sys.stderr)
+        return 2
+    for name, value in parent.assignments(a.src, a.tgt).items():
+        print(f"{name}={shlex.quote(value)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
