@@ -59,6 +59,7 @@ INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or
 # Hugging Face course's 2e-5 for opus-mt-en-fr
 FINETUNE_WARMUP=${FINETUNE_WARMUP:-16000}
 if [ -n "$INIT" ]; then
+  INIT=$(realpath -ms -- "$INIT")  # as the corpus: a rerun from elsewhere, or with $PWD/, is the same parent
   for name in ARCH MODEL_FLAGS VOCAB_SIZE JOINT_VOCAB SPM_TYPE; do
     [ -z "${!name:-}" ] || { echo "INIT=$INIT and $name=${!name}: the model and its vocabulary are the parent's" >&2; exit 2; }
   done

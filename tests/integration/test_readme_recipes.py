@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, copy_repository, documented_commands, documents, known_speed_figures, user_env
+from helpers import REPO, copy_repository, documented_commands, documents, known_speed_figures, marian_directory, user_env
 
 def readme_recipe_lines():
     """(line, [VAR=value ...], [script and its arguments]) for each recipe command of the README and the
@@ -42,13 +42,14 @@ README_LINES = {command for page, command in documented_commands() if page == "R
 def fresh_copy(tmp_path_factory):
     """The repository as ``git clone`` gives it (no runs/, nothing built), and a user's own parallel text where
     the documentation's lines for recipes/parallel_text.sh name it: corpus/train.{en,de} and corpus/pairs.tsv,
-    12,000 pairs."""
+    12,000 pairs; and the published model they fine-tune, opus-mt-en-de."""
     copy = copy_repository(tmp_path_factory.mktemp("fresh"))
     (copy / "corpus").mkdir()
     pairs = [(f"This is sentence number {i} of the corpus.", f"Das ist Satz Nummer {i} des Korpus.") for i in range(12000)]
     for lang, side in (("en", 0), ("de", 1)):
         (copy / "corpus" / f"train.{lang}").write_text("".join(p[side] + "\n" for p in pairs))
     (copy / "corpus" / "pairs.tsv").write_text("".join(f"{en}\t{de}\n" for en, de in pairs))
+    marian_directory(copy / "opus-mt-en-de")  # INIT=opus-mt-en-de: a MarianMT directory, tiny, as the hub's would be
     return copy
 
 

@@ -1,5 +1,6 @@
 """The joint vocabulary: one model for both sides, lossless encoding, line counts kept."""
 
+import json
 import re
 
 import pytest
@@ -83,3 +84,29 @@ def test_the_size_of_a_large_text_is_estimated_from_stretches_spread_over_it(tmp
     assert exact == (20_000, text.stat().st_size)
     lines, size = text_size([str(text)], sample=30_000)
     assert size == exact[1] and abs(lines - 20_000) < 0.02 * 20_000
+
+
+def test_the_pieces_a_parents_dictionary_lacks_are_counted_per_input(tmp_path, capsys):
+    """INIT= encodes with the parent's model: the pieces its fairseq dictionary lacks (fairseq's <unk>) counted, per
+    input, with the commonest, in --unknown-report; the encoded text is the same as without the count."""
+    from preprocess.sentencepiece_vocab import main
+
+    generate(str(tmp_path), train=500, valid=5, test=5, seed=1)
+    model = train([str(tmp_path / "train.src"), str(tmp_path / "train.tgt")], str(tmp_path / "spm"), vocab_size=300)
+    processor = spm.SentencePieceProcessor(model_file=model)
+    pieces = [processor.id_to_piece(i) for i in range(3, 300)]
+    lacking = set(pieces[::2])  # every other piece left out of the dictionary
+    (tmp_path / "dict.txt").write_text("".join(f"{p} 1\n" for p in pieces if p not in lacking))
+    text = tmp_path / "train.src"
+    args = ["encode", "--model", model, "--inputs", str(text), "--outputs", str(tmp_path / "plain"), "--threads", "1"]
+    assert main(args) == 0
+    assert main([*args[:6], str(tmp_path / "counted"), "--threads", "1", "--dictionary", str(tmp_path / "dict.txt"),
+                 "--unknown-report", str(tmp_path / "unknown.json")]) == 0  # fmt: skip
+    encoded = (tmp_path / "counted").read_text().split()
+    assert encoded == (tmp_path / "plain").read_text().split()
+    report = json.loads((tmp_path / "unknown.json").read_text())
+    known = set(pieces) - lacking
+    expected = sum(p not in known for p in encoded)  # those left out, and any the model itself does not hold
+    assert report["inputs"]["train.src"] == {"pieces": len(encoded), "unknown": expected, "share": expected / len(encoded)}
+    assert report["commonest"][0][1] == max(encoded.count(p) for p in set(encoded) - known)
+    assert f"train.src: {expected:,} of {len(encoded):,} pieces" in capsys.readouterr().out
