@@ -89,13 +89,13 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
     assert before.keys() == after.keys()
     moved = {k: (after[k].float() - before[k].float()).abs().max().item() for k in before if before[k].is_floating_point()}
     assert max(moved.values()) < 0.01 and moved["decoder.output_bias"] > 0
-    # at the fine-tuning's rate: Eq. (3) with warmup_steps 16,000, from update 1 (optimizer and scheduler afresh)
+    # at the fine-tuning's rate: Eq. (3) with warmup_steps 4,000 (FINETUNE_WARMUP), from update 1 (optimizer and scheduler afresh)
     logged = [json.loads(line.split(" | train_inner | ")[1]) for line in (work / "train.log").read_text().splitlines()
               if " | train_inner | " in line]  # fmt: skip
     first = logged[0]
     # (the rate fairseq logs is the next update's: step n + 1 of Eq. (3))
-    assert float(first["lr"]) == pytest.approx(32**-0.5 * (int(first["num_updates"]) + 1) * 16000**-1.5, rel=1e-4)
-    assert "picked: the parent's model, 30 updates, Eq. (3) warming up over 16000 (fine-tuning)" in out
+    assert float(first["lr"]) == pytest.approx(32**-0.5 * (int(first["num_updates"]) + 1) * 4000**-1.5, rel=1e-4)
+    assert "picked: the parent's model, 30 updates, Eq. (3) warming up over 4000 (fine-tuning)" in out
     # exported back to MarianMT, as the parent was: swish, output bias, decoding from <pad>
     config = json.loads((work / "hf" / "config.json").read_text())
     theirs = json.loads((parent[0] / "config.json").read_text())
