@@ -97,7 +97,7 @@ def run(parent_work: str, child: Dict[str, str], budgets: List[str], cores: List
     init = os.path.join(parent_work, "hf")
     if not os.path.exists(os.path.join(init, "config.json")):
         raise SystemExit(f"{init}: no MarianMT export of the parent (run its recipe with EXPORT=hf)")
-    found = {"parent": parent_work, "child": child, "runs": []}
+    found = {"parent": parent_work, "child": child, "runs": [], "parent_run": {"updates": updates_of(parent_work), **read_run(parent_work)}}
     for budget in budgets:
         works = {kind: os.path.join(work_root, budget, kind.replace(" ", "_")) for kind in KINDS}
         running = []
