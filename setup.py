@@ -44,6 +44,7 @@ setup(
             "vaswani-translate = transformer_plugin_cli.serving.translate:main",
             "vaswani-export-hf = transformer_plugin_cli.serving.export_transformers:main",
             "vaswani-import-marian = transformer_plugin_cli.serving.import_marian:main",
+            "vaswani-parent = transformer_plugin_cli.serving.parent:main",
             "vaswani-evalb = transformer_plugin_cli.parsing.evalb:main",
             "vaswani-prepare-ptb = preprocess.ptb:main",
             "vaswani-prepare-wmt14 = preprocess.wmt14:main",

@@ -1,6 +1,6 @@
 """``INIT=DIR`` in recipes/parallel_text.sh: the parent model a corpus fine-tunes, read and checked before any work.
 
-    python -m transformer_plugin_cli.serving.parent settings --init DIR --src en --tgt de --work WORK
+    vaswani-parent settings --init DIR --src en --tgt de --work WORK     # or python -m transformer_plugin_cli.serving.parent
 
 prints the recipe's ``PARENT_*`` assignments: where the parent's checkpoint, dictionaries and sentencepiece models
 are, and its model's flags, from one of two kinds of DIR:
@@ -120,8 +120,13 @@ def fairseq_flags(model_cfg: dict) -> List[str]:
     import logging
     from dataclasses import fields
 
-    logging.getLogger("transformer_plugin.patches").setLevel(logging.WARNING)  # its list of patches: not for a recipe's settings
-    from transformer_plugin.config import VaswaniTransformerConfig
+    patches = logging.getLogger("transformer_plugin.patches")  # its list of patches at import: not for a recipe's settings
+    level = patches.level
+    patches.setLevel(logging.WARNING)
+    try:
+        from transformer_plugin.config import VaswaniTransformerConfig
+    finally:
+        patches.setLevel(level)  # its modules' own messages (the CPU launchers') as before
 
     flags = []
     for f in fields(VaswaniTransformerConfig):
@@ -184,7 +189,7 @@ def read_parent(init: str, src: str, tgt: str, work: str) -> Parent:
 
 @console_script
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m transformer_plugin_cli.serving.parent", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="vaswani-parent", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("settings", help="the recipe's PARENT_* assignments, or an error naming the file")
     s.add_argument("--init", required=True)
