@@ -151,10 +151,10 @@ def figure(found: dict, path: str) -> None:
     budgets = list(dict.fromkeys(r["budget"] for r in found["runs"]))
     for kind, style in zip(KINDS, ("o-", "s--")):
         ax.plot(budgets, [next(r["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == kind) for b in budgets],
-                style, label=kind)  # fmt: skip
+                style, label=f"{kind}, on the child's test set")  # fmt: skip
     ax.plot(budgets, [next(r["parent_test"]["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == "fine-tuned")
                       for b in budgets], "^:", label="fine-tuned, on the parent's test set")  # fmt: skip
-    ax.axhline(found["parent_alone"]["bleu"], color="grey", linestyle="-.", label="the parent alone")
+    ax.axhline(found["parent_alone"]["bleu"], color="grey", linestyle="-.", label="the parent alone, on the child's test set")
     ax.axhline(found["parent_on_its_test"]["bleu"], color="grey", linestyle=":", label="the parent on its own test set")
     ax.set_xlabel("TIME of one core")
     ax.set_ylabel("sacreBLEU")

@@ -82,7 +82,9 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
     # scored before and after, side by side in the report and at the end
     parent_scores = json.loads((work / "results" / "scores.parent.json").read_text())
     assert parent_scores["sentences"] == json.loads((work / "results" / "scores.test.json").read_text())["sentences"]
-    assert "| the parent, before fine-tuning |" in (work / "results" / "report.md").read_text()
+    report = (work / "results" / "report.md").read_text()
+    assert "| the parent, before fine-tuning |" in report
+    assert re.search(r"^- train\.en: [\d,]+ of [\d,]+ pieces \(\d\.\d\d%\) not in the parent's dictionary \(dict\.en\.txt\): <unk>$", report, re.M)
     assert re.search(r"^the parent before fine-tuning: sacreBLEU \d+\.\d\d  chrF \d+\.\d\d$", out, re.M)
     # trained from the parent's weights: every tensor moved, by little (a fresh model would differ by its whole size)
     before, after = parameters(work / "parent" / "checkpoint.pt"), parameters(work / "checkpoints" / "checkpoint_last.pt")

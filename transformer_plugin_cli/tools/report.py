@@ -184,8 +184,8 @@ def write_report(
         lines.append(f"- training took {duration(training_seconds(walls))} (fairseq's wall clock at update "
                      f"{int(last['num_updates'])}{f', added over its {processes} processes: the run was resumed' if processes > 1 else ''})")
     for stop in records.get("stopped", []):
-        lines.append(f"- stopped early at update {int(stop['valid_num_updates'])}: no better valid loss in the last "
-                     "validations (fairseq-train's --patience)")
+        lines.append(f"- stopped early at update {int(stop['valid_num_updates'])}: no better validation in the last "
+                     "--patience validations (fairseq-train's: the dev BLEU with --eval-bleu, else the loss)")
     if valid:
         lines.append(f"- last validation: loss {valid[-1]['valid_loss']:.3f}, nll {valid[-1]['valid_nll_loss']:.3f},"
                      f" ppl {2 ** valid[-1]['valid_nll_loss']:.2f} (per subword token)")  # fmt: skip
@@ -214,7 +214,14 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup-updates", type=int, help="warmup_steps of Eq. (3) (default: the checkpoint's)")
     parser.add_argument("--title", default="Run report")
     parser.add_argument("--note", action="append", default=[], help="a line for the report's header")
+    parser.add_argument("--unknown", action="append", default=[], metavar="JSON",
+                        help="vaswani-sentencepiece encode's --unknown-report: the pieces a parent's dictionary lacks")
     args = parser.parse_args(argv)
+    for path in args.unknown:  # INIT=: how much of the text the parent's vocabulary does not hold
+        with open(path, encoding="utf-8") as f:
+            found = json.load(f)
+        args.note += [f"{name}: {r['unknown']:,} of {r['pieces']:,} pieces ({r['share']:.2%}) not in the parent's dictionary "
+                      f"({os.path.basename(found['dictionary'])}): <unk>" for name, r in found["inputs"].items() if name.startswith("train.")]
     scores = {}
     for item in args.scores:
         name, _, path = item.partition("=")

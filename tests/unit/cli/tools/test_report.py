@@ -56,7 +56,8 @@ def test_a_resumed_run_that_stopped_early_says_so_and_its_whole_time(tmp_path):
     assert main(["--train-log", str(log), "--out-dir", str(tmp_path / "out"), "--d-model", "256", "--warmup-updates", "200"]) == 0
     text = (tmp_path / "out" / "report.md").read_text()
     assert "- training took 1.6 h (fairseq's wall clock at update 5700, added over its 2 processes: the run was resumed)" in text
-    assert "- stopped early at update 5728: no better valid loss in the last validations (fairseq-train's --patience)" in text
+    assert ("- stopped early at update 5728: no better validation in the last --patience validations (fairseq-train's: the dev "
+            "BLEU with --eval-bleu, else the loss)") in text
     log.write_text("\n".join(lines[2:-1]) + "\n")
     assert main(["--train-log", str(log), "--out-dir", str(tmp_path / "two"), "--d-model", "256", "--warmup-updates", "200"]) == 0
     text = (tmp_path / "two" / "report.md").read_text()
