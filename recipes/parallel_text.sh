@@ -285,11 +285,11 @@ stage 7 "sacreBLEU and chrF on the test set" \
   "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.test.out" \
     --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.test.txt" --json "$OUT/scores.test.json" \
     --label "$SRC-$TGT, average of the last $AVERAGE_LAST checkpoints" --paper "no paper figure: your corpus"
-PARENT_SCORES=(); [ -z "$INIT" ] || PARENT_SCORES=(--scores "the parent, before fine-tuning=$OUT/scores.parent.json"
-                                                   --unknown "$SPM/unknown.$SRC.json" --unknown "$SPM/unknown.$TGT.json")
+REPORT_ARGS=(); [ -z "$INIT" ] || REPORT_ARGS=(--scores "the parent, before fine-tuning=$OUT/scores.parent.json"
+                                               --unknown "$SPM/unknown.$SRC.json" --unknown "$SPM/unknown.$TGT.json")
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
-    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" "${PARENT_SCORES[@]}" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
+    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" "${REPORT_ARGS[@]}" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
     --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$AUTO_PAIRS lines, $AUTO_SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
 
 # ---- 9. exports ----------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional
 from transformer_plugin_cli.console import console_script
 
 from .import_marian import (SOURCE_SPM, TARGET_SPM, MarianImportError, check_config, file_digest, marian_flags, read_json,
-                            shared_and_tied, tokenizer_config, vocabulary)  # fmt: skip
+                            tokenizer_config, vocabulary)  # fmt: skip
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 SHARE_FLAGS = ("--share-all-embeddings", "--share-decoder-input-output-embed")
@@ -102,7 +102,6 @@ def marian_parent(init: str, src: str, tgt: str, work: str) -> Parent:
     theirs = (tokenizer.get("source_lang"), tokenizer.get("target_lang"))
     if all(theirs) and theirs != (src, tgt):
         raise ParentError(f"{path}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
-    shared, _ = shared_and_tied(config)
     specials = {"</s>": config.get("eos_token_id", 0), "<pad>": config.get("pad_token_id")}
     try:
         vocabulary(os.path.join(init, "vocab.json"), config["vocab_size"], specials)
