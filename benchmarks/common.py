@@ -1,5 +1,5 @@
 """What the benchmarks share: where things are, running a command while measuring it, printing a
-result table, and the fairseq flags that give fairseq's ``transformer`` and ``vaswani_transformer``
+result table, scoring a model on a test set as the recipes score it, and the fairseq flags that give fairseq's ``transformer`` and ``vaswani_transformer``
 the same sizes."""
 
 import os
@@ -49,3 +49,22 @@ def model_flags(impl, a):
             "--encoder-embed-dim", str(a.d_model), "--decoder-embed-dim", str(a.d_model),
             "--encoder-ffn-embed-dim", str(a.d_ff), "--decoder-ffn-embed-dim", str(a.d_ff),
             "--encoder-attention-heads", str(a.heads), "--decoder-attention-heads", str(a.heads)]  # fmt: skip
+
+
+def decode_and_score(data_bin: str, model: str, reference: str, prefix: str, label: str) -> dict:
+    """``model`` on ``data_bin``'s test set, decoded and scored as the parallel-text recipe's stages 6-7 do (beam 4,
+    lenpen 0.6, sacreBLEU and chrF against ``reference``): PREFIX.generate.txt, PREFIX.hyp.txt and PREFIX.json
+    written; the scores returned."""
+    import json
+
+    generated, scores = prefix + ".generate.txt", prefix + ".json"
+    with open(generated, "w") as f:
+        subprocess.run([os.path.join(BIN, "fairseq-generate"), data_bin, "--user-dir", PLUGIN, "--path", model,
+                        "--gen-subset", "test", "--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50",
+                        "--post-process", "sentencepiece", "--batch-size", "128"], check=True, stdout=f,
+                       stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run([sys.executable, "-m", "transformer_plugin_cli.tools.evaluate", "--generate-output", generated,
+                    "--reference", reference, "--hypotheses-out", prefix + ".hyp.txt", "--json", scores, "--label", label],
+                   check=True, capture_output=True, cwd=REPO)  # fmt: skip
+    with open(scores) as f:
+        return json.load(f)

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks.common import decode_and_score  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 
 Validation = Dict[str, float]  # update, loss, bleu
@@ -85,21 +86,12 @@ def score(work: str, updates: Tuple[int, ...], tgt: str, out: str) -> Dict[str, 
         with open(scores_file) as f:
             return json.load(f)
     model = os.path.join(out, name + ".pt")
-    py = sys.executable
-    subprocess.run([py, "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs",
+    subprocess.run([sys.executable, "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs",
                     *[checkpoint(work, u) for u in updates], "--output", model], check=True, capture_output=True)  # fmt: skip
-    generated = os.path.join(out, name + ".generate.txt")
-    with open(generated, "w") as f:
-        subprocess.run([os.path.join(os.path.dirname(py), "fairseq-generate"), os.path.join(work, "data-bin"), "--user-dir",
-                        os.path.join(REPO, "transformer_plugin"), "--path", model, "--gen-subset", "test", "--beam", "4",
-                        "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50", "--post-process", "sentencepiece",
-                        "--batch-size", "128"], check=True, stdout=f, stderr=subprocess.DEVNULL)  # fmt: skip
-    subprocess.run([py, "-m", "transformer_plugin_cli.tools.evaluate", "--generate-output", generated, "--reference",
-                    os.path.join(work, "data", f"test.{tgt}"), "--hypotheses-out", os.path.join(out, name + ".hyp.txt"),
-                    "--json", scores_file, "--label", name], check=True, capture_output=True)  # fmt: skip
+    found = decode_and_score(os.path.join(work, "data-bin"), model, os.path.join(work, "data", f"test.{tgt}"),
+                             os.path.join(out, name), name)  # fmt: skip
     os.remove(model)
-    with open(scores_file) as f:
-        return json.load(f)
+    return found
 
 
 def measure(work: str, tgt: str, patiences: Sequence[int], average: int, out: str) -> str:

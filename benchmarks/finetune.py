@@ -27,17 +27,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.budget_record import read_run  # noqa: E402
-from benchmarks.common import print_table  # noqa: E402
+from benchmarks.budgets import Corpus  # noqa: E402
+from benchmarks.common import decode_and_score, print_table  # noqa: E402
+from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 
 KINDS = ("fine-tuned", "from nothing")
 
 
-def recipe_env(child: Dict[str, str], work: str, budget: str, init: Optional[str], extra: Dict[str, str]) -> Dict[str, str]:
-    folder = os.path.dirname(child["prefix"])
-    env = {**os.environ, "TRAIN": child["prefix"], "VALID": os.path.join(folder, "valid"), "TEST": os.path.join(folder, "test"),
-           "SRC": child["src"], "TGT": child["tgt"], "WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0",
-           "EXPORT": "", "PYTHONUNBUFFERED": "1",
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}  # fmt: skip
+def recipe_env(child: Corpus, work: str, budget: str, init: Optional[str], extra: Dict[str, str]) -> Dict[str, str]:
+    env = {**os.environ, **child.files, "WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0", "EXPORT": "",
+           "PYTHONUNBUFFERED": "1", "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}  # fmt: skip
     env.pop("MAX_UPDATE", None)
     env.update(extra)
     if init:
@@ -48,9 +47,9 @@ def recipe_env(child: Dict[str, str], work: str, budget: str, init: Optional[str
 def start(env: Dict[str, str], core: int, log: str) -> subprocess.Popen:
     with open(log, "a") as f:
         f.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} core {core}: TIME={env['TIME']} INIT={env.get('INIT', '')}\n")
-    return subprocess.Popen(["bash", os.path.join(REPO, "recipes", "parallel_text.sh")], env=env, cwd=REPO,
-                            stdout=open(log, "a"), stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: os.sched_setaffinity(0, {core}))  # fmt: skip
+        f.flush()
+        return subprocess.Popen(["bash", os.path.join(REPO, "recipes", "parallel_text.sh")], env=env, cwd=REPO, stdout=f,
+                                stderr=subprocess.STDOUT, preexec_fn=lambda: os.sched_setaffinity(0, {core}))  # fmt: skip
 
 
 def on_parent_test(parent_work: str, work: str, model: str, src: str, tgt: str) -> Dict[str, float]:
@@ -73,31 +72,22 @@ def on_parent_test(parent_work: str, work: str, model: str, src: str, tgt: str) 
                         "--testpref", os.path.join(out, "test.sp"), "--srcdict", os.path.join(work, "parent", f"dict.{src}.txt"),
                         "--tgtdict", os.path.join(work, "parent", f"dict.{tgt}.txt"), "--destdir", bindir, "--workers", "1"],
                        check=True, capture_output=True)  # fmt: skip
-    generated = os.path.join(out, os.path.basename(model) + ".generate.txt")
-    with open(generated, "w") as f:
-        subprocess.run([os.path.join(os.path.dirname(py), "fairseq-generate"), bindir, "--user-dir",
-                        os.path.join(REPO, "transformer_plugin"), "--path", model, "--gen-subset", "test", "--beam", "4",
-                        "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50", "--post-process", "sentencepiece",
-                        "--batch-size", "128"], check=True, stdout=f, stderr=subprocess.DEVNULL)  # fmt: skip
-    subprocess.run([py, "-m", "transformer_plugin_cli.tools.evaluate", "--generate-output", generated, "--reference",
-                    os.path.join(text, f"test.{tgt}"), "--hypotheses-out", generated + ".hyp", "--json", scores,
-                    "--label", f"{model} on the parent's test set"], check=True, capture_output=True, cwd=REPO)  # fmt: skip
-    with open(scores) as f:
-        return json.load(f)
+    return decode_and_score(bindir, model, os.path.join(text, f"test.{tgt}"), os.path.join(out, os.path.basename(model)),
+                            f"{model} on the parent's test set")  # fmt: skip
 
 
 def updates_of(work: str) -> int:
     with open(os.path.join(work, "train.log"), encoding="utf-8", errors="replace") as f:
-        found = [line for line in f if '"num_updates"' in line]
-    return int(json.loads(found[-1].split(" | ", 3)[-1])["num_updates"]) if found else 0
+        logged = log_records(f.read(), "train_inner")
+    return int(logged[-1]["num_updates"]) if logged else 0
 
 
-def run(parent_work: str, child: Dict[str, str], budgets: List[str], cores: List[int], work_root: str, record: str,
+def run(parent_work: str, child: Corpus, budgets: List[str], cores: List[int], work_root: str, record: str,
         extra: Dict[str, str]) -> dict:  # fmt: skip
     init = os.path.join(parent_work, "hf")
     if not os.path.exists(os.path.join(init, "config.json")):
         raise SystemExit(f"{init}: no MarianMT export of the parent (run its recipe with EXPORT=hf)")
-    found = {"parent": parent_work, "child": child, "runs": [], "parent_run": {"updates": updates_of(parent_work), **read_run(parent_work)}}
+    found = {"parent": parent_work, "child": {"prefix": child.prefix, "src": child.src, "tgt": child.tgt}, "runs": [], "parent_run": {"updates": updates_of(parent_work), **read_run(parent_work)}}
     for budget in budgets:
         works = {kind: os.path.join(work_root, budget, kind.replace(" ", "_")) for kind in KINDS}
         running = []
@@ -118,8 +108,8 @@ def run(parent_work: str, child: Dict[str, str], budgets: List[str], cores: List
                 with open(os.path.join(work, "results", "scores.parent.json")) as f:
                     alone = json.load(f)
                 found["parent_alone"] = {"bleu": alone["sacrebleu"], "chrf": alone["chrf"]}
-                after = on_parent_test(parent_work, work, os.path.join(work, "checkpoints", "average.pt"), child["src"], child["tgt"])
-                before = on_parent_test(parent_work, work, os.path.join(work, "parent", "checkpoint.pt"), child["src"], child["tgt"])
+                after = on_parent_test(parent_work, work, os.path.join(work, "checkpoints", "average.pt"), child.src, child.tgt)
+                before = on_parent_test(parent_work, work, os.path.join(work, "parent", "checkpoint.pt"), child.src, child.tgt)
                 result["parent_test"] = {"bleu": after["sacrebleu"], "chrf": after["chrf"]}
                 found["parent_on_its_test"] = {"bleu": before["sacrebleu"], "chrf": before["chrf"]}
             found["runs"].append(result)
@@ -181,7 +171,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.command == "run":
         prefix, src, tgt = a.child.rsplit(":", 2)
-        found = run(a.parent, {"prefix": os.path.abspath(prefix), "src": src, "tgt": tgt}, a.budgets, a.cores, a.work, a.record,
+        found = run(a.parent, Corpus("child", os.path.abspath(prefix), src, tgt), a.budgets, a.cores, a.work, a.record,
                     dict(item.split("=", 1) for item in a.set))  # fmt: skip
     else:
         with open(a.record) as f:

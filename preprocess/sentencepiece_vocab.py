@@ -20,7 +20,7 @@ import os
 import re
 import sys
 from collections import Counter
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import atomic_path
@@ -166,11 +166,11 @@ def _train(spm, inputs, tmp_prefix, vocab_size, model_type, character_coverage, 
 
 
 def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, batch: int = 10_000,
-           known: Optional[set] = None, unknown: Optional[Counter] = None) -> List[int]:  # fmt: skip
+           known: Optional[set] = None, unknown: Optional[Dict[str, Tuple[int, Counter]]] = None) -> List[int]:  # fmt: skip
     """Encode each input into its output, ``batch`` lines at a time on ``threads`` of sentencepiece's own
     threads (1.9x as fast with 2 as with 1; memory bounded by ``batch``); returns the line counts. With ``known``
-    (a dictionary's pieces), ``unknown`` counts, per input, "pieces" and "unknown" ones (fairseq's <unk>) and each
-    unknown piece."""
+    (a dictionary's pieces), ``unknown[input]`` is set to (its pieces, a count of each piece not known: fairseq's
+    <unk>)."""
     import sentencepiece as spm
 
     if len(inputs) != len(outputs):
@@ -178,7 +178,7 @@ def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, 
     processor = spm.SentencePieceProcessor(model_file=model)
     counts = []
     for src, dst in zip(inputs, outputs):
-        n = 0
+        n, pieces_in, missing = 0, 0, Counter()
         os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
         with open(src, encoding="utf-8") as fin, atomic_path(dst) as tmp, open(tmp, "w", encoding="utf-8") as fout:
             while True:
@@ -189,13 +189,11 @@ def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, 
                 fout.writelines(" ".join(p) + "\n" for p in pieces)
                 n += len(lines)
                 if known is not None:
-                    for line in pieces:
-                        unknown[f"{src}\tpieces"] += len(line)
-                        for piece in line:
-                            if piece not in known:
-                                unknown[f"{src}\tunknown"] += 1
-                                unknown[piece] += 1
+                    pieces_in += sum(map(len, pieces))
+                    missing.update(piece for line in pieces for piece in line if piece not in known)
         counts.append(n)
+        if known is not None:
+            unknown[src] = (pieces_in, missing)
     return counts
 
 
@@ -205,13 +203,13 @@ def dictionary_pieces(path: str) -> set:
         return {line.rsplit(" ", 1)[0] for line in f if line.strip()}
 
 
-def unknown_report(inputs: List[str], unknown: Counter, dictionary: str) -> dict:
-    """What of each input the dictionary lacks: its pieces, the unknown ones and their share, the commonest ten."""
-    per_input = {}
-    for path in inputs:
-        pieces, missing = unknown[f"{path}\tpieces"], unknown[f"{path}\tunknown"]
-        per_input[os.path.basename(path)] = {"pieces": pieces, "unknown": missing, "share": missing / max(1, pieces)}
-    commonest = [(p, c) for p, c in unknown.most_common() if "\t" not in p][:10]
+def unknown_report(unknown: Dict[str, Tuple[int, Counter]], dictionary: str) -> dict:
+    """What of each input the dictionary lacks (``encode``'s ``unknown``): its pieces, the unknown ones and their
+    share; the commonest ten over all inputs."""
+    per_input = {os.path.basename(path): {"pieces": pieces, "unknown": sum(missing.values()),
+                                          "share": sum(missing.values()) / max(1, pieces)}
+                 for path, (pieces, missing) in unknown.items()}  # fmt: skip
+    commonest = sum((missing for _, missing in unknown.values()), Counter()).most_common(10)
     return {"dictionary": dictionary, "inputs": per_input, "commonest": commonest}
 
 
@@ -251,11 +249,11 @@ def main(argv=None) -> int:
         if bool(args.dictionary) != bool(args.unknown_report):
             parser.error("--dictionary and --unknown-report go together")
         known = dictionary_pieces(args.dictionary) if args.dictionary else None
-        unknown = Counter()
+        unknown = {}
         for src, dst, n in zip(args.inputs, args.outputs, encode(args.model, args.inputs, args.outputs, args.threads, known=known, unknown=unknown)):
             print(f"encoded {n} lines: {src} -> {dst}")
         if known is not None:
-            report = unknown_report(args.inputs, unknown, args.dictionary)
+            report = unknown_report(unknown, args.dictionary)
             with atomic_path(args.unknown_report) as tmp, open(tmp, "w", encoding="utf-8") as f:
                 json.dump(report, f, indent=1, ensure_ascii=False)
             for name, r in report["inputs"].items():

@@ -103,14 +103,14 @@ def marian_parent(init: str, src: str, tgt: str, work: str) -> Parent:
     if all(theirs) and theirs != (src, tgt):
         raise ParentError(f"{path}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
     specials = {"</s>": config.get("eos_token_id", 0), "<pad>": config.get("pad_token_id")}
+    target_rows = config.get("decoder_vocab_size") or config["vocab_size"]
     try:
         vocabulary(os.path.join(init, "vocab.json"), config["vocab_size"], specials)
         if tokenizer.get("separate_vocabs"):
-            vocabulary(os.path.join(init, "target_vocab.json"), config.get("decoder_vocab_size") or config["vocab_size"], specials)
+            vocabulary(os.path.join(init, "target_vocab.json"), target_rows, specials)
     except MarianImportError as e:
         raise ParentError(str(e)) from None
-    return Parent("marian", os.path.join(work, "parent"), src_spm, tgt_spm, marian_flags(config),
-                  config.get("decoder_vocab_size") or config["vocab_size"])  # fmt: skip
+    return Parent("marian", os.path.join(work, "parent"), src_spm, tgt_spm, marian_flags(config), target_rows)
 
 
 def fairseq_flags(model_cfg: dict) -> List[str]:
