@@ -52,6 +52,7 @@ sys.path.insert(0, REPO)
 
 from preprocess.budget_rule import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
+from benchmarks.common import recipe_env, start_recipe  # noqa: E402
 from transformer_plugin_cli.tools.probe_arithmetic import parse_time  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, seconds_per_update  # noqa: E402
 
@@ -176,18 +177,12 @@ def run_recipe(corpus: Corpus, budget: str, name: str, settings: Dict[str, str],
                core: Optional[int], recipe: str) -> Dict[str, Optional[float]]:  # fmt: skip
     work = os.path.join(work_root, corpus.name, budget, name.replace(" ", "_"))
     done_file = os.path.join(work, "results", "scores.test.json")
-    env = {**os.environ, **corpus.files, **settings, "WORK": work, "MAX_UPDATE": str(updates), "CPU_WORKERS": "1",
-           "GPUS": "0", "EXPORT": "", "PYTHONUNBUFFERED": "1",
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}  # this Python's fairseq  # fmt: skip
-    env.pop("TIME", None)
+    env = recipe_env(corpus.files, settings, {"WORK": work, "MAX_UPDATE": str(updates), "CPU_WORKERS": "1", "GPUS": "0"})
     os.makedirs(work, exist_ok=True)
-    with open(os.path.join(work_root, corpus.name, budget, f"{name.replace(' ', '_')}.log"), "a") as log:
-        log.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} core {core}: {name}, {updates} updates, {settings}\n")
-        log.flush()
-        status = subprocess.run(["bash", recipe], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None).returncode  # fmt: skip
+    log = os.path.join(work_root, corpus.name, budget, f"{name.replace(' ', '_')}.log")
+    status = start_recipe(env, log, f"{name}, {updates} updates, {settings}", core, recipe).wait()
     if status != 0 or not os.path.exists(done_file):
-        raise RuntimeError(f"{name} at {budget} on {corpus.name}: the recipe failed ({status}); see {log.name}")
+        raise RuntimeError(f"{name} at {budget} on {corpus.name}: the recipe failed ({status}); see {log}")
     return read_run(work)
 
 

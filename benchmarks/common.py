@@ -1,17 +1,19 @@
-"""What the benchmarks share: where things are, running a command while measuring it, printing a
-result table, scoring a model on a test set as the recipes score it, and the fairseq flags that give fairseq's ``transformer`` and ``vaswani_transformer``
-the same sizes."""
+"""What the benchmarks share: where things are, running a command while measuring it, running the parallel-text
+recipe as a user would, printing a result table, scoring a model on a test set as the recipes score it, and the
+fairseq flags that give fairseq's ``transformer`` and ``vaswani_transformer`` the same sizes."""
 
 import os
 import shlex
 import subprocess
 import sys
 import time
+from typing import Dict, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 BIN = os.path.dirname(sys.executable)
 PLUGIN = os.path.join(REPO, "transformer_plugin")
+PARALLEL_TEXT = os.path.join(REPO, "recipes", "parallel_text.sh")
 
 
 def sh(cmd, log=None):
@@ -30,6 +32,29 @@ def sh(cmd, log=None):
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(map(shlex.quote, cmd))} failed ({proc.returncode}):\n{output[-3000:]}")
     return output, usage.ru_maxrss / 1024, time.time() - start
+
+
+def recipe_env(*settings: Dict[str, str], unset: Sequence[str] = ("TIME",)) -> Dict[str, str]:
+    """The environment a benchmark runs recipes/parallel_text.sh in: this one, with each of ``settings`` laid over
+    it in turn, no export (``EXPORT=``), output unbuffered, this Python's fairseq first on PATH; the variables in
+    ``unset`` (a budget the caller's shell may hold) removed unless a setting gives them."""
+    env = {**os.environ, "EXPORT": "", "PYTHONUNBUFFERED": "1", "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
+    for name in unset:
+        env.pop(name, None)
+    for given in settings:
+        env.update(given)
+    return env
+
+
+def start_recipe(env: Dict[str, str], log: str, header: str, core: Optional[int] = None,
+                 recipe: str = PARALLEL_TEXT) -> subprocess.Popen:  # fmt: skip
+    """``recipe`` run from the repository with ``env``, its output appended to ``log`` after a dated line saying
+    ``header``; pinned to ``core`` where one is given (a run beside another, one core each)."""
+    with open(log, "a") as f:
+        f.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')}{f' core {core}' if core is not None else ''}: {header}\n")
+        f.flush()
+        return subprocess.Popen(["bash", recipe], env=env, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None)  # fmt: skip
 
 
 def print_table(text: str, out=None) -> None:

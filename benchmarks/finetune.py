@@ -28,28 +28,18 @@ sys.path.insert(0, REPO)
 
 from benchmarks.budget_record import read_run  # noqa: E402
 from benchmarks.budgets import Corpus  # noqa: E402
-from benchmarks.common import decode_and_score, print_table  # noqa: E402
+from benchmarks.common import decode_and_score, print_table, recipe_env, start_recipe  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 
 KINDS = ("fine-tuned", "from nothing")
 
 
-def recipe_env(child: Corpus, work: str, budget: str, init: Optional[str], extra: Dict[str, str]) -> Dict[str, str]:
-    env = {**os.environ, **child.files, "WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0", "EXPORT": "",
-           "PYTHONUNBUFFERED": "1", "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}  # fmt: skip
-    env.pop("MAX_UPDATE", None)
-    env.update(extra)
+def child_env(child: Corpus, work: str, budget: str, init: Optional[str], extra: Dict[str, str]) -> Dict[str, str]:
+    """A run's environment: the child corpus and ``budget`` as its TIME, one CPU worker, ``init`` as its INIT."""
+    env = recipe_env(child.files, {"WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0"}, extra, unset=("MAX_UPDATE",))
     if init:
         env["INIT"] = init
     return env
-
-
-def start(env: Dict[str, str], core: int, log: str) -> subprocess.Popen:
-    with open(log, "a") as f:
-        f.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} core {core}: TIME={env['TIME']} INIT={env.get('INIT', '')}\n")
-        f.flush()
-        return subprocess.Popen(["bash", os.path.join(REPO, "recipes", "parallel_text.sh")], env=env, cwd=REPO, stdout=f,
-                                stderr=subprocess.STDOUT, preexec_fn=lambda: os.sched_setaffinity(0, {core}))  # fmt: skip
 
 
 def on_parent_test(parent_work: str, work: str, model: str, src: str, tgt: str) -> Dict[str, float]:
@@ -95,8 +85,8 @@ def run(parent_work: str, child: Corpus, budgets: List[str], cores: List[int], w
             if os.path.exists(os.path.join(work, "results", "scores.test.json")):
                 continue
             os.makedirs(work, exist_ok=True)
-            env = recipe_env(child, work, budget, init if kind == "fine-tuned" else None, extra)
-            running.append((kind, start(env, core, work + ".log")))
+            env = child_env(child, work, budget, init if kind == "fine-tuned" else None, extra)
+            running.append((kind, start_recipe(env, work + ".log", f"TIME={budget} INIT={env.get('INIT', '')}", core)))
             if len(cores) == 1:
                 running[-1][1].wait()
         for kind, proc in running:

@@ -33,21 +33,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.budgets import Corpus, assignments, candidates, parse_corpus  # noqa: E402
-from benchmarks.common import print_table  # noqa: E402
+from benchmarks.common import print_table, recipe_env, start_recipe  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, seconds_per_update  # noqa: E402
 
 
 def recipe(corpus: Corpus, settings: Dict[str, str], work: str, log: str, extra: Dict[str, str]) -> None:
     """The parallel-text recipe with ``settings`` and ``extra`` (budget, layout) in ``work``, its output in ``log``."""
-    env = {**os.environ, **corpus.files, **settings, **extra, "WORK": work, "EXPORT": "", "PYTHONUNBUFFERED": "1",
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}  # this Python's fairseq  # fmt: skip
-    env.pop("TIME", None)
-    with open(log, "a") as f:
-        f.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')}: {settings} {extra}\n")
-        f.flush()
-        status = subprocess.run(["bash", os.path.join(REPO, "recipes", "parallel_text.sh")], env=env, stdout=f,
-                                stderr=subprocess.STDOUT, cwd=REPO).returncode  # fmt: skip
+    status = start_recipe(recipe_env(corpus.files, settings, extra, {"WORK": work}), log, f"{settings} {extra}").wait()
     if status != 0:
         raise RuntimeError(f"the recipe failed ({status}) in {work}: see {log}")
 

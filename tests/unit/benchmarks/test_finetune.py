@@ -1,7 +1,7 @@
 """benchmarks.finetune's table and figure from a record (its runs: the recipe, measured in docs/benchmarks.md)."""
 
 from benchmarks.budgets import Corpus
-from benchmarks.finetune import figure, recipe_env, table
+from benchmarks.finetune import child_env, figure, table
 
 RECORD = {"parent_alone": {"bleu": 10.0, "chrf": 40.0}, "parent_on_its_test": {"bleu": 30.0, "chrf": 55.0},
           "runs": [{"budget": "10m", "kind": "fine-tuned", "updates": 500, "bleu": 15.0, "chrf": 45.0,
@@ -23,7 +23,7 @@ def test_the_figure_is_written(tmp_path):
 
 def test_each_run_has_the_budget_in_time_and_only_the_fine_tuning_a_parent():
     child = Corpus("child", "/c/train", "en", "de")
-    tuned = recipe_env(child, "/w", "10m", "/p/hf", {"TOY": "1"})
-    scratch = recipe_env(child, "/w", "10m", None, {})
+    tuned = child_env(child, "/w", "10m", "/p/hf", {"TOY": "1"})
+    scratch = child_env(child, "/w", "10m", None, {})
     assert (tuned["TIME"], tuned["INIT"], tuned["TEST"], tuned["TOY"]) == ("10m", "/p/hf", "/c/test", "1")
     assert "INIT" not in scratch and "MAX_UPDATE" not in scratch
