@@ -152,10 +152,20 @@ KERNEL_TESTS := tests/unit/models tests/unit/modules tests/unit/criterions tests
 # an AVX2 processor without AVX-512 (torch's, MKL's and oneDNN's kernels alike).
 KERNEL_PATHS := ATEN_CPU_CAPABILITY=default,MKL_CBWR=COMPATIBLE \
 	ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,ONEDNN_MAX_CPU_ISA=AVX2
+# The paths side by side, each a pytest run of its own with its own temporary folder, their outputs shown in
+# turn once both have ended: one path alone leaves a core idle while its longest file (fairseq's features, whose
+# two models train for most of the path's time) ends.
 test-kernels: $(STAMP) | check-python
-	@status=0; for path in $(KERNEL_PATHS); do echo "==== $$path"; \
-		env $$(echo $$path | tr , ' ') $(call PARALLEL_PYTEST,$(PY)) $(KERNEL_TESTS) -m "not slow and not transformers4" -q $(PYTEST_ARGS) || status=1; \
-	done; exit $$status
+	@dir=$$(mktemp -d); status=0; pids=""; i=0; \
+	for path in $(KERNEL_PATHS); do i=$$((i + 1)); \
+		env $$(echo $$path | tr , ' ') $(call PARALLEL_PYTEST,$(PY)) $(KERNEL_TESTS) -m "not slow and not transformers4" -q \
+			--basetemp $$dir/tmp$$i $(PYTEST_ARGS) > $$dir/out$$i 2>&1 & pids="$$pids $$!"; \
+	done; \
+	i=0; for path in $(KERNEL_PATHS); do i=$$((i + 1)); \
+		wait $$(echo $$pids | cut -d' ' -f$$i) || status=1; echo "==== $$path"; cat $$dir/out$$i; \
+	done; \
+	if [ $$status = 0 ]; then rm -rf $$dir; else echo "test-kernels failed: each path's files are kept under $$dir" >&2; fi; \
+	exit $$status
 
 # The Transformers export through transformers 4.57, whose pipeline("translation") transformers 5 removed:
 # that version goes into .transformers4 (pip --target, beside the pinned 5.x), and the test puts it first
