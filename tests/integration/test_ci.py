@@ -1,0 +1,48 @@
+"""CI's own plumbing: `.ci/run` runs every tier the README says it runs, and `make test-kernels`, whose two kernel
+paths run side by side, fails when either fails and shows both."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_ci_runs_every_tier_the_readme_names_and_each_is_a_make_target():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        [line] = [line for line in f if line.startswith("CI (`.ci/run`) runs")]
+    named = re.findall(r"`(?:make )?(test[\w-]*)`", line.split(": ")[0])
+    assert {"test", "test-e2e", "test-kernels", "test-pythons", "test-cluster"} <= set(named)
+    with open(os.path.join(REPO, ".ci", "run"), encoding="utf-8") as f:
+        script = "".join(line for line in f if not line.lstrip().startswith("#"))
+    called = re.findall(r"\bmake (?:-\S+ )*([\w-]+)", script)
+    assert set(named) <= set(called), (named, called)
+    with open(os.path.join(REPO, "Makefile"), encoding="utf-8") as f:
+        targets = set(re.findall(r"^([\w-]+):", f.read(), flags=re.M))
+    assert set(called) <= targets
+
+
+@pytest.mark.parametrize("failing", [None, "avx2"])
+def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_path, failing):
+    test = tmp_path / "test_path.py"
+    test.write_text(f"import os\n\n\ndef test_path():\n    assert os.environ.get('ATEN_CPU_CAPABILITY') != {failing!r}\n")
+    stamp = tmp_path / "installed"  # newer than setup.py and requirements.txt: make installs nothing
+    stamp.touch()
+    proc = subprocess.run(
+        ["make", "-s", "test-kernels", f"KERNEL_TESTS={test}", f"STAMP={stamp}", f"VENV={sys.prefix}",
+         f"PYTHON={sys.executable}", "TEST_WORKERS=0", "PYTEST_ARGS=-p no:cacheprovider"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    kept = re.search(r"each path's files are kept under (\S+)", proc.stderr)
+    if kept:
+        shutil.rmtree(kept.group(1))
+    default, avx2 = proc.stdout.split("==== ATEN_CPU_CAPABILITY=default")[1].split("==== ATEN_CPU_CAPABILITY=avx2")
+    assert "1 passed" in default
+    if failing:
+        assert proc.returncode != 0 and "1 failed" in avx2 and kept, proc.stdout[-2000:] + proc.stderr[-2000:]
+    else:
+        assert proc.returncode == 0 and "1 passed" in avx2 and not kept, proc.stdout[-2000:] + proc.stderr[-2000:]
