@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from typing import Dict, List, Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +35,8 @@ KINDS = ("fine-tuned", "from nothing")
 
 def child_env(child: Corpus, work: str, budget: str, init: Optional[str], extra: Dict[str, str]) -> Dict[str, str]:
     """A run's environment: the child corpus and ``budget`` as its TIME, one CPU worker, ``init`` as its INIT."""
-    env = recipe_env(child.files, {"WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0"}, extra, unset=("MAX_UPDATE",))
+    env = recipe_env(child.files, {"WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0"}, extra,
+                     unset=("MAX_UPDATE",))
     if init:
         env["INIT"] = init
     return env

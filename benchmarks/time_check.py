@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional, Sequence
@@ -32,7 +31,7 @@ from typing import Dict, List, Optional, Sequence
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks.budgets import Corpus, assignments, candidates, parse_corpus  # noqa: E402
+from benchmarks.budgets import Corpus, candidates, parse_corpus  # noqa: E402
 from benchmarks.common import print_table, recipe_env, start_recipe  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 from transformer_plugin_cli.tools.speed_probe import layout_probe, seconds_per_update  # noqa: E402
