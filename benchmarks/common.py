@@ -2,6 +2,7 @@
 recipe as a user would, printing a result table, scoring a model on a test set as the recipes score it, and the
 fairseq flags that give fairseq's ``transformer`` and ``vaswani_transformer`` the same sizes."""
 
+import json
 import os
 import shlex
 import subprocess
@@ -80,8 +81,6 @@ def decode_and_score(data_bin: str, model: str, reference: str, prefix: str, lab
     """``model`` on ``data_bin``'s test set, decoded and scored as the parallel-text recipe's stages 6-7 do (beam 4,
     lenpen 0.6, sacreBLEU and chrF against ``reference``): PREFIX.generate.txt, PREFIX.hyp.txt and PREFIX.json
     written; the scores returned."""
-    import json
-
     generated, scores = prefix + ".generate.txt", prefix + ".json"
     with open(generated, "w") as f:
         subprocess.run([os.path.join(BIN, "fairseq-generate"), data_bin, "--user-dir", PLUGIN, "--path", model,

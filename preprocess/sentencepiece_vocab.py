@@ -206,9 +206,10 @@ def dictionary_pieces(path: str) -> set:
 def unknown_report(unknown: Dict[str, Tuple[int, Counter]], dictionary: str) -> dict:
     """What of each input the dictionary lacks (``encode``'s ``unknown``): its pieces, the unknown ones and their
     share; the commonest ten over all inputs."""
-    per_input = {os.path.basename(path): {"pieces": pieces, "unknown": sum(missing.values()),
-                                          "share": sum(missing.values()) / max(1, pieces)}
-                 for path, (pieces, missing) in unknown.items()}  # fmt: skip
+    per_input = {}
+    for path, (pieces, missing) in unknown.items():
+        lacking = sum(missing.values())
+        per_input[os.path.basename(path)] = {"pieces": pieces, "unknown": lacking, "share": lacking / max(1, pieces)}
     commonest = sum((missing for _, missing in unknown.values()), Counter()).most_common(10)
     return {"dictionary": dictionary, "inputs": per_input, "commonest": commonest}
 
