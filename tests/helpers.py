@@ -314,17 +314,19 @@ def known_at() -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() - 3600))
 
 
-def known_speed_figures(cache, vocab: int) -> None:
+def known_speed_figures(cache, vocab: int, parents=()) -> None:
     """Speed figures (transformer_plugin_cli/tools/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
     if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
     with the corpus's vocabulary of ``vocab`` pieces: the small class's model (4 s an update), 3 layers a side of
     d_model 256 (1.5 s at 4,096 tokens, 1 s at 2,048), 2 layers (1.5 s and 0.75 s), and the class's with --d-ff 512
-    and 4,000 pieces (1.5 s). A dry run then reads them back rather than time a full-size model for half a minute;
-    the probe itself is timed for real by tests/unit/cli/tools/test_speed_probe.py and by the toy runs of
-    test_parallel_text_recipe.py."""
+    and 4,000 pieces (1.5 s); and for each of ``parents`` (a MarianMT directory INIT= names), its model at 4,096
+    tokens (0.5 s). A dry run then reads them back rather than time a model for about 15 seconds of 2 cores; the probe
+    itself is timed for real by tests/unit/cli/tools/test_speed_probe.py, by the toy runs of
+    test_parallel_text_recipe.py and, for a parent, by test_parallel_text_init.py."""
     import json
 
     from preprocess.budget_rule import SHORT_FLAGS
+    from transformer_plugin_cli.serving.parent import read_parent
     from transformer_plugin_cli.tools.speed_probe import layout_probe
 
     def d256(layers, tokens):
@@ -333,6 +335,9 @@ def known_speed_figures(cache, vocab: int) -> None:
     known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", vocab, 4096, 0, 2): 4.0,
              d256(3, 4096): 1.5, d256(3, 2048): 1.0, d256(2, 4096): 1.5, d256(2, 2048): 0.75,
              layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5}  # fmt: skip
+    for init in parents:  # the parent's model and vocabulary, as the recipe reads them (vaswani-parent settings)
+        parent = read_parent(str(init), "en", "de", "runs").assignments("en", "de")
+        known[layout_probe("vaswani_base", parent["PARENT_MODEL_FLAGS"], int(parent["PARENT_VOCAB_SIZE"]), 4096, 0, 2)] = 0.5
     (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)
     (cache / "transformer_plugin" / "speed.json").write_text(
         json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()} for probe, seconds in known.items()}))

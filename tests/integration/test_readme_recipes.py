@@ -54,16 +54,16 @@ def fresh_copy(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def speed_figures(tmp_path_factory):
+def speed_figures(tmp_path_factory, fresh_copy):
     """The speed probe's figures (recipes/parallel_text.sh's dry runs say how long training takes here) kept for
-    this module, as a machine that probed the full-size models before keeps them (helpers.known_speed_figures:
-    the dry runs read them back, where each would time a full-size model for half a minute), and nothing is
-    written to the user's ~/.cache."""
+    this module, as a machine that probed the full-size models and the parent opus-mt-en-de before keeps them
+    (helpers.known_speed_figures: the dry runs read them back, where each would time a model for 15 to 30 seconds),
+    and nothing is written to the user's ~/.cache."""
     cache = tmp_path_factory.mktemp("cache")
-    known_speed_figures(cache, vocab=8000)
+    known_speed_figures(cache, vocab=8000, parents=[fresh_copy / "opus-mt-en-de"])
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache))
-        yield
+        yield cache / "transformer_plugin" / "speed.json"
 
 
 def run(args, cwd, env, timeout=300):
@@ -80,13 +80,15 @@ def run(args, cwd, env, timeout=300):
 
 
 @pytest.mark.parametrize("line, assignments, words", LINES, ids=[line for line, _, _ in LINES])
-def test_readme_recipe_line_dry_runs_as_typed(fresh_copy, line, assignments, words):
+def test_readme_recipe_line_dry_runs_as_typed(fresh_copy, speed_figures, line, assignments, words):
     dry = [] if "--dry-run" in words else ["--dry-run"]
-    before = set(os.listdir(fresh_copy))
+    before, figures = set(os.listdir(fresh_copy)), speed_figures.read_text()
     proc = run(["bash", *words, *dry], fresh_copy, user_env(assignments))
     assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     assert re.search(r"^\+ ", proc.stdout, flags=re.M), f"{line}: --dry-run printed no command"
     assert "FAILED" not in proc.stderr
+    # it read the figures the fixture gave and timed no model (15 to 30 s a line, on every Python CI tries)
+    assert speed_figures.read_text() == figures, f"{line}: the dry run timed a model: give helpers.known_speed_figures its figure"
     written = set(os.listdir(fresh_copy)) - before
     if written == {"runs"} and any(w.endswith("parallel_text.sh") for w in words):  # its plan (WORK/plan.json), as the dry run promises; no more
         files = [os.path.relpath(os.path.join(d, f), fresh_copy) for d, _, fs in os.walk(fresh_copy / "runs") for f in fs]
