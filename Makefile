@@ -142,7 +142,7 @@ test-pythons:
 # against their formulas and fairseq's, the features tier's two trained models, CTranslate2 and Transformers
 # against fairseq-generate, half precision against fp32. (The rest compares nothing a processor computes
 # differently: the engine, the data preparation, the patches, resumes and the recipes' plumbing run once, in
-# make test.)
+# make test; so do the tests marked kernel_free in these files: parameter counts, flags refused at start-up.)
 KERNEL_TESTS := tests/unit/models tests/unit/modules tests/unit/criterions tests/unit/lr_scheduler tests/unit/cli/tools/test_convert.py \
 	tests/integration/test_fairseq_features.py tests/integration/test_serving.py tests/integration/test_export_transformers.py \
 	tests/integration/test_cli.py::test_ctranslate2_export_scores_and_translates_as_fairseq \
@@ -158,7 +158,7 @@ KERNEL_PATHS := ATEN_CPU_CAPABILITY=default,MKL_CBWR=COMPATIBLE \
 test-kernels: $(STAMP) | check-python
 	@dir=$$(mktemp -d); status=0; pids=""; i=0; \
 	for path in $(KERNEL_PATHS); do i=$$((i + 1)); \
-		env $$(echo $$path | tr , ' ') $(call PARALLEL_PYTEST,$(PY)) $(KERNEL_TESTS) -m "not slow and not transformers4" -q \
+		env $$(echo $$path | tr , ' ') $(call PARALLEL_PYTEST,$(PY)) $(KERNEL_TESTS) -m "not slow and not transformers4 and not kernel_free" -q \
 			--basetemp $$dir/tmp$$i $(PYTEST_ARGS) > $$dir/out$$i 2>&1 & pids="$$pids $$!"; \
 	done; \
 	i=0; for path in $(KERNEL_PATHS); do i=$$((i + 1)); \

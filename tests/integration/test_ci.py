@@ -1,5 +1,5 @@
 """CI's own plumbing: `.ci/run` runs every tier the README says it runs, and `make test-kernels`, whose two kernel
-paths run side by side, fails when either fails and shows both."""
+paths run side by side, fails when either fails and shows both, and leaves out the tests marked kernel_free."""
 
 import os
 import re
@@ -29,7 +29,8 @@ def test_ci_runs_every_tier_the_readme_names_and_each_is_a_make_target():
 @pytest.mark.parametrize("failing", [None, "avx2"])
 def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_path, failing):
     test = tmp_path / "test_path.py"
-    test.write_text(f"import os\n\n\ndef test_path():\n    assert os.environ.get('ATEN_CPU_CAPABILITY') != {failing!r}\n")
+    test.write_text(f"import os\n\nimport pytest\n\n\ndef test_path():\n    assert os.environ.get('ATEN_CPU_CAPABILITY') != {failing!r}\n"
+                    "\n\n@pytest.mark.kernel_free\ndef test_a_count():\n    assert False, 'the kernel paths ran a kernel_free test'\n")
     stamp = tmp_path / "installed"  # newer than setup.py and requirements.txt: make installs nothing
     stamp.touch()
     proc = subprocess.run(
@@ -41,8 +42,8 @@ def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_pat
     if kept:
         shutil.rmtree(kept.group(1))
     default, avx2 = proc.stdout.split("==== ATEN_CPU_CAPABILITY=default")[1].split("==== ATEN_CPU_CAPABILITY=avx2")
-    assert "1 passed" in default
+    assert "1 passed, 1 deselected" in default
     if failing:
-        assert proc.returncode != 0 and "1 failed" in avx2 and kept, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert proc.returncode != 0 and "1 failed, 1 deselected" in avx2 and kept, proc.stdout[-2000:] + proc.stderr[-2000:]
     else:
-        assert proc.returncode == 0 and "1 passed" in avx2 and not kept, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert proc.returncode == 0 and "1 passed, 1 deselected" in avx2 and not kept, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -602,6 +602,7 @@ def test_hydra_train_with_a_yaml_config(pair, baseline, model, tmp_path):
 # ---- fairseq's transformer flags the paper's model does not take ----------------------------------
 
 
+@pytest.mark.kernel_free
 @pytest.mark.parametrize(
     "flags,message",
     [

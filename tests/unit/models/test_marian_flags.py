@@ -13,6 +13,7 @@ def count(model):
     return sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.kernel_free
 @pytest.mark.parametrize("arch", ["vaswani_tiny", "vaswani_base", "vaswani_big"])
 def test_the_papers_architectures_are_unchanged_by_default(dictionary, arch):
     model = build_vaswani(dictionary, arch)

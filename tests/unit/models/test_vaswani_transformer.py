@@ -45,6 +45,7 @@ TABLE_3 = {
 }
 
 
+@pytest.mark.kernel_free
 @pytest.mark.parametrize("row", list(TABLE_3))
 def test_table3_parameter_counts(vocab_37k, row):
     flags, paper, tolerance = TABLE_3[row]
@@ -55,6 +56,7 @@ def test_table3_parameter_counts(vocab_37k, row):
     assert abs(n / 1e6 - paper) / paper <= tolerance, f"{row}: {n / 1e6:.1f}M vs paper {paper}M"
 
 
+@pytest.mark.kernel_free
 def test_big_parameter_count(vocab_37k):
     n = count(build_vaswani(vocab_37k, arch="vaswani_big"))
     assert n == closed_form(d_model=1024, d_ff=4096, h=16)
