@@ -98,12 +98,12 @@ $(STAMP): setup.py requirements.txt | check-python
 	@# isolated build environment (which would pull another torch) and without its torchaudio pin; its six
 	@# extensions side by side, one per core (setuptools reads DIST_EXTRA_CONFIG): 115 s against 166 s on 2 cores;
 	@# with Python's own compiler flags (or CFLAGS/CXXFLAGS where set, which setuptools puts in their place) and
-	@# FAIRSEQ_CFLAGS after them.
+	@# FAIRSEQ_CFLAGS after them; never a wheel pip's cache kept from another build (another torch, other flags).
 	$(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('fairseq-fixed') != '0.12.3.1')" 2>/dev/null || \
 		{ printf '[build_ext]\nparallel = %s\n' "$$(nproc)" > $(VENV)/build_ext.cfg && \
 		python_flags=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("CFLAGS") or "")') && \
 		CFLAGS="$${CFLAGS:-$$python_flags} $(FAIRSEQ_CFLAGS)" CXXFLAGS="$${CXXFLAGS:-$$python_flags} $(FAIRSEQ_CFLAGS)" \
-		DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg MAX_JOBS=2 $(PIP) install --no-build-isolation --no-deps "$(FAIRSEQ)"; }
+		DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg MAX_JOBS=2 $(PIP) install --no-cache-dir --no-build-isolation --no-deps "$(FAIRSEQ)"; }
 	$(PIP) install --no-deps --no-build-isolation -e .
 	$(PY) -c "import transformer_plugin, fairseq; print('fairseq', fairseq.__version__, 'plugin', transformer_plugin.__version__)"
 	touch $(STAMP)
