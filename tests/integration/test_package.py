@@ -279,4 +279,9 @@ def test_fairseqs_extensions_built_here_carry_no_debug_information():
     assert len(extensions) == 6, extensions
     for extension in extensions:
         names = elf_section_names(dist.locate_file(extension))
-        assert ".text" in names and not [n for n in names if n.startswith(".debug")], (str(extension), names)
+        debug = [n for n in names if n.startswith(".debug")]
+        assert ".text" in names and not debug, (
+            f"{dist.locate_file(extension)} has {', '.join(debug)}: fairseq was built with FAIRSEQ_CFLAGS= or before the "
+            f"Makefile added -g0 (2026-11-29); `{sys.executable} -m pip uninstall -y fairseq-fixed && rm {sys.prefix}/.installed`, "
+            "then make install, builds it again"
+        )
