@@ -95,15 +95,15 @@ $(STAMP): setup.py requirements.txt | check-python
 	else $(PY) -c "import torch" || { echo "TORCH= given but no torch is importable in $(VENV)" >&2; exit 1; }; fi
 	$(PIP) install -r requirements.txt
 	@# fairseq-fixed is an sdist: build its extensions against the torch above, without pip's
-	@# isolated build environment (which would pull another torch) and without its torchaudio pin; its six
-	@# extensions side by side, one per core (setuptools reads DIST_EXTRA_CONFIG): 115 s against 166 s on 2 cores;
-	@# with Python's own compiler flags (or CFLAGS/CXXFLAGS where set, which setuptools puts in their place) and
-	@# FAIRSEQ_CFLAGS after them; never a wheel pip's cache kept from another build (another torch, other flags).
+	@# isolated build environment (which would pull another torch) and without its torchaudio pin; with Python's
+	@# own compiler flags (or CFLAGS/CXXFLAGS where set, which setuptools puts in their place) and FAIRSEQ_CFLAGS
+	@# after them; never a wheel pip's cache kept from another build (another torch, other flags). Its six extensions
+	@# one after the other: torch's builder writes one build.ninja for all of them, and two side by side overwrite
+	@# each other's (Python 3.13, 2026-11-29: "cannot find .../data_utils_fast.o"); about 2 min with -g0.
 	$(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('fairseq-fixed') != '0.12.3.1')" 2>/dev/null || \
-		{ printf '[build_ext]\nparallel = %s\n' "$$(nproc)" > $(VENV)/build_ext.cfg && \
-		python_flags=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("CFLAGS") or "")') && \
+		{ python_flags=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("CFLAGS") or "")') && \
 		CFLAGS="$${CFLAGS:-$$python_flags} $(FAIRSEQ_CFLAGS)" CXXFLAGS="$${CXXFLAGS:-$$python_flags} $(FAIRSEQ_CFLAGS)" \
-		DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg MAX_JOBS=2 $(PIP) install --no-cache-dir --no-build-isolation --no-deps "$(FAIRSEQ)"; }
+		MAX_JOBS=2 $(PIP) install --no-cache-dir --no-build-isolation --no-deps "$(FAIRSEQ)"; }
 	$(PIP) install --no-deps --no-build-isolation -e .
 	$(PY) -c "import transformer_plugin, fairseq; print('fairseq', fairseq.__version__, 'plugin', transformer_plugin.__version__)"
 	touch $(STAMP)
