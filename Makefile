@@ -5,7 +5,7 @@
 #   make test-unit   only the unit tier
 #   make test-e2e    the end-to-end tier: the recipes at toy size, fairseq's features on trained models, faults
 #   make test-pythons    the install, the imports and console scripts, and the documented recipe commands as dry
-#                runs, on each of Python 3.11, 3.12 and 3.13 here
+#                runs, on each of Python 3.11, 3.12 and 3.13 here (make install-pythons: only their installs)
 #   make test-kernels    the tests that compare numbers or rest on a trained model, under two other kernel paths
 #                (another CPU's numbers)
 #   make test-gpu    only the GPU tier (tests/gpu: half precision, fused attention; skipped without CUDA)
@@ -69,7 +69,7 @@ PARALLEL_PYTEST = $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=$${OMP_NUM_T
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install check-python test test-unit test-e2e test-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
+.PHONY: install check-python test test-unit test-e2e test-pythons install-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
 	test-transformers4 demo bench bench-learning bench-budgets bench-data bench-serving bench-cluster clean
 
 install: $(STAMP)
@@ -127,15 +127,18 @@ test-e2e: $(STAMP) | check-python
 # faults show in its install, its imports and its commands. A version found neither as python3.X on PATH nor under
 # pyenv is skipped, named. Prints one line per version; fails if any failed.
 PYTHON_TESTS := tests/integration/test_package.py tests/integration/test_readme_recipes.py
+# For the version $$v: py, its interpreter (python$$v on PATH, else pyenv's newest $$v.*; empty if neither runs), and
+# venv, its environment ($(VENV) where that was made with $$v, else .venv-$$v).
+FIND_PYTHON = py=""; \
+	for c in $$(command -v python$$v) $$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V -r); do \
+		$$c -c '' 2>/dev/null && { py=$$c; break; }; done; \
+	venv=.venv-$$v; \
+	[ "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$$v" ] || venv=$(VENV)
 test-pythons:
 	@status=0; summary=""; \
 	for v in $(PYTHONS); do \
-		py=""; \
-		for c in $$(command -v python$$v) $$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V -r); do \
-			$$c -c '' 2>/dev/null && { py=$$c; break; }; done; \
+		$(FIND_PYTHON); \
 		if [ -z "$$py" ]; then summary="$$summary\nPython $$v: skipped, not on this machine (no python$$v on PATH or under pyenv)"; continue; fi; \
-		venv=.venv-$$v; \
-		[ "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$$v" ] || venv=$(VENV); \
 		echo "==== Python $$v ($$py), environment $$venv"; \
 		if $(MAKE) --no-print-directory install PYTHON=$$py VENV=$$venv && \
 			$(call PARALLEL_PYTEST,$$venv/bin/python) $(PYTHON_TESTS) -q $(PYTEST_ARGS); \
@@ -143,6 +146,18 @@ test-pythons:
 		else summary="$$summary\nPython $$v ($$py): FAILED"; status=1; fi; \
 	done; \
 	printf "$$summary\n"; exit $$status
+
+# Only the installs of make test-pythons, into the same environments, which test-pythons then finds made (CI runs
+# it beside make test's own install, whose download, unpacking and one-core build of fairseq leave a core idle).
+install-pythons:
+	@status=0; \
+	for v in $(PYTHONS); do \
+		$(FIND_PYTHON); \
+		if [ -z "$$py" ]; then echo "Python $$v: skipped, not on this machine (no python$$v on PATH or under pyenv)"; continue; fi; \
+		echo "==== Python $$v ($$py), environment $$venv"; \
+		$(MAKE) --no-print-directory install PYTHON=$$py VENV=$$venv || status=1; \
+	done; \
+	exit $$status
 
 # The tests whose premises rest on a trained model or on floating-point results, again under two other
 # kernel paths of MKL and torch: the numbers another processor computes (AVX2 without AVX-512, another

@@ -47,3 +47,20 @@ def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_pat
         assert proc.returncode != 0 and "1 failed, 1 deselected" in avx2 and kept, proc.stdout[-2000:] + proc.stderr[-2000:]
     else:
         assert proc.returncode == 0 and "1 passed, 1 deselected" in avx2 and not kept, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_install_pythons_makes_the_environments_test_pythons_uses():
+    """CI installs Python 3.12 ahead, beside make test's own install (make install-pythons): test-pythons must find
+    that environment made, so both must name the same interpreter and environment for each version."""
+    def chosen(target):
+        # -n: make prints the installs; a line that calls make runs, so test-pythons' pytest runs: --version only
+        proc = subprocess.run(["make", "-n", target, "PYTHONS=3.11 3.12 3.13 3.99", f"VENV={sys.prefix}",
+                               "PYTHON_TESTS=--version"], cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+        return re.findall(r"^==== (Python .*)$", proc.stdout, flags=re.M), proc.stdout + proc.stderr
+
+    installed, out = chosen("install-pythons")
+    tested, _ = chosen("test-pythons")
+    assert installed and installed == tested, out[-2000:]
+    ours = "%d.%d" % sys.version_info[:2]
+    assert [line for line in installed if line.startswith(f"Python {ours} (") and line.endswith(f"environment {sys.prefix}")]
+    assert "Python 3.99: skipped, not on this machine" in out
