@@ -286,7 +286,7 @@ def test_another_clone_environment_and_work_path_continue_the_run(toy_run, tmp_p
 
 # ---- Ctrl-C and kill during training, then the same command again ----------------------------------------
 
-LONG = dict(TOY, TOY_MAX_UPDATE="100", TOY_AVERAGE_LAST="1")  # 100 updates, a checkpoint every 10, no averaging
+LONG = dict(TOY, TOY_MAX_UPDATE="60", TOY_AVERAGE_LAST="1")  # 60 updates, a checkpoint every 10, no averaging
 
 
 def last_parameters(work, config):
@@ -297,7 +297,7 @@ def last_parameters(work, config):
 
 @pytest.fixture(scope="module")
 def long_reference(toy_run):
-    """The toy run's training for 100 updates, never interrupted."""
+    """The toy run's training for 60 updates, never interrupted."""
     work, _ = toy_run
     proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), CONFIG="long", **LONG)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -323,7 +323,7 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
     checkpoints = work / config / "checkpoints"
     try:
         deadline = time.time() + 300
-        while not list(checkpoints.glob("checkpoint_*_20.pt")):  # a checkpoint to resume from, and 80 updates to go
+        while not list(checkpoints.glob("checkpoint_*_20.pt")):  # a checkpoint to resume from, and 40 updates to go
             assert time.time() < deadline and recipe.poll() is None, "training did not reach update 20"
             time.sleep(0.05)
         sent = time.time()
@@ -344,7 +344,7 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
            "continues from the last checkpoint it saved (checkpoint_last.pt)" in err, err[-3000:]  # fmt: skip
     assert not (work / ".done" / f"4-{config}").exists()
     stopped_at = max(int(p.name.split("_")[-1][:-3]) for p in checkpoints.glob("checkpoint_*_*.pt"))
-    assert 20 <= stopped_at < 100
+    assert 20 <= stopped_at < 60
 
     proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), CONFIG=config, **LONG, **launch)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
