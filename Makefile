@@ -128,7 +128,8 @@ test-e2e: $(STAMP) | check-python
 # pyenv is skipped, named. Prints one line per version; fails if any failed.
 PYTHON_TESTS := tests/integration/test_package.py tests/integration/test_readme_recipes.py
 # For the version $$v: py, its interpreter (python$$v on PATH, else pyenv's newest $$v.*; empty if neither runs), and
-# venv, its environment ($(VENV) where that was made with $$v, else .venv-$$v).
+# venv, its environment ($(VENV) where that was made with $$v, else .venv-$$v). NO_PYTHON: what is said when py is empty.
+NO_PYTHON = Python $$v: skipped, not on this machine (no python$$v on PATH or under pyenv)
 FIND_PYTHON = py=""; \
 	for c in $$(command -v python$$v) $$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V -r); do \
 		$$c -c '' 2>/dev/null && { py=$$c; break; }; done; \
@@ -138,7 +139,7 @@ test-pythons:
 	@status=0; summary=""; \
 	for v in $(PYTHONS); do \
 		$(FIND_PYTHON); \
-		if [ -z "$$py" ]; then summary="$$summary\nPython $$v: skipped, not on this machine (no python$$v on PATH or under pyenv)"; continue; fi; \
+		if [ -z "$$py" ]; then summary="$$summary\n$(NO_PYTHON)"; continue; fi; \
 		echo "==== Python $$v ($$py), environment $$venv"; \
 		if $(MAKE) --no-print-directory install PYTHON=$$py VENV=$$venv && \
 			$(call PARALLEL_PYTEST,$$venv/bin/python) $(PYTHON_TESTS) -q $(PYTEST_ARGS); \
@@ -153,7 +154,7 @@ install-pythons:
 	@status=0; \
 	for v in $(PYTHONS); do \
 		$(FIND_PYTHON); \
-		if [ -z "$$py" ]; then echo "Python $$v: skipped, not on this machine (no python$$v on PATH or under pyenv)"; continue; fi; \
+		if [ -z "$$py" ]; then echo "$(NO_PYTHON)"; continue; fi; \
 		echo "==== Python $$v ($$py), environment $$venv"; \
 		$(MAKE) --no-print-directory install PYTHON=$$py VENV=$$venv || status=1; \
 	done; \
