@@ -237,11 +237,11 @@ bench-budgets: $(STAMP)
 	$(PY) -m benchmarks.budgets corpora --out runs/budgets/data $(if $(DEBS),--debs $(DEBS))
 	@status=0; \
 	$(PY) -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --cores 0 --work runs/budgets/de_77k \
-		--record docs/budgets/de_77k.json & de=$$!; \
+		--record benchmarks/records/budgets/de_77k.json & de=$$!; \
 	$(PY) -m benchmarks.budgets run --corpus ru_22k=runs/budgets/data/ru_22k/train:en:ru --cores 1 --work runs/budgets/ru_22k \
-		--record docs/budgets/ru_22k.json & ru=$$!; \
+		--record benchmarks/records/budgets/ru_22k.json & ru=$$!; \
 	wait $$de || status=1; wait $$ru || status=1; exit $$status
-	$(PY) -m benchmarks.budgets table --work docs/budgets/de_77k.json docs/budgets/ru_22k.json --out runs/budgets/budgets.md \
+	$(PY) -m benchmarks.budgets table --work benchmarks/records/budgets/de_77k.json benchmarks/records/budgets/ru_22k.json --out runs/budgets/budgets.md \
 		--figure docs/budgets.png
 
 # The WMT14 recipe's data stages at growing corpus sizes, sentencepiece's memory per sentence, and fairseq-train's

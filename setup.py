@@ -16,7 +16,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.14",  # what is tested: the Makefile's SUPPORTED_PYTHONS (make test-pythons)
     packages=find_packages(include=["transformer_plugin", "transformer_plugin.*", "preprocess",
-                                    "transformer_plugin_cli", "transformer_plugin_cli.*"]),
+                                    "transformer_plugin_cli", "transformer_plugin_cli.*", "recipe", "recipe.*"]),
     # Versions and reasons: requirements.txt. torch is not pinned here so that a GPU user keeps theirs.
     install_requires=[
         "torch>=2.6",
@@ -39,12 +39,12 @@ setup(
             "vaswani-report = transformer_plugin_cli.tools.report:main",
             "vaswani-table3 = transformer_plugin_cli.tools.table3:main",
             "vaswani-convert = transformer_plugin_cli.tools.convert:main",
-            "vaswani-speed-probe = transformer_plugin_cli.tools.speed_probe:main",
+            "vaswani-speed-probe = recipe.speed_probe:main",
             "vaswani-export-ct2 = transformer_plugin_cli.serving.export_ctranslate2:main",
             "vaswani-translate = transformer_plugin_cli.serving.translate:main",
             "vaswani-export-hf = transformer_plugin_cli.serving.export_transformers:main",
             "vaswani-import-marian = transformer_plugin_cli.serving.import_marian:main",
-            "vaswani-parent = transformer_plugin_cli.serving.parent:main",
+            "vaswani-parent = recipe.parent:main",
             "vaswani-evalb = transformer_plugin_cli.parsing.evalb:main",
             "vaswani-prepare-ptb = preprocess.ptb:main",
             "vaswani-prepare-wmt14 = preprocess.wmt14:main",

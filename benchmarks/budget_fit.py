@@ -1,9 +1,9 @@
-"""The budget rule's curves (preprocess/budget_rule.py), fitted: the capacity term to the paper's Table 3 (dev perplexity
+"""The budget rule's curves (recipe/budget_rule.py), fitted: the capacity term to the paper's Table 3 (dev perplexity
 after 100K steps against parameters: the base model and the rows (C) with a parameter count), the learning term to the
-budget runs kept in docs/budgets/*.json (validation loss in bits per piece of a vocabulary of 8,000, the runs of other
+budget runs kept in benchmarks/records/budgets/*.json (validation loss in bits per piece of a vocabulary of 8,000, the runs of other
 vocabularies left out: their pieces are not these), least squares, an offset per corpus.
 
-    python -m benchmarks.budget_fit docs/budgets/de_77k.json docs/budgets/ru_22k.json
+    python -m benchmarks.budget_fit benchmarks/records/budgets/de_77k.json benchmarks/records/budgets/ru_22k.json
 
 prints the constants as budget_rule.py holds them; tests/unit/preprocess/test_budget_rule.py holds them equal.
 """
@@ -14,7 +14,7 @@ import math
 import sys
 from typing import Dict, List, Sequence, Tuple
 
-from preprocess import budget_rule as rule
+from recipe import budget_rule as rule
 from transformer_plugin_cli.tools.table3 import ROWS
 
 # target tokens an epoch of each corpus, in updates' tokens (what an update's TOKENS_PER_UPDATE counts): the EN-RU pick
@@ -79,7 +79,7 @@ def fit(records: Sequence[str]) -> Dict[str, float]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.budget_fit", description=__doc__.split("\n\n")[0])
-    parser.add_argument("records", nargs="+", help="the budget runs' records (docs/budgets/*.json)")
+    parser.add_argument("records", nargs="+", help="the budget runs' records (benchmarks/records/budgets/*.json)")
     args = parser.parse_args(argv)
     for name, value in fit(args.records).items():
         print(f"{name} = {value:.4g}")

@@ -1,5 +1,5 @@
 """The budgets benchmark's record (benchmarks/budgets.py): a run's result, what a finished run's files say, the record
-kept in git (docs/budgets/), and the table and the figure drawn from it."""
+kept in git (benchmarks/records/budgets/), and the table and the figure drawn from it."""
 
 import json
 import os
@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from transformer_plugin_cli.fairseq_output import EARLY_STOP, log_records, training_seconds
-from transformer_plugin_cli.tools.probe_arithmetic import parse_time
+from recipe.probe_arithmetic import parse_time
 
 
 @dataclass
@@ -47,7 +47,7 @@ def read_run(work: str) -> Dict[str, Optional[float]]:
 
 
 def results_file(where: str) -> str:
-    """The results' record: ``where`` itself where it names a .json file (a record kept in git, docs/budgets/), else
+    """The results' record: ``where`` itself where it names a .json file (a record kept in git, benchmarks/records/budgets/), else
     ``where/results.json`` (a runs' folder)."""
     return where if where.endswith(".json") else os.path.join(where, "results.json")
 
@@ -119,7 +119,7 @@ def table(results: Sequence[Result]) -> str:
 def figure(results: Sequence[Result], path: str) -> None:
     """Above, BLEU against the budget, a line per candidate, a panel per corpus, the rule's picks ringed. Below, the
     validation loss against the updates of the runs with a vocabulary of 8,000, and the rule's fitted curve of each
-    candidate (preprocess/budget_rule.py, shifted by the corpus's mean residual): solid where runs measured it,
+    candidate (recipe/budget_rule.py, shifted by the corpus's mean residual): solid where runs measured it,
     dotted where the rule extrapolates."""
     import matplotlib
 
@@ -156,7 +156,7 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
     import math
 
     from benchmarks.budget_fit import EPOCH_TOKENS, FIT_VOCABULARY
-    from preprocess import budget_rule as rule
+    from recipe import budget_rule as rule
 
     runs = [r for r in results if r.valid_nll is not None and r.settings.get("VOCAB_SIZE") == str(FIT_VOCABULARY)]
     if not runs or runs[0].corpus not in EPOCH_TOKENS:

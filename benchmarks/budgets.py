@@ -19,15 +19,15 @@ than the recipe's floor (100) is not run: the recipe refuses such a TIME too.
 
     python -m benchmarks.budgets corpora --out runs/budgets/data [--debs DIR]
     python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --budgets 20m 1h 200m --jobs 2 \
-        --record docs/budgets/de_77k.json
-    python -m benchmarks.budgets table --work docs/budgets/de_77k.json --out runs/budgets/budgets.md --figure docs/budgets.png
+        --record benchmarks/records/budgets/de_77k.json
+    python -m benchmarks.budgets table --work benchmarks/records/budgets/de_77k.json --out runs/budgets/budgets.md --figure docs/budgets.png
 
 Two corpora side by side, one core each: ``run --corpus A=... --cores 0 --work runs/budgets/a`` and ``run --corpus
 B=... --cores 1 --work runs/budgets/b``, then ``table --work runs/budgets/a runs/budgets/b`` (``make bench-budgets``).
 
 Each run is a recipe's ``WORK`` (``WORK_ROOT/CORPUS/BUDGET/CANDIDATE``), and the recipe resumes: the same command
 again picks up where the runs stopped (a session that ended, a machine that restarted), and a finished run is read
-back from the record (``--record``, kept in git: docs/budgets/), not trained again, even on another machine, whose
+back from the record (``--record``, kept in git: benchmarks/records/budgets/), not trained again, even on another machine, whose
 core is matched to the record's by compute (``calibrated``; a budget new to the record, as its longest is).
 ``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}`` for training and, beside it, ``valid`` and ``test`` (the layout
 ``preprocess.debian_l10n prepare`` writes).
@@ -50,11 +50,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from preprocess.budget_rule import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
+from recipe.budget_rule import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from benchmarks.common import recipe_env, start_recipe  # noqa: E402
-from transformer_plugin_cli.tools.probe_arithmetic import parse_time  # noqa: E402
-from transformer_plugin_cli.tools.speed_probe import layout_probe, seconds_per_update  # noqa: E402
+from recipe.probe_arithmetic import parse_time  # noqa: E402
+from recipe.speed_probe import layout_probe, seconds_per_update  # noqa: E402
 
 PICK = "pick"
 SHORT_FLAGS = SHORT_BUDGET["model_flags"]
@@ -150,7 +150,7 @@ def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[st
     """What the recipe's rule picks for TIME=budget with one CPU worker on ``core``, as its settings, and the dev
     set's target tokens it counted the validations by."""
     f = corpus.files
-    done = helper(["-m", "preprocess.parallel_text", "settings", "--train", f["TRAIN"], "--valid", f["VALID"], "--test",
+    done = helper(["-m", "recipe.plan", "settings", "--train", f["TRAIN"], "--valid", f["VALID"], "--test",
                    f["TEST"], "--src", corpus.src, "--tgt", corpus.tgt, "--time", budget, "--cpu-workers", "1"], core)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"the rule for TIME={budget} on {corpus.prefix} failed:\n{done.stderr[-2000:]}")
@@ -161,7 +161,7 @@ def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[st
 def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], valid_tokens: int) -> Tuple[int, str]:
     """(updates, why refused) that TIME=budget gives these settings on one worker of one core here, validating
     ``valid_tokens`` target tokens at each checkpoint (as the recipe counts them)."""
-    done = helper(["-m", "transformer_plugin_cli.tools.speed_probe", "budget", "--arch", settings["ARCH"],
+    done = helper(["-m", "recipe.speed_probe", "budget", "--arch", settings["ARCH"],
                    "--model-flags", settings["MODEL_FLAGS"], "--vocab-size", settings["VOCAB_SIZE"],
                    "--tokens-per-update", settings["TOKENS_PER_UPDATE"], "--gpus", "0", "--cpu-workers", "1",
                    "--time", budget, "--valid-tokens", str(valid_tokens)], core)  # fmt: skip

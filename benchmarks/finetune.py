@@ -8,8 +8,8 @@ corpus), both with ``TIME=`` the budget. Scored on the child's test set (the rec
 fine-tuning (forgetting): its test text in the parent's pieces and dictionaries, decoded as the recipe decodes.
 
     python -m benchmarks.finetune run --parent runs/finetune/parent --child runs/finetune/data/games/train:en:de \\
-        --budgets 10m 30m --cores 0 1 --work runs/finetune/runs --record docs/finetune/games.json
-    python -m benchmarks.finetune table --record docs/finetune/games.json --figure docs/finetune.png
+        --budgets 10m 30m --cores 0 1 --work runs/finetune/runs --record benchmarks/records/finetune/games.json
+    python -m benchmarks.finetune table --record benchmarks/records/finetune/games.json --figure docs/finetune.png
 
 ``--parent`` is the parent's recipe WORK: its ``hf`` export (the parent) and its ``data/test.*`` (its test set).
 A run whose scores exist is read back, not run again.

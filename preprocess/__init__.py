@@ -1,25 +1,26 @@
 """The data preparation of the recipes and benchmarks: what turns corpora into the text fairseq-preprocess
-binarises. One of the project's three packages:
+binarises. One of the project's four packages, each importing only those below it:
 
-    transformer_plugin/      what fairseq's --user-dir loads: the paper's model, criterion, schedule
+    recipe/                  the recipes' Python: the plan of a run (settings by corpus and budget, the
+                             speed probe, the parent's check, the batch layout) and the engine of stages
     preprocess/              this package: corpora in, clean text and vocabularies out (stages 1-2 of
                              the recipes), before any model exists
     transformer_plugin_cli/  the tools that work on models and their outputs (averaging, evaluation,
                              EVALB, reports, Table 3, exports, translation)
+    transformer_plugin/      what fairseq's --user-dir loads: the paper's model, criterion, schedule
 
-Each module but budget_rule.py and corpora.py is a console script and runs with ``python -m preprocess.<module>``:
+Each module but corpora.py is a console script and runs with ``python -m preprocess.<module>``:
 
     wmt14.py                vaswani-prepare-wmt14        WMT14 En-De / En-Fr: fetch, verify, extract, clean
     sentencepiece_vocab.py  vaswani-sentencepiece        train and apply a joint sentencepiece vocabulary
     synthetic_pair.py       vaswani-synthetic-pair       the demo's synthetic language pair
     debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's translation catalogues)
-    parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split; its settings
-    budget_rule.py          (read by parallel_text.py)     the settings for a corpus and a budget: the lowest predicted loss
-    corpora.py              (read by both)                 parallel corpora read as given: files, line counts, pairs, scripts
+    parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split
+    corpora.py              (read by it and recipe/)       parallel corpora read as given: files, line counts, pairs, scripts
     ptb.py                  vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised (Section 6.3)
     shards.py               vaswani-shard-text           the training text in N round-robin shards (SHARDS=N)
 
 None imports fairseq or torch. They share the tools' atomic writes (transformer_plugin_cli/files.py), and
 ptb.py the tree model that EVALB scoring reads back (transformer_plugin_cli/parsing/trees.py); the tools
-never import this package.
+never import this package, and recipe/ reads its corpora (corpora.py) to plan a run.
 """

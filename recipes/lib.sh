@@ -1,6 +1,6 @@
 # Helpers shared by the recipes (sourced, not run). The calling recipe sets WORK and `set -euo pipefail`.
 # A recipe declares its stages (stage, data_stage, train_stage), then runs them (run_stages): the engine,
-# transformer_plugin_cli/tools/recipe/, decides every stage before any work, then runs them in order, each in a
+# recipe/engine/, decides every stage before any work, then runs them in order, each in a
 # process group of its own that Ctrl-C or a `kill` of the recipe ends. --dry-run prints every stage's command.
 
 PY=${VENV_PYTHON:-python}
@@ -49,7 +49,7 @@ require_environment() {
 # changed. A stage reads the paths its command names and those given with --reads (a corpus given as a prefix,
 # say); it writes what its command names with an output option (--out, --destdir, --save-dir, ...), --clears DIR
 # (removed before it runs) and what --writes declares. COMMAND may start with one of the engine's verbs (capture
-# FILE, train_workers N LOG, launch_training LOG): transformer_plugin_cli/tools/recipe/verbs.py.
+# FILE, train_workers N LOG, launch_training LOG): recipe/engine/verbs.py.
 stage() { plan_stage run "$@"; }
 
 # data_stage ...: as stage, for the data every machine reads. With LAUNCH=torchrun every node other than 0 waits
@@ -76,7 +76,7 @@ run_stages() {
   for file in "${BASH_SOURCE[@]}"; do  # the recipe's files, not this one: its settings' names
     [ "$file" = "${BASH_SOURCE[0]}" ] || sources+=(source "$file")
   done
-  "$PY" -m transformer_plugin_cli.tools.recipe run --work "$WORK" --repo "$REPO" --python "$PY" \
+  "$PY" -m recipe.engine run --work "$WORK" --repo "$REPO" --python "$PY" \
     --launch "${LAUNCH:-local}" --node-rank "${NODE_RANK:-0}" --dist-timeout "${DIST_TIMEOUT:-600}" --parent-pid $$ \
     $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) $([ "${CHECK_ONLY:-0}" = 0 ] || echo --check) < <(
       printf '%s\0' "${RECIPE_PLAN[@]}" "${sources[@]}"
@@ -163,11 +163,11 @@ precision_args() {
 }
 
 # plan_batch TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY,
-# MASTER_ADDR and MASTER_PORT (transformer_plugin_cli/tools/recipe/layout.py), or a stop before any work naming the
+# MASTER_ADDR and MASTER_PORT (recipe/layout.py), or a stop before any work naming the
 # variables that cannot work together.
 plan_batch() {
   local assignments
-  assignments=$("$PY" -m transformer_plugin_cli.tools.recipe layout --tokens "$1" --cap "$2" --launch "$LAUNCH" \
+  assignments=$("$PY" -m recipe.engine layout --tokens "$1" --cap "$2" --launch "$LAUNCH" \
     --nnodes "$NNODES" --node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
     --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --dist-timeout "$DIST_TIMEOUT" \
     $([ "${DRY_RUN:-0}" = 1 ] || echo --real)) || exit 2

@@ -35,7 +35,7 @@ NEEDED="TRAIN, SRC and TGT are needed: TRAIN=corpus/train SRC=en TGT=de bash $0 
 if [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
   if [ "$DRY_RUN" = 0 ]; then echo "$NEEDED" >&2; exit 2; fi
   echo "$NEEDED. Without them a dry run can only show the settings it picks by the corpus's size:"
-  "$PY" -m preprocess.parallel_text sizes
+  "$PY" -m recipe.plan sizes
   exit 0
 fi
 IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALID"; IFS=: read -r -a TEST_SETS <<< "$TEST"
@@ -81,12 +81,12 @@ if [ -n "$TIME" ] && [ "$NNODES" != 1 ]; then
     "(on one machine, a dry run with TIME=$TIME prints the MAX_UPDATE it gives)" >&2; exit 2
 fi
 
-# ---- settings by the corpus's size: preprocess/parallel_text.py settings, preprocess/budget_rule.py (docs/parallel-text.md)
+# ---- settings by the corpus's size: preprocess/parallel_text.py settings, recipe/budget_rule.py (docs/parallel-text.md)
 # the budget is read here: the candidate of the lowest predicted validation loss at its updates (TIME: each candidate's
 # speed, probed here). What TIME picked is kept in WORK/settings.json: a resumed run trains the same, whatever the probe
 # says later; the plan, every candidate beside the pick, goes to WORK/plan.json (a dry run's too).
 KEEP_ARGS=(); [ "$DRY_RUN" = 1 ] || KEEP_ARGS=(--keep "$WORK/settings.json")
-AUTO=$("$PY" -m preprocess.parallel_text settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
+AUTO=$("$PY" -m recipe.plan settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
   --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "$GIVEN_MAX_UPDATE")" --time "$([ "$TOY" = 1 ] || [ -n "$INIT" ] || echo "$TIME")" \
   --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION" --max-tokens-per-device "${MAX_TOKENS_PER_DEVICE:-4096}" \
   --min-pairs "$([ "$TOY" = 1 ] && echo "${TOY_MIN_PAIRS:-1000}" || echo "$MIN_PAIRS")" "${KEEP_ARGS[@]}" --plan "$WORK/plan.json") || exit 2
@@ -114,10 +114,10 @@ if [ "$TOY" = 1 ]; then                          # the same stages at toy size, 
   TOKENS_PER_UPDATE=${TOY_TOKENS_PER_UPDATE:-3000}; MAX_TOKENS_PER_DEVICE=1500; AVERAGE_LAST=${TOY_AVERAGE_LAST:-3}
   MIN_PAIRS=${TOY_MIN_PAIRS:-1000}
 fi
-# INIT: the parent's model, vocabulary and P_drop (transformer_plugin_cli/serving/parent.py checks it before any work);
+# INIT: the parent's model, vocabulary and P_drop (recipe/parent.py checks it before any work);
 # the budget sizes the updates, Eq. (3) with FINETUNE_WARMUP the rate; optimizer and data start afresh
 if [ -n "$INIT" ]; then
-  PARENT=$("$PY" -m transformer_plugin_cli.serving.parent settings --init "$INIT" --src "$SRC" --tgt "$TGT" --work "$WORK") || exit 2
+  PARENT=$("$PY" -m recipe.parent settings --init "$INIT" --src "$SRC" --tgt "$TGT" --work "$WORK") || exit 2
   eval "$PARENT"
   ARCH=vaswani_base; MODEL_FLAGS=$PARENT_MODEL_FLAGS; DROPOUT=${GIVEN_DROPOUT:-$PARENT_DROPOUT}; VOCAB_SIZE=$PARENT_VOCAB_SIZE
   JOINT_VOCAB=$([ "$PARENT_SHARE" = --share-all-embeddings ] && echo 1 || echo 0)
@@ -130,14 +130,14 @@ fi
 # -----------------------------------------------------------------------------------------------------------
 plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
 
-# How long training takes here, from a probe of this machine (transformer_plugin_cli/tools/speed_probe.py: a few
+# How long training takes here, from a probe of this machine (recipe/speed_probe.py: a few
 # seconds, once per machine and model), with the validations over the dev set (its target tokens, estimated from its
 # words); with TIME, the updates that fit, kept in WORK/budget.json for a resumed run (another TIME, model or dev set
 # decides again). fairseq's --stop-time-hours stops training at TIME in any case.
 BUDGET_ARGS=(--max-update "$MAX_UPDATE")           # with TIME, at most the size class's full run (not at toy size)
 [ -z "$TIME" ] || BUDGET_ARGS=(--time "$TIME" $([ "$TOY" = 1 ] || echo --max-update "$MAX_UPDATE"))
 [ "$DRY_RUN" = 1 ] || BUDGET_ARGS+=(--keep "$WORK/budget.json")
-BUDGET=$("$PY" -m transformer_plugin_cli.tools.speed_probe budget --arch "$ARCH" --model-flags "$MODEL_FLAGS" \
+BUDGET=$("$PY" -m recipe.speed_probe budget --arch "$ARCH" --model-flags "$MODEL_FLAGS" \
   --vocab-size "$VOCAB_SIZE" --tokens-per-update "$TOKENS_PER_UPDATE" --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" \
   --devices "$DEVICES" --precision "$PRECISION" --max-tokens-per-device "$MAX_TOKENS_PER_DEVICE" --valid-tokens "$AUTO_VALID_TOKENS" \
   --save-interval-updates "${SAVE_INTERVAL_UPDATES:-0}" "${BUDGET_ARGS[@]}") || exit 2

@@ -1,5 +1,6 @@
 """Helpers shared by the tests: small fairseq objects and models, and running fairseq's tools and the recipes."""
 
+import gzip
 import os
 import re
 import shlex
@@ -215,7 +216,7 @@ def logged_losses(log):
 
 def free_port():
     """A TCP port free on 127.0.0.1 now (the engine of the recipes picks its workers' the same way)."""
-    from transformer_plugin_cli.tools.recipe import free_port as engine_free_port
+    from recipe.engine import free_port as engine_free_port
 
     return engine_free_port()
 
@@ -315,7 +316,7 @@ def known_at() -> str:
 
 
 def known_speed_figures(cache, vocab: int, parents=()) -> None:
-    """Speed figures (transformer_plugin_cli/tools/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
+    """Speed figures (recipe/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
     if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
     with the corpus's vocabulary of ``vocab`` pieces: the small class's model (4 s an update), 3 layers a side of
     d_model 256 (1.5 s at 4,096 tokens, 1 s at 2,048), 2 layers (1.5 s and 0.75 s), and the class's with --d-ff 512
@@ -325,9 +326,9 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     test_parallel_text_recipe.py and, for a parent, by test_parallel_text_init.py."""
     import json
 
-    from preprocess.budget_rule import SHORT_FLAGS
-    from transformer_plugin_cli.serving.parent import read_parent
-    from transformer_plugin_cli.tools.speed_probe import layout_probe
+    from recipe.budget_rule import SHORT_FLAGS
+    from recipe.parent import read_parent
+    from recipe.speed_probe import layout_probe
 
     def d256(layers, tokens):
         return layout_probe("vaswani_base", SHORT_FLAGS.format(n=layers), vocab, tokens, 0, 2)
@@ -456,3 +457,38 @@ def marian_sentencepiece():
                                              model_writer=model, vocab_size=MARIAN_V, model_type="bpe", minloglevel=2)  # fmt: skip
     processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
     return model.getvalue(), [processor.id_to_piece(i) for i in range(3, processor.get_piece_size())]
+
+
+# ---- parallel text: a corpus of distinct pairs, and a speed for each candidate of the budget rule ----
+ENGLISH = ["The file could not be opened.", "Save the document before you close it.", "Open a new window.",
+           "The printer is not ready.", "Delete the selected files?", "Check your network connection.",
+           "The password is wrong.", "Select a folder to import.", "Your changes were saved.", "Quit the program."]
+GERMAN = ["Die Datei konnte nicht geöffnet werden.", "Speichern Sie das Dokument, bevor Sie es schließen.",
+          "Ein neues Fenster öffnen.", "Der Drucker ist nicht bereit.", "Die ausgewählten Dateien löschen?",
+          "Prüfen Sie Ihre Netzwerkverbindung.", "Das Passwort ist falsch.", "Wählen Sie einen Ordner zum Importieren.",
+          "Ihre Änderungen wurden gespeichert.", "Das Programm beenden."]  # fmt: skip
+
+
+def corpus(directory, pairs, name="train", gz=False):
+    """PREFIX.en and PREFIX.de in directory (bytes lines, written as given): PREFIX."""
+    for lang, side in (("en", [p[0] for p in pairs]), ("de", [p[1] for p in pairs])):
+        data = b"".join((s if isinstance(s, bytes) else s.encode()) + b"\n" for s in side)
+        path = directory / f"{name}.{lang}{'.gz' if gz else ''}"
+        path.write_bytes(gzip.compress(data) if gz else data)
+    return str(directory / name)
+
+
+def many(n, start=0):
+    """n distinct sentence pairs."""
+    return [(f"{ENGLISH[i % 10]} Number {i}.", f"{GERMAN[i % 10]} Nummer {i}.") for i in range(start, start + n)]
+
+
+def speeds(full: float, short: float, halved: float = 1.0):
+    """A candidate's seconds per update: the size class's model, or one of d_model 256 at 4,096 tokens an update,
+    ``halved`` times that at 2,048."""
+    def seconds(candidate, vocab_size):
+        if "--d-model 256" not in candidate.model_flags:
+            return full
+        return short * (halved if candidate.tokens_per_update == 2048 else 1.0)
+
+    return seconds

@@ -11,17 +11,15 @@ commands. Each tool is a console script and runs with ``python -m`` too:
               vaswani-report               loss and Eq. (3) curves, attention maps, scores
               vaswani-table3               Table 3's rows: plan and collect
               vaswani-convert              a fairseq `transformer` checkpoint into a vaswani_transformer one
-              vaswani-speed-probe          seconds per update of a model on this machine; TIME= into updates
     serving/  vaswani-export-ct2           a checkpoint into a CTranslate2 model
               vaswani-translate            translate text with that model
               vaswani-export-hf            a checkpoint into a Hugging Face Transformers MarianMT model
               vaswani-import-marian        a MarianMT model (OPUS-MT's) into a checkpoint, dictionaries and sentencepiece models
-              vaswani-parent               whether a parent fits INIT= (recipes/parallel_text.sh): its settings, or the file at fault
     parsing/  vaswani-evalb                EVALB-conformant bracket scores of parses (Section 6.3)
     paper.py  vaswani-paper-flags          the paper's fairseq-train / fairseq-generate flags
 
-and, not a console script, ``tools/recipe/``: the recipes' engine, which recipes/lib.sh runs (stamps,
-the decision for every stage before any work, the stages' processes, the layout of a training).
+The recipes' own Python (the plan of a run, the speed probe, the parent's check, the engine of stages) is the
+package ``recipe``, above this one.
 
 Shared, with ``preprocess`` too: ``files.py`` writes files atomically; ``parsing/trees.py`` is the tree
 model (the treebank's preparation linearises trees, EVALB scoring reads them back).

@@ -22,7 +22,7 @@ LIGHT_TOOLS = [
     "preprocess.wmt14", "preprocess.synthetic_pair", "preprocess.sentencepiece_vocab", "preprocess.debian_l10n",
     "preprocess.ptb", "preprocess.parallel_text",
 ]  # fmt: skip
-PACKAGES = ("preprocess", "transformer_plugin_cli")  # the ones with console scripts
+PACKAGES = ("recipe", "preprocess", "transformer_plugin_cli")  # the ones with console scripts
 
 
 def python(code: str) -> str:
@@ -87,11 +87,11 @@ def test_every_tool_is_a_console_script_named_in_its_package_docstring():
 
 
 def test_the_top_level_is_the_designs():
-    """transformer_plugin/, preprocess/, recipes/, tests/, setup.py, README.md (and the rest beside them)."""
-    for entry in ("transformer_plugin", "preprocess", "recipes", "tests", "setup.py", "README.md"):
+    """transformer_plugin/, preprocess/, recipe/, recipes/, tests/, setup.py, README.md (and the rest beside them)."""
+    for entry in ("transformer_plugin", "preprocess", "recipe", "recipes", "tests", "setup.py", "README.md"):
         assert os.path.exists(os.path.join(REPO, entry)), entry
     modules = sorted(f for f in os.listdir(os.path.join(REPO, "preprocess")) if f.endswith(".py"))
-    assert modules == ["__init__.py", "budget_rule.py", "corpora.py", "debian_l10n.py", "parallel_text.py", "ptb.py", "sentencepiece_vocab.py",
+    assert modules == ["__init__.py", "corpora.py", "debian_l10n.py", "parallel_text.py", "ptb.py", "sentencepiece_vocab.py",
                        "shards.py", "synthetic_pair.py", "wmt14.py"]  # fmt: skip
     tests = sorted(f for f in os.listdir(os.path.join(REPO, "tests", "unit", "preprocess")) if f.endswith(".py"))
     assert tests == [f"test_{m}" for m in modules[1:]]  # mirrored
@@ -125,7 +125,7 @@ def test_console_scripts_run(script):
 
 def test_the_import_graph_keeps_its_contracts():
     """import-linter's reading of every import (in functions too) against .importlinter: the packages in layers
-    (benchmarks, preprocess, the tools, the plugin, each importing only those below it), the plugin importing
+    (benchmarks, the recipes' Python, preprocess, the tools, the plugin, each importing only those below it), the plugin importing
     none of the others, and no cycle among the modules or subpackages of any package."""
     result = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-cache"], cwd=REPO,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -151,7 +151,7 @@ def test_no_private_name_is_imported_from_another_package():
     name. (Within one package a private module's names are shared, as patches/_units.py's; tests may reach in.)"""
     crossing = []
     private = lambda name: name.startswith("_") and not (name.endswith("__") and len(name) > 4)  # noqa: E731
-    for package in ("transformer_plugin", "transformer_plugin_cli", "preprocess", "benchmarks"):
+    for package in ("transformer_plugin", "transformer_plugin_cli", "preprocess", "recipe", "benchmarks"):
         for directory, _, files in os.walk(os.path.join(REPO, package)):
             for name in (f for f in files if f.endswith(".py")):
                 path = os.path.join(directory, name)
@@ -173,7 +173,7 @@ sys.path_importer_cache.clear()
 
 class NotInTheCopy(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("transformer_plugin_cli", "preprocess", "benchmarks"):
+        if name.split(".")[0] in ("transformer_plugin_cli", "preprocess", "recipe", "benchmarks"):
             raise ModuleNotFoundError(f"No module named {name!r} (the plugin was copied alone)", name=name)
 
 sys.meta_path.insert(0, NotInTheCopy())

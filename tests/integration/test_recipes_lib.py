@@ -1,4 +1,4 @@
-"""recipes/lib.sh and its engine (transformer_plugin_cli/tools/recipe/) from the shell, as the recipes use
+"""recipes/lib.sh and its engine (recipe/engine/) from the shell, as the recipes use
 them: stamps, what a stage makes, every stage decided before any work, stamps of the code before the engine,
 data from node 0, the launcher of data-parallel workers, Ctrl-C and kill, and failures explained."""
 

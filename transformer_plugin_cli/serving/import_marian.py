@@ -124,7 +124,7 @@ def shared_and_tied(config: dict) -> Tuple[bool, bool]:
 
 def marian_flags(config: dict) -> List[str]:
     """The ``vaswani_transformer`` flags (less ``--arch``) of the model of a MarianMT config.json: fairseq-train's
-    for --finetune-from-model, and the recipe's for INIT= (transformer_plugin_cli.serving.parent)."""
+    for --finetune-from-model, and the recipe's for INIT= (recipe.parent)."""
     flags = ["--encoder-layers", config["encoder_layers"], "--decoder-layers", config["decoder_layers"], "--d-model",
              config["d_model"], "--d-ff", config["encoder_ffn_dim"], "--attention-heads", config["encoder_attention_heads"],
              "--dropout", config.get("dropout", 0.1), "--attention-dropout", config.get("attention_dropout", 0.0),
@@ -331,7 +331,7 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
                  "last_optimizer_state": None}  # fmt: skip
         src_dict.save(os.path.join(partial, f"dict.{src}.txt"))
         tgt_dict.save(os.path.join(partial, f"dict.{tgt}.txt"))
-        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones (serving.parent)
+        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones (recipe.parent)
         state["extra_state"]["dictionaries"] = {lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)}
         save_torch(state, os.path.join(partial, "checkpoint.pt"))
         shutil.copyfile(os.path.join(hf_dir, SOURCE_SPM), os.path.join(partial, SOURCE_SPM))

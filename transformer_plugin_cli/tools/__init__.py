@@ -1,1 +1,1 @@
-"""The general tools: --user-dir, averaging, scoring, reports, Table 3, conversion, the speed probe."""
+"""The general tools: --user-dir, averaging, scoring, reports, Table 3, conversion."""

@@ -12,8 +12,8 @@ import pytest
 from helpers import known_at
 
 from benchmarks import budgets
-from preprocess.budget_rule import SHORT_BUDGET
-from transformer_plugin_cli.tools.speed_probe import Probe
+from recipe.budget_rule import SHORT_BUDGET
+from recipe.speed_probe import Probe
 
 # seconds an update on one core: N=6 too slow for TIME=3m (refused), the others fit; 2,048 tokens an update slower
 # than 4,096, so that the rule's pick is N=2 of 4,096 tokens (as many updates, each of more tokens)
@@ -156,7 +156,7 @@ def test_a_resumed_grid_with_fewer_candidates_runs_the_pick_first(corpus, tmp_pa
 
 
 def test_a_record_from_another_machine_gives_a_new_candidate_the_same_compute(corpus, tmp_path):
-    """Runs kept in a record (a .json file, as docs/budgets/ keeps them) were measured on another machine: a new
+    """Runs kept in a record (a .json file, as benchmarks/records/budgets/ keeps them) were measured on another machine: a new
     candidate at that budget is given the TIME of this machine's core that gives the record's run of the most updates
     the updates it had there, not the budget's seconds here (the machine after this one was 1.5 to 1.9 times as
     fast)."""
@@ -243,7 +243,7 @@ def test_the_figure_draws_the_rules_fitted_curves_beside_the_record():
 
     from benchmarks.budget_record import fitted_curves
 
-    records = [os.path.join(budgets.REPO, "docs", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]
+    records = [os.path.join(budgets.REPO, "benchmarks", "records", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]
     for path in records:
         results = budgets.load(path)
         _, ax = plt.subplots()

@@ -1,36 +1,14 @@
 """preprocess/parallel_text.py: one's own parallel text, each hostile input with its message, every change and
-drop counted with its first lines, dev and test held out without overlap, the settings by size."""
+drop counted with its first lines, dev and test held out without overlap."""
 
 import gzip
 import json
 
 import pytest
 
-from preprocess import budget_rule as rule
+from helpers import ENGLISH, GERMAN, corpus, many
+
 from preprocess import parallel_text as pt
-
-ENGLISH = ["The file could not be opened.", "Save the document before you close it.", "Open a new window.",
-           "The printer is not ready.", "Delete the selected files?", "Check your network connection.",
-           "The password is wrong.", "Select a folder to import.", "Your changes were saved.", "Quit the program."]
-GERMAN = ["Die Datei konnte nicht geöffnet werden.", "Speichern Sie das Dokument, bevor Sie es schließen.",
-          "Ein neues Fenster öffnen.", "Der Drucker ist nicht bereit.", "Die ausgewählten Dateien löschen?",
-          "Prüfen Sie Ihre Netzwerkverbindung.", "Das Passwort ist falsch.", "Wählen Sie einen Ordner zum Importieren.",
-          "Ihre Änderungen wurden gespeichert.", "Das Programm beenden."]  # fmt: skip
-
-
-def corpus(directory, pairs, name="train", gz=False):
-    """PREFIX.en and PREFIX.de in directory (bytes lines, written as given): PREFIX."""
-    for lang, side in (("en", [p[0] for p in pairs]), ("de", [p[1] for p in pairs])):
-        data = b"".join((s if isinstance(s, bytes) else s.encode()) + b"\n" for s in side)
-        path = directory / f"{name}.{lang}{'.gz' if gz else ''}"
-        path.write_bytes(gzip.compress(data) if gz else data)
-    return str(directory / name)
-
-
-def many(n, start=0):
-    """n distinct sentence pairs."""
-    return [(f"{ENGLISH[i % 10]} Number {i}.", f"{GERMAN[i % 10]} Nummer {i}.") for i in range(start, start + n)]
-
 
 def prepare(tmp_path, train, **kw):
     kw.setdefault("rules", pt.Rules("en", "de", langid=False))
@@ -152,59 +130,6 @@ def test_nothing_half_written_stays_after_a_failure(tmp_path):
     with pytest.raises(pt.CorpusError, match="too few to hold out"):
         prepare(tmp_path, prefix, valid_size=8, test_size=8)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
-
-
-def speeds(full: float, short: float, halved: float = 1.0):
-    """A candidate's seconds per update: the size class's model, or one of d_model 256 at 4,096 tokens an update,
-    ``halved`` times that at 2,048."""
-    def seconds(candidate, vocab_size):
-        if "--d-model 256" not in candidate.model_flags:
-            return full
-        return short * (halved if candidate.tokens_per_update == 2048 else 1.0)
-
-    return seconds
-
-
-def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkeypatch):
-    from transformer_plugin_cli.tools import speed_probe
-
-    monkeypatch.setattr(speed_probe, "cuda_here", lambda: False)
-    prefix = corpus(tmp_path, many(100))
-    assert pt.main(["settings", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"]) == 2
-    assert "error: TIME=8h: this machine has no CUDA device to measure the GPUs' speed on" in capsys.readouterr().err
-
-
-def test_time_and_max_update_together_are_refused(tmp_path):
-    prefix = corpus(tmp_path, many(100))
-    with pytest.raises(pt.CorpusError, match="TIME=8h and MAX_UPDATE=1200: give one budget"):
-        pt.settings([prefix], "en", "de", 1200, "8h", speeds(4.0, 1.5))
-    with pytest.raises(pt.CorpusError, match="TIME=8 hours: a duration such as 90m"):
-        pt.settings([prefix], "en", "de", None, "8 hours", speeds(4.0, 1.5))
-
-
-def test_a_validations_cost_is_counted_from_the_dev_sets_size(tmp_path):
-    """The dev set's target tokens (what each validation costs a TIME) are estimated before any work: a given dev
-    set's target words, or the pairs held out times a training target line's words; in pieces, PIECES_PER_WORD a
-    word (a character in scripts without spaces)."""
-    (tmp_path / "given").mkdir()
-    prefix = corpus(tmp_path, many(3000))  # German lines of 4 to 9 words
-    dev = corpus(tmp_path / "given", [("One two three.", "eins zwei drei vier")] * 50, name="dev")
-    assert rule.PIECES_PER_WORD == 2.0
-    assert pt.settings([prefix], "en", "de", valid=[dev]).valid_tokens == 50 * 4 * 2
-    words = sum(len(g.split()) for _, g in many(3000)) / 3000
-    held = pt.settings([prefix], "en", "de")
-    assert pt.held_out_size(3000, None) == 200 and held.valid_tokens == int(200 * words * 2)
-    cjk = corpus(tmp_path / "given", [("Open the file.", "打开文件")] * 50, name="zh")
-    assert rule.dev_tokens([], [pt.find_corpus(cjk, "en", "de")], 3000, "CJK") == 50 * 4 * 2
-    assert pt.settings([prefix], "en", "de", 1200).valid_tokens == held.valid_tokens  # MAX_UPDATE's time, too
-
-
-def test_a_vocabulary_per_side_where_the_scripts_differ(tmp_path):
-    prefix = corpus(tmp_path, [(e, "Документ номер %d." % i) for i, e in enumerate(ENGLISH * 30)])
-    tsv = tmp_path / "p.tsv"
-    tsv.write_text("".join(f"{e}\tDatei {i}\n" for i, e in enumerate(ENGLISH * 30)))
-    assert pt.settings([prefix], "en", "de").joint is False and pt.settings([str(tsv)], "en", "de").joint is True
-    assert pt.settings([prefix, str(tsv)], "en", "de").pairs == 600
 
 
 def test_given_dev_and_test_sets_count_what_they_drop_and_change(tmp_path):

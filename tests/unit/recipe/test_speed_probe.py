@@ -1,4 +1,4 @@
-"""TIME= and the speed probe (transformer_plugin_cli/tools/speed_probe.py): a duration parsed or refused, a probe of
+"""TIME= and the speed probe (recipe/speed_probe.py): a duration parsed or refused, a probe of
 a model's updates on this machine kept and read back, the updates a TIME gives, kept for a resumed run."""
 
 import json
@@ -8,10 +8,10 @@ import pytest
 
 from helpers import known_at
 
-from transformer_plugin_cli.tools import probe_arithmetic
-from transformer_plugin_cli.tools import speed_probe as sp
-from transformer_plugin_cli.tools.probe_arithmetic import BudgetError, parse_time
-from transformer_plugin_cli.tools.speed_probe import Probe, budget
+from recipe import probe_arithmetic
+from recipe import speed_probe as sp
+from recipe.probe_arithmetic import BudgetError, parse_time
+from recipe.speed_probe import Probe, budget
 
 TINY = Probe("vaswani_tiny", "", 200, 600, workers=2, threads=1)
 

@@ -1,6 +1,6 @@
 """The recipes' engine: what recipes/lib.sh asks of Python. The recipes declare their stages in shell; the engine
 decides every stage before any work, runs them in order, and stops every process a stage started when the
-recipe is interrupted. Not a console script: lib.sh runs ``python -m transformer_plugin_cli.tools.recipe``
+recipe is interrupted. Not a console script: lib.sh runs ``python -m recipe.engine``
 (:mod:`.__main__`) with the environment's python. Nothing here imports torch or fairseq (it runs at every start
 of a recipe), except :func:`.layout.cuda_devices` in a real run on GPUs.
 
@@ -14,7 +14,7 @@ of a recipe), except :func:`.layout.cuda_devices` in a real run on GPUs.
 - :mod:`.runner`: the run, stage after stage.
 """
 
-from transformer_plugin_cli.tools.recipe.decisions import (  # noqa: F401
+from recipe.engine.decisions import (  # noqa: F401
     Decision,
     changed_settings,
     changed_words,
@@ -23,11 +23,11 @@ from transformer_plugin_cli.tools.recipe.decisions import (  # noqa: F401
     stop_message,
     why_changed,
 )
-from transformer_plugin_cli.tools.recipe.failures import FAILURES, StageFailed, exit_status, training_failure  # noqa: F401
-from transformer_plugin_cli.tools.recipe.layout import LayoutError, free_port, layout, worker_commands, worker_threads  # noqa: F401
-from transformer_plugin_cli.tools.recipe.legacy import legacy_words, normalised_legacy  # noqa: F401
-from transformer_plugin_cli.tools.recipe.shell_words import bash_words  # noqa: F401
-from transformer_plugin_cli.tools.recipe.stamps import (  # noqa: F401
+from recipe.engine.failures import FAILURES, StageFailed, exit_status, training_failure  # noqa: F401
+from recipe.layout import LayoutError, free_port, layout, worker_commands, worker_threads  # noqa: F401
+from recipe.engine.legacy import legacy_words, normalised_legacy  # noqa: F401
+from recipe.engine.shell_words import bash_words  # noqa: F401
+from recipe.engine.stamps import (  # noqa: F401
     Context,
     DigestCache,
     Stage,
@@ -37,4 +37,4 @@ from transformer_plugin_cli.tools.recipe.stamps import (  # noqa: F401
     setting_names,
     write_stamp,
 )
-from transformer_plugin_cli.tools.recipe.runner import Runner, read_plan  # noqa: F401
+from recipe.engine.runner import Runner, read_plan  # noqa: F401

@@ -1,6 +1,6 @@
 """``INIT=DIR`` in recipes/parallel_text.sh: the parent model a corpus fine-tunes, read and checked before any work.
 
-    vaswani-parent settings --init DIR --src en --tgt de --work WORK     # or python -m transformer_plugin_cli.serving.parent
+    vaswani-parent settings --init DIR --src en --tgt de --work WORK     # or python -m recipe.parent
 
 prints the recipe's ``PARENT_*`` assignments: where the parent's checkpoint, dictionaries and sentencepiece models
 are, and its model's flags, from one of two kinds of DIR:
@@ -26,7 +26,7 @@ from typing import Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
 
-from .import_marian import (SOURCE_SPM, TARGET_SPM, MarianImportError, check_config, file_digest, marian_flags, read_json,
+from transformer_plugin_cli.serving.import_marian import (SOURCE_SPM, TARGET_SPM, MarianImportError, check_config, file_digest, marian_flags, read_json,
                             tokenizer_config, vocabulary)  # fmt: skip
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")

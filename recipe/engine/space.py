@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.files import size
-from transformer_plugin_cli.tools.recipe.verbs import call
+from recipe.engine.verbs import call
 
 SMALL = 64 * 1024  # a generation's output, a score, a log (newstest2014's generation: about 2 MB)
 ENCODED_RATIO = 1.6  # sentencepiece pieces of a text, written out (the U+2581 before each word is 3 bytes):

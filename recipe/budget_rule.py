@@ -11,7 +11,7 @@ is the candidate of the lowest predicted loss:
   dev perplexity after 100K steps against their parameter counts), fitted by benchmarks/budget_fit.py. The paper's own
   evidence that a larger model reaches a lower loss given enough training.
 - learning, ``A * (k S) ** -BETA``, the power law in training of the NMT scaling studies (Gordon et al. 2021, Ghorbani
-  et al. 2021), fitted to this project's budget runs (docs/budgets/*.json). ``S = D_eff / (B + B_NOISE)``: D training
+  et al. 2021), fitted to this project's budget runs (benchmarks/records/budgets/*.json). ``S = D_eff / (B + B_NOISE)``: D training
   target tokens in updates of B tokens are worth ``D / (B + B_NOISE)`` updates of a batch much larger than the gradient's
   noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"): at equal tokens a smaller batch
   learns more, at equal updates a larger one. ``D_eff``: an epoch repeated is worth less than new text, the more so the
@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from preprocess.corpora import Corpus, CorpusError, count_lines, find_corpus, held_out_size, raw_pairs_unchecked, sides_scripts, units
-from transformer_plugin_cli.tools.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
+from recipe.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
 
-# ---- the fit (benchmarks/budget_fit.py prints these from docs/budgets/*.json and the paper's Table 3) ----------------
+# ---- the fit (benchmarks/budget_fit.py prints these from benchmarks/records/budgets/*.json and the paper's Table 3) ----------------
 CAPACITY_C = 8.446  # bits
 CAPACITY_GAMMA = 0.848
 LEARNING_A = 4.707  # bits
@@ -202,7 +202,7 @@ def model_words(candidate: Candidate) -> str:
 # docs/benchmarks.md), then OPUS-MT-train's sizes (Tiedemann & Thottingal 2020); 500 under 10k (below MIN_PAIRS, where one sets it).
 VOCABULARY = [(1_000_000, 32000), (500_000, 12000), (10_000, 8000), (0, 500)]
 # what fairseq's batches hold of an update's nominal tokens (padding, --max-tokens on the longer side): 0.83, measured
-# (transformer_plugin_cli/tools/speed_probe.py); an epoch of a corpus in nominal tokens is its tokens over it
+# (recipe/speed_probe.py); an epoch of a corpus in nominal tokens is its tokens over it
 BATCH_FILL = 0.83
 
 
@@ -318,7 +318,7 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_u
         speed_said = f", {o.seconds_per_update:.2f} s an update here" if o.seconds_per_update else ""
         lines.append(f"  {'*' if o is best else ' '} {o.candidate.name}: {o.updates:,} updates{speed_said}, "
                      f"{o.loss:.2f} bits{' (' + o.limited + ')' if o.limited else ''}")  # fmt: skip
-    lines.append(f"  (preprocess/budget_rule.py; fitted to the budget runs within {FIT_RMS:.2f} bits rms, docs/parallel-text.md)")
+    lines.append(f"  (recipe/budget_rule.py; fitted to the budget runs within {FIT_RMS:.2f} bits rms, docs/parallel-text.md)")
     found.explain = "\n".join(lines)
     found.plan = {"budget": given, **plan.as_dict(vocab, joint), "corpus_target_tokens": int(corpus_tokens),
                   "vocab_size": vocab, "joint": joint}  # fmt: skip

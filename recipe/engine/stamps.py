@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from transformer_plugin_cli.files import write_json
-from transformer_plugin_cli.tools.recipe.shell_words import bash_words
-from transformer_plugin_cli.tools.recipe.verbs import call
+from recipe.engine.shell_words import bash_words
+from recipe.engine.verbs import call
 
 # options that change how a stage runs, not what it makes, left out of its identity with their values:
 # the processes and threads of data preparation (sentencepiece's BPE is the same for any thread count; a

@@ -11,14 +11,14 @@ import sys
 import time
 from typing import Callable, Dict, Optional, Sequence
 
-from transformer_plugin_cli.tools.recipe.decisions import changed_words
-from transformer_plugin_cli.tools.recipe.failures import StageFailed, exit_status, training_failure
-from transformer_plugin_cli.tools.recipe.layout import free_port, worker_commands, worker_threads
-from transformer_plugin_cli.tools.recipe.legacy import normalised_legacy
-from transformer_plugin_cli.tools.recipe.processes import Interrupted, Supervisor, Tee
-from transformer_plugin_cli.tools.recipe.space import flag
-from transformer_plugin_cli.tools.recipe.stamps import Context, Stage, identity, read_stamp
-from transformer_plugin_cli.tools.recipe.verbs import call
+from recipe.engine.decisions import changed_words
+from recipe.engine.failures import StageFailed, exit_status, training_failure
+from recipe.layout import free_port, worker_commands, worker_threads
+from recipe.engine.legacy import normalised_legacy
+from recipe.engine.processes import Interrupted, Supervisor, Tee
+from recipe.engine.space import flag
+from recipe.engine.stamps import Context, Stage, identity, read_stamp
+from recipe.engine.verbs import call
 
 # torchrun gives its workers 30 s to end after SIGTERM before it kills them: a stage it launches gets longer
 LAUNCHER_GRACE = 40.0

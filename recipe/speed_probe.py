@@ -43,10 +43,10 @@ from typing import Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import duration, write_json
-from transformer_plugin_cli.tools.probe_arithmetic import (TIME_STARTUP_SECONDS, BudgetError, parse_time, seconds_an_update,
+from recipe.probe_arithmetic import (TIME_STARTUP_SECONDS, BudgetError, parse_time, seconds_an_update,
                                                            training_time, updates_that_fit, validations)  # fmt: skip
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class ProbeError(RuntimeError):
@@ -79,7 +79,7 @@ def layout_probe(arch: str, model_flags: str, vocab_size: int, tokens_per_update
     machine's run side by side): on GPUs, one device's share of the batch on one of them, in micro-batches of at
     most ``max_tokens_per_device`` (the recipes' MAX_TOKENS_PER_DEVICE, fairseq's --max-tokens); on CPU, this
     machine's workers side by side, each with its share of the cores (the engine's worker_threads) and of the batch."""
-    from transformer_plugin_cli.tools.recipe.layout import worker_threads
+    from recipe.layout import worker_threads
 
     per_node = gpus if gpus > 0 else cpu_workers
     devices = devices or per_node
@@ -228,13 +228,13 @@ def busy() -> str:
 
 def measure(probe: Probe) -> float:
     """Seconds per update: ``probe.workers`` processes side by side, the slowest worker's median."""
-    from transformer_plugin_cli.tools.recipe.layout import free_port
+    from recipe.layout import free_port
 
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": str(probe.threads), "MKL_NUM_THREADS": str(probe.threads),
            "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}  # fmt: skip
     spec = json.dumps(asdict(probe))
-    workers = [subprocess.Popen([sys.executable, "-m", "transformer_plugin_cli.tools.speed_probe", "worker", spec,
+    workers = [subprocess.Popen([sys.executable, "-m", "recipe.speed_probe", "worker", spec,
                                  "--rank", str(r), "--port", str(port)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
                for r in range(probe.workers)]  # fmt: skip

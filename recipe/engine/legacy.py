@@ -6,7 +6,7 @@ import re
 import subprocess
 from typing import List, Sequence
 
-from transformer_plugin_cli.tools.recipe.stamps import Context, Stage, as_torchrun, without_how_only
+from recipe.engine.stamps import Context, Stage, as_torchrun, without_how_only
 
 # data preparation that moved to preprocess/: a stamp that names the old module is the same stage
 MOVED_MODULES = re.compile(r"^transformer_plugin_cli\.(?:data|parsing)\.(wmt14|sentencepiece_vocab|synthetic_pair|debian_l10n|ptb)$")

@@ -21,8 +21,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.tools.recipe.legacy import legacy_words, normalised_legacy
-from transformer_plugin_cli.tools.recipe.stamps import Context, Done, Stage, identity, read_stamp
+from recipe.engine.legacy import legacy_words, normalised_legacy
+from recipe.engine.stamps import Context, Done, Stage, identity, read_stamp
 
 CHANGED = "its settings changed since it was done: "  # then the settings, named
 BEGUN = ".begun"  # beside a training's stamp: written as it starts, removed once it is done

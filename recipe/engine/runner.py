@@ -9,12 +9,12 @@ import signal
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from transformer_plugin_cli.tools.recipe import space
-from transformer_plugin_cli.tools.recipe.decisions import BEGUN, Decision, decide, stop_message
-from transformer_plugin_cli.tools.recipe.failures import StageFailed
-from transformer_plugin_cli.tools.recipe.launching import Launcher, shown
-from transformer_plugin_cli.tools.recipe.processes import Interrupted, Supervisor, die_with_parent
-from transformer_plugin_cli.tools.recipe.stamps import Context, Stage, write_stamp
+from recipe.engine import space
+from recipe.engine.decisions import BEGUN, Decision, decide, stop_message
+from recipe.engine.failures import StageFailed
+from recipe.engine.launching import Launcher, shown
+from recipe.engine.processes import Interrupted, Supervisor, die_with_parent
+from recipe.engine.stamps import Context, Stage, write_stamp
 
 
 def say(text: str, err: bool = False) -> None:

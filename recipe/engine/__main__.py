@@ -1,7 +1,7 @@
 """The engine's command line, as recipes/lib.sh runs it:
 
-    python -m transformer_plugin_cli.tools.recipe run --work W --repo R --python PY ... < PLAN
-    python -m transformer_plugin_cli.tools.recipe layout --launch local --gpus 8 ... --tokens 25000 --cap 4096
+    python -m recipe.engine run --work W --repo R --python PY ... < PLAN
+    python -m recipe.engine layout --launch local --gpus 8 ... --tokens 25000 --cap 4096
 """
 
 import argparse
@@ -11,9 +11,9 @@ import signal
 import sys
 from typing import Sequence
 
-from transformer_plugin_cli.tools.recipe.layout import LayoutError, cuda_devices, layout
-from transformer_plugin_cli.tools.recipe.runner import Runner, read_plan, say
-from transformer_plugin_cli.tools.recipe.stamps import Context, DigestCache, setting_names
+from recipe.layout import LayoutError, cuda_devices, layout
+from recipe.engine.runner import Runner, read_plan, say
+from recipe.engine.stamps import Context, DigestCache, setting_names
 
 
 def main_run(args) -> int:
@@ -42,7 +42,7 @@ def main_layout(args) -> int:
 
 
 def parse(argv: Sequence[str]):
-    parser = argparse.ArgumentParser(prog="python -m transformer_plugin_cli.tools.recipe", description="The recipes' engine.")
+    parser = argparse.ArgumentParser(prog="python -m recipe.engine", description="The recipes' engine.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="check every stage of the plan on stdin, then run (or show) them in order")
     run.add_argument("--work", required=True)

@@ -1,4 +1,4 @@
-"""The budget rule (preprocess/budget_rule.py): the pick is the candidate of the lowest predicted validation loss, so
+"""The budget rule (recipe/budget_rule.py): the pick is the candidate of the lowest predicted validation loss, so
 more budget never predicts worse; its curves are the fit of the budget runs; what TIME picked is kept."""
 
 import json
@@ -7,15 +7,15 @@ import os
 import shlex
 
 import pytest
+from helpers import corpus, many, speeds
 
-from preprocess import budget_rule as rule
-from preprocess import parallel_text as pt
-from transformer_plugin_cli.tools.probe_arithmetic import parse_time, updates_that_fit
-
-from test_parallel_text import speeds
+from recipe import budget_rule as rule
+from preprocess.corpora import CorpusError
+from recipe import plan
+from recipe.probe_arithmetic import parse_time, updates_that_fit
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-RECORDS = [os.path.join(REPO, "docs", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]
+RECORDS = [os.path.join(REPO, "benchmarks", "records", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]
 LATIN = ("LATIN", "LATIN")
 
 
@@ -87,7 +87,7 @@ def test_a_budget_a_small_corpus_cannot_use_stops_at_what_helps_and_says_so():
 
 
 def test_the_curves_are_the_fit_of_the_budget_runs():
-    """The constants budget_rule.py holds are what benchmarks/budget_fit.py fits to docs/budgets/*.json and Table 3."""
+    """The constants budget_rule.py holds are what benchmarks/budget_fit.py fits to benchmarks/records/budgets/*.json and Table 3."""
     pytest.importorskip("scipy")
     from benchmarks import budget_fit
 
@@ -134,23 +134,19 @@ def test_the_plan_names_every_candidate_and_the_pick_in_a_short_line():
 
 
 def test_min_pairs_is_checked_before_any_probe(tmp_path):
-    from test_parallel_text import corpus, many
-
     prefix = corpus(tmp_path, many(100))
 
     def probe(candidate, vocab):
         raise AssertionError("probed")
 
-    with pytest.raises(pt.CorpusError, match="TRAIN has 100 lines: too few to train a translation model from scratch"):
-        pt.settings([prefix], "en", "de", None, "2h", probe, min_pairs=10_000)
+    with pytest.raises(CorpusError, match="TRAIN has 100 lines: too few to train a translation model from scratch"):
+        rule.settings([prefix], "en", "de", None, "2h", probe, min_pairs=10_000)
 
 
 def test_what_time_picked_is_kept_when_the_speed_is_measured_again(tmp_path, monkeypatch, capsys):
     """A TIME's pick is kept (--keep, the recipe's WORK/settings.json): the same TIME on the same corpus and layout
     reads it back though every speed figure has changed since; another TIME decides again."""
-    from test_parallel_text import corpus, many
-
-    from transformer_plugin_cli.tools import speed_probe
+    from recipe import speed_probe
 
     prefix = corpus(tmp_path, many(300))
     figure = {"seconds": 1.0}
@@ -160,7 +156,7 @@ def test_what_time_picked_is_kept_when_the_speed_is_measured_again(tmp_path, mon
     def run(time_text):
         args = ["settings", "--train", prefix, "--src", "en", "--tgt", "de", "--time", time_text, "--cpu-workers", "1",
                 "--keep", str(tmp_path / "w" / "settings.json"), "--plan", str(tmp_path / "w" / "plan.json"), "--min-pairs", "100"]
-        assert pt.main(args) == 0
+        assert plan.command_line(args) == 0
         lines = capsys.readouterr().out.splitlines()
         return {k: " ".join(shlex.split(v)) for k, v in (line.split("=", 1) for line in lines if line.startswith("AUTO_")
                                                          and not line.startswith(("AUTO_INPUT", "AUTO_EXPLAIN")))}  # fmt: skip
