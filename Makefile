@@ -18,6 +18,7 @@
 #   make bench-data   the WMT14 recipe's data stages from 100k to 4M pairs, and fairseq-train's start at 36M (benchmarks/data.py)
 #   make bench-serving    after `make demo`: fairseq-generate against CTranslate2 fp32/int8 on the demo's model
 #   make bench-cluster    two hosts made here against one host at the same world size (root)
+#   make lint    the formatter's check and the linter (ruff, configured in pyproject.toml); make format applies both
 #
 # Variables:
 #   PYTHON=python3            the interpreter that creates the environment: Python 3.11, 3.12 or 3.13
@@ -69,7 +70,7 @@ PARALLEL_PYTEST = $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=$${OMP_NUM_T
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install check-python test test-unit test-e2e test-pythons install-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
+.PHONY: install check-python lint format test test-unit test-e2e test-pythons install-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
 	test-transformers4 demo bench bench-learning bench-budgets bench-data bench-serving bench-cluster clean
 
 install: $(STAMP)
@@ -110,6 +111,16 @@ $(STAMP): setup.py requirements.txt | check-python
 
 test: $(STAMP) | check-python
 	$(call PARALLEL_PYTEST,$(PY)) tests --durations=15 $(PYTEST_ARGS)
+
+# The style is the formatter's (ruff format, 120 columns) and the linter's (ruff check): pyproject.toml. make test
+# checks both too (tests/integration/test_package.py).
+lint: $(STAMP)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 test-unit: $(STAMP) | check-python
 	$(call PARALLEL_PYTEST,$(PY)) tests/unit $(PYTEST_ARGS)

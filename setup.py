@@ -15,8 +15,17 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.14",  # what is tested: the Makefile's SUPPORTED_PYTHONS (make test-pythons)
-    packages=find_packages(include=["transformer_plugin", "transformer_plugin.*", "preprocess",
-                                    "transformer_plugin_cli", "transformer_plugin_cli.*", "recipe", "recipe.*"]),
+    packages=find_packages(
+        include=[
+            "transformer_plugin",
+            "transformer_plugin.*",
+            "preprocess",
+            "transformer_plugin_cli",
+            "transformer_plugin_cli.*",
+            "recipe",
+            "recipe.*",
+        ]
+    ),
     # Versions and reasons: requirements.txt. torch is not pinned here so that a GPU user keeps theirs.
     install_requires=[
         "torch>=2.6",

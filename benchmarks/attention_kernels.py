@@ -56,8 +56,13 @@ class Recorder:
         for name, module in model.named_modules():
             if type(module).__name__ != "MultiHeadAttention":
                 continue
-            kind = ("encoder self-attention" if name.startswith("encoder.")
-                    else "decoder self-attention" if module.self_attention else "encoder-decoder attention")  # fmt: skip
+            kind = (
+                "encoder self-attention"
+                if name.startswith("encoder.")
+                else "decoder self-attention"
+                if module.self_attention
+                else "encoder-decoder attention"
+            )
             self._handles.append(module.register_forward_pre_hook(self._enter(kind), with_kwargs=True))
             self._handles.append(module.register_forward_hook(self._exit))
 
@@ -102,7 +107,9 @@ def batch(dictionary, B, S, T, padded, device, seed=0):
     for i in range(B):
         n = S - (i * S // (4 * B) if padded else 0)
         m = T - (i * T // (4 * B) if padded else 0)
-        src[i, S - n :] = torch.cat([torch.randint(nspecial, len(dictionary), (n - 1,), generator=g), torch.tensor([eos])])
+        src[i, S - n :] = torch.cat(
+            [torch.randint(nspecial, len(dictionary), (n - 1,), generator=g), torch.tensor([eos])]
+        )
         prev[i, :m] = torch.cat([torch.tensor([eos]), torch.randint(nspecial, len(dictionary), (m - 1,), generator=g)])
     lengths = src.ne(pad).sum(1)
     return src.to(device), lengths.to(device), prev.to(device)

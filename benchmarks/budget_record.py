@@ -25,9 +25,13 @@ class Result:
     is_pick: List[str] = field(default_factory=list)  # the candidates that are the rule's pick (same settings)
     measured: str = ""  # the day it was trained and scored
     pairs: Optional[int] = None  # the corpus's training pairs then (a corpus rebuilt from Debian's packages moves)
-    time: str = ""  # the TIME its updates were asked for, where not ``budget``: ``budget`` on another machine (calibrated)
+    time: str = (
+        ""  # the TIME its updates were asked for, where not ``budget``: ``budget`` on another machine (calibrated)
+    )
     note: str = ""
-    stopped_at: Optional[int] = None  # the update early stopping (the recipe's --patience) ended it at, before ``updates``
+    stopped_at: Optional[int] = (
+        None  # the update early stopping (the recipe's --patience) ended it at, before ``updates``
+    )
 
 
 def read_run(work: str) -> Dict[str, Optional[float]]:
@@ -40,15 +44,18 @@ def read_run(work: str) -> Dict[str, Optional[float]]:
         log = f.read()
     valid = log_records(log, "valid")
     walls = [float(r["wall"]) for r in log_records(log, "train_inner") if "wall" in r]
-    return {"bleu": scores["sacrebleu"], "chrf": scores["chrf"],
-            "valid_nll": float(valid[-1]["valid_nll_loss"]) if valid else None,
-            "train_seconds": training_seconds(walls),
-            "stopped_at": int(valid[-1]["valid_num_updates"]) if EARLY_STOP in log and valid else None}  # fmt: skip
+    return {
+        "bleu": scores["sacrebleu"],
+        "chrf": scores["chrf"],
+        "valid_nll": float(valid[-1]["valid_nll_loss"]) if valid else None,
+        "train_seconds": training_seconds(walls),
+        "stopped_at": int(valid[-1]["valid_num_updates"]) if EARLY_STOP in log and valid else None,
+    }
 
 
 def results_file(where: str) -> str:
-    """The results' record: ``where`` itself where it names a .json file (a record kept in git, benchmarks/records/budgets/), else
-    ``where/results.json`` (a runs' folder)."""
+    """The results' record: ``where`` itself where it names a .json file (a record kept in git,
+    benchmarks/records/budgets/), else ``where/results.json`` (a runs' folder)."""
     return where if where.endswith(".json") else os.path.join(where, "results.json")
 
 
@@ -81,8 +88,15 @@ def table(results: Sequence[Result]) -> str:
             if r.bleu is not None:
                 when[r.pairs, r.measured] = when.get((r.pairs, r.measured), 0) + 1
         if len({pairs for pairs, _ in when}) > 1:
-            lines += ["Measured on " + "; ".join(f"{pairs or 0:,} training pairs ({n} run{'s' if n > 1 else ''}, {day or 'day not kept'})"
-                                                 for (pairs, day), n in sorted(when.items(), key=str)) + ".", ""]  # fmt: skip
+            lines += [
+                "Measured on "
+                + "; ".join(
+                    f"{pairs or 0:,} training pairs ({n} run{'s' if n > 1 else ''}, {day or 'day not kept'})"
+                    for (pairs, day), n in sorted(when.items(), key=str)
+                )
+                + ".",
+                "",
+            ]
         lines += ["| candidate | " + " | ".join(f"TIME={b}" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
         for name in dict.fromkeys(r.candidate for r in rows):
             cells = []
@@ -102,16 +116,22 @@ def table(results: Sequence[Result]) -> str:
             pick = next((x for x in measured if x.is_pick), None)
             if measured and pick:
                 best = max(measured, key=lambda x: x.bleu)
-                lines.append(f"\nTIME={b}: the pick's BLEU {pick.bleu:.2f}, the best's {best.bleu:.2f} ({best.candidate}): "
-                             f"{'within' if best.bleu - pick.bleu <= 0.5 else 'NOT within'} 0.5")  # fmt: skip
+                lines.append(
+                    f"\nTIME={b}: the pick's BLEU {pick.bleu:.2f}, the best's {best.bleu:.2f} ({best.candidate}): "
+                    f"{'within' if best.bleu - pick.bleu <= 0.5 else 'NOT within'} 0.5"
+                )
             for given in dict.fromkeys(x.time for x in rows if x.budget == b and x.time):
                 if all(x.time for x in rows if x.budget == b):  # none measured there: scaled as its longest budget
-                    lines.append(f"\nTIME={b}: measured on another machine than the record's others: {given} of its "
-                                 f"core, {b} scaled as the compute that the longest budget gave where they ran")  # fmt: skip
+                    lines.append(
+                        f"\nTIME={b}: measured on another machine than the record's others: {given} of its "
+                        f"core, {b} scaled as the compute that the longest budget gave where they ran"
+                    )
                     continue
                 names = ", ".join(x.candidate for x in rows if (x.budget, x.time) == (b, given))
-                lines.append(f"\nTIME={b}: {names} ran on another machine than the others: {given} of its core, the "
-                             f"compute that {b} gave them where they ran")  # fmt: skip
+                lines.append(
+                    f"\nTIME={b}: {names} ran on another machine than the others: {given} of its core, the "
+                    f"compute that {b} gave them where they ran"
+                )
         lines.append("")
     return "\n".join(lines)
 
@@ -134,8 +154,16 @@ def figure(results: Sequence[Result], path: str) -> None:
             mine = sorted((r for r in rows if r.candidate == name), key=lambda r: parse_time(r.budget))
             ax.plot([parse_time(r.budget) / 60 for r in mine], [r.bleu for r in mine], marker="o", label=name)
         picks = [r for r in rows if r.is_pick]
-        ax.scatter([parse_time(r.budget) / 60 for r in picks], [r.bleu for r in picks], s=180, facecolors="none",
-                   edgecolors="black", linewidths=1.5, label="the rule's pick", zorder=3)  # fmt: skip
+        ax.scatter(
+            [parse_time(r.budget) / 60 for r in picks],
+            [r.bleu for r in picks],
+            s=180,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=1.5,
+            label="the rule's pick",
+            zorder=3,
+        )
         ax.set_xscale("log")
         marks = sorted({r.budget for r in rows}, key=parse_time)
         ax.set_xticks([parse_time(b) / 60 for b in marks], marks)
@@ -166,7 +194,9 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
 
     def candidate(r: Result) -> "rule.Candidate":
         s = r.settings
-        return rule.Candidate(r.candidate, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
+        return rule.Candidate(
+            r.candidate, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"])
+        )
 
     def predicted(c, updates: float) -> float:
         return rule.predicted_loss(c, int(updates), FIT_VOCABULARY, epoch)

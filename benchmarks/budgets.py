@@ -18,19 +18,21 @@ before (by BLEU), the rule's pick, and those too slow for the budget before. A c
 than the recipe's floor (100) is not run: the recipe refuses such a TIME too.
 
     python -m benchmarks.budgets corpora --out runs/budgets/data [--debs DIR]
-    python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de --budgets 20m 1h 200m --jobs 2 \
+    python -m benchmarks.budgets run --corpus de_77k=runs/budgets/data/de_77k/train:en:de \
+        --budgets 20m 1h 200m --jobs 2 \
         --record benchmarks/records/budgets/de_77k.json
-    python -m benchmarks.budgets table --work benchmarks/records/budgets/de_77k.json --out runs/budgets/budgets.md --figure docs/budgets.png
+    python -m benchmarks.budgets table --work benchmarks/records/budgets/de_77k.json --out runs/budgets/budgets.md \
+        --figure docs/budgets.png
 
 Two corpora side by side, one core each: ``run --corpus A=... --cores 0 --work runs/budgets/a`` and ``run --corpus
 B=... --cores 1 --work runs/budgets/b``, then ``table --work runs/budgets/a runs/budgets/b`` (``make bench-budgets``).
 
 Each run is a recipe's ``WORK`` (``WORK_ROOT/CORPUS/BUDGET/CANDIDATE``), and the recipe resumes: the same command
 again picks up where the runs stopped (a session that ended, a machine that restarted), and a finished run is read
-back from the record (``--record``, kept in git: benchmarks/records/budgets/), not trained again, even on another machine, whose
-core is matched to the record's by compute (``calibrated``; a budget new to the record, as its longest is).
-``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}`` for training and, beside it, ``valid`` and ``test`` (the layout
-``preprocess.debian_l10n prepare`` writes).
+back from the record (``--record``, kept in git: benchmarks/records/budgets/), not trained again, even on another
+machine, whose core is matched to the record's by compute (``calibrated``; a budget new to the record, as its longest
+is). ``CORPUS=PREFIX:SRC:TGT`` takes ``PREFIX.{SRC,TGT}`` for training and, beside it, ``valid`` and ``test`` (the
+layout ``preprocess.debian_l10n prepare`` writes).
 """
 
 import argparse
@@ -62,7 +64,10 @@ SHORT_FLAGS = SHORT_BUDGET["model_flags"]
 
 # name -> (what it is, the recipe's variables). Each is the short budget's settings with one thing changed.
 CHANGES = {
-    "N=2": ("2+2 layers", {"MODEL_FLAGS": with_layers(SHORT_FLAGS, 2)}),  # the rule's own layers in time: the same flags
+    "N=2": (
+        "2+2 layers",
+        {"MODEL_FLAGS": with_layers(SHORT_FLAGS, 2)},
+    ),  # the rule's own layers in time: the same flags
     "N=6": ("6+6 layers", {"MODEL_FLAGS": with_layers(SHORT_FLAGS, 6)}),
     "d512": ("d_model 512", {"MODEL_FLAGS": with_flag(SHORT_FLAGS, "d-model", 512)}),
     "P0.3": ("P_drop 0.3", {"DROPOUT": "0.3"}),
@@ -80,10 +85,13 @@ DEFAULT_CANDIDATES = ["short", "class", "N=2", "BPE2k", "2k-tokens", "N=2+2k-tok
 # The corpora of docs/benchmarks.md, from the gettext catalogues of Debian 12's packages (preprocess.debian_l10n):
 # the learning benchmark's 77k English-German pairs, and 22k English-Russian pairs of fewer packages (a game's
 # campaigns and help, and tools' messages), a vocabulary a side.
-WESNOTH = ["wesnoth-1.16-data"] + [f"wesnoth-1.16-{c}" for c in
-                                   "did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs".split()]  # fmt: skip
-CORPORA = {"de_77k": ("de", []),
-           "ru_22k": ("ru", [*WESNOTH, "freeciv-data", "git", "gnupg-l10n", "aptitude-common", "mc-data", "pidgin-data"])}  # fmt: skip
+WESNOTH = ["wesnoth-1.16-data"] + [
+    f"wesnoth-1.16-{c}" for c in "did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs".split()
+]
+CORPORA = {
+    "de_77k": ("de", []),
+    "ru_22k": ("ru", [*WESNOTH, "freeciv-data", "git", "gnupg-l10n", "aptitude-common", "mc-data", "pidgin-data"]),
+}
 
 
 @dataclass
@@ -96,8 +104,13 @@ class Corpus:
     @property
     def files(self) -> Dict[str, str]:
         folder = os.path.dirname(self.prefix)
-        return {"TRAIN": self.prefix, "VALID": os.path.join(folder, "valid"), "TEST": os.path.join(folder, "test"),
-                "SRC": self.src, "TGT": self.tgt}  # fmt: skip
+        return {
+            "TRAIN": self.prefix,
+            "VALID": os.path.join(folder, "valid"),
+            "TEST": os.path.join(folder, "test"),
+            "SRC": self.src,
+            "TGT": self.tgt,
+        }
 
     def pairs(self) -> int:
         with open(f"{self.prefix}.{self.src}", "rb") as f:
@@ -119,11 +132,26 @@ def recipe_settings(variables: Dict[str, str]) -> Dict[str, str]:
 
 def candidates(corpus: Corpus) -> Dict[str, Dict[str, str]]:
     """Every candidate's settings except the pick (asked of the recipe's rule per budget)."""
-    full = class_settings(corpus.pairs(), ("", ""))  # the corpus's vocabulary, every candidate's but BPE2k (8,000 from 10k pairs)
-    short = {"ARCH": "vaswani_base", "MODEL_FLAGS": SHORT_FLAGS, "DROPOUT": str(SHORT_BUDGET["dropout"]),
-             "VOCAB_SIZE": str(full.vocab_size), "TOKENS_PER_UPDATE": str(SHORT_BUDGET["tokens_per_update"])}  # fmt: skip
-    found = {"short": short, "class": {"ARCH": full.arch, "MODEL_FLAGS": full.model_flags, "DROPOUT": str(full.dropout),
-                                        "VOCAB_SIZE": str(full.vocab_size), "TOKENS_PER_UPDATE": str(full.tokens_per_update)}}  # fmt: skip
+    full = class_settings(
+        corpus.pairs(), ("", "")
+    )  # the corpus's vocabulary, every candidate's but BPE2k (8,000 from 10k pairs)
+    short = {
+        "ARCH": "vaswani_base",
+        "MODEL_FLAGS": SHORT_FLAGS,
+        "DROPOUT": str(SHORT_BUDGET["dropout"]),
+        "VOCAB_SIZE": str(full.vocab_size),
+        "TOKENS_PER_UPDATE": str(SHORT_BUDGET["tokens_per_update"]),
+    }
+    found = {
+        "short": short,
+        "class": {
+            "ARCH": full.arch,
+            "MODEL_FLAGS": full.model_flags,
+            "DROPOUT": str(full.dropout),
+            "VOCAB_SIZE": str(full.vocab_size),
+            "TOKENS_PER_UPDATE": str(full.tokens_per_update),
+        },
+    }
     for name, (_, change) in CHANGES.items():
         found[name] = {**short, **change}
     for name, parts in JOINED.items():
@@ -142,29 +170,76 @@ def assignments(text: str) -> Dict[str, str]:
 
 
 def helper(args: Sequence[str], core: Optional[int]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO,
-                          preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None,
+    )
 
 
 def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[str, str], int]:
     """What the recipe's rule picks for TIME=budget with one CPU worker on ``core``, as its settings, and the dev
     set's target tokens it counted the validations by."""
     f = corpus.files
-    done = helper(["-m", "recipe.plan", "settings", "--train", f["TRAIN"], "--valid", f["VALID"], "--test",
-                   f["TEST"], "--src", corpus.src, "--tgt", corpus.tgt, "--time", budget, "--cpu-workers", "1"], core)  # fmt: skip
+    done = helper(
+        [
+            "-m",
+            "recipe.plan",
+            "settings",
+            "--train",
+            f["TRAIN"],
+            "--valid",
+            f["VALID"],
+            "--test",
+            f["TEST"],
+            "--src",
+            corpus.src,
+            "--tgt",
+            corpus.tgt,
+            "--time",
+            budget,
+            "--cpu-workers",
+            "1",
+        ],
+        core,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"the rule for TIME={budget} on {corpus.prefix} failed:\n{done.stderr[-2000:]}")
     found = assignments(done.stdout)
-    return recipe_settings({k[len("AUTO_"):]: v for k, v in found.items() if k.startswith("AUTO_")}), int(found["AUTO_VALID_TOKENS"])
+    return recipe_settings({k[len("AUTO_") :]: v for k, v in found.items() if k.startswith("AUTO_")}), int(
+        found["AUTO_VALID_TOKENS"]
+    )
 
 
 def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], valid_tokens: int) -> Tuple[int, str]:
     """(updates, why refused) that TIME=budget gives these settings on one worker of one core here, validating
     ``valid_tokens`` target tokens at each checkpoint (as the recipe counts them)."""
-    done = helper(["-m", "recipe.speed_probe", "budget", "--arch", settings["ARCH"],
-                   "--model-flags", settings["MODEL_FLAGS"], "--vocab-size", settings["VOCAB_SIZE"],
-                   "--tokens-per-update", settings["TOKENS_PER_UPDATE"], "--gpus", "0", "--cpu-workers", "1",
-                   "--time", budget, "--valid-tokens", str(valid_tokens)], core)  # fmt: skip
+    done = helper(
+        [
+            "-m",
+            "recipe.speed_probe",
+            "budget",
+            "--arch",
+            settings["ARCH"],
+            "--model-flags",
+            settings["MODEL_FLAGS"],
+            "--vocab-size",
+            settings["VOCAB_SIZE"],
+            "--tokens-per-update",
+            settings["TOKENS_PER_UPDATE"],
+            "--gpus",
+            "0",
+            "--cpu-workers",
+            "1",
+            "--time",
+            budget,
+            "--valid-tokens",
+            str(valid_tokens),
+        ],
+        core,
+    )
     if done.returncode == 2 and "too few to learn" in done.stderr:
         m = re.search(r": (\d+) updates", done.stderr)
         return (int(m.group(1)) if m else 0), done.stderr.strip().removeprefix("error: ")
@@ -173,11 +248,21 @@ def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], vali
     return int(assignments(done.stdout)["MAX_UPDATE"]), ""
 
 
-def run_recipe(corpus: Corpus, budget: str, name: str, settings: Dict[str, str], updates: int, work_root: str,
-               core: Optional[int], recipe: str) -> Dict[str, Optional[float]]:  # fmt: skip
+def run_recipe(
+    corpus: Corpus,
+    budget: str,
+    name: str,
+    settings: Dict[str, str],
+    updates: int,
+    work_root: str,
+    core: Optional[int],
+    recipe: str,
+) -> Dict[str, Optional[float]]:
     work = os.path.join(work_root, corpus.name, budget, name.replace(" ", "_"))
     done_file = os.path.join(work, "results", "scores.test.json")
-    env = recipe_env(corpus.files, settings, {"WORK": work, "MAX_UPDATE": str(updates), "CPU_WORKERS": "1", "GPUS": "0"})
+    env = recipe_env(
+        corpus.files, settings, {"WORK": work, "MAX_UPDATE": str(updates), "CPU_WORKERS": "1", "GPUS": "0"}
+    )
     os.makedirs(work, exist_ok=True)
     log = os.path.join(work_root, corpus.name, budget, f"{name.replace(' ', '_')}.log")
     status = start_recipe(env, log, f"{name}, {updates} updates, {settings}", core, recipe).wait()
@@ -205,8 +290,10 @@ def calibrated(budget: str, known: Sequence[Result], core: Optional[int], valid_
     A budget first measured here, in a record of runs measured elsewhere, is scaled as the longest budget measured
     there is (TIME=1h there being 2,451 s here, 200m there is 200 / 60 times that): the record's machine stays the
     one whose core the budgets are of. ``budget`` itself where none is known, or where it gives that run its updates."""
-    measured = sorted((r for r in known if r.budget == budget and r.bleu is not None and not r.time),
-                      key=lambda r: (-r.updates, r.candidate))  # fmt: skip
+    measured = sorted(
+        (r for r in known if r.budget == budget and r.bleu is not None and not r.time),
+        key=lambda r: (-r.updates, r.candidate),
+    )
     if not measured:
         there = sorted({r.budget for r in known if r.bleu is not None and not r.time}, key=parse_time)
         if not there:
@@ -242,15 +329,24 @@ def probe_all(settings: Sequence[Dict[str, str]], core: int) -> None:
     os.sched_setaffinity(0, {core})
     try:
         for s in settings:
-            found = seconds_per_update(layout_probe(s["ARCH"], s["MODEL_FLAGS"], int(s["VOCAB_SIZE"]),
-                                                    int(s["TOKENS_PER_UPDATE"]), 0, 1))  # fmt: skip
+            found = seconds_per_update(
+                layout_probe(s["ARCH"], s["MODEL_FLAGS"], int(s["VOCAB_SIZE"]), int(s["TOKENS_PER_UPDATE"]), 0, 1)
+            )
             print(f"  {found['seconds']:.2f} s an update{' (busy)' if found.get('busy') else ''}: {s}", flush=True)
     finally:
         os.sched_setaffinity(0, everywhere)
 
 
-def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs: int, recipe: str,
-        only: Sequence[str] = (), use_cores: Sequence[int] = (), record: Optional[str] = None) -> List[Result]:  # fmt: skip
+def run(
+    corpora: Sequence[Corpus],
+    budgets: Sequence[str],
+    work_root: str,
+    jobs: int,
+    recipe: str,
+    only: Sequence[str] = (),
+    use_cores: Sequence[int] = (),
+    record: Optional[str] = None,
+) -> List[Result]:
     """Train and score the candidates of each corpus at each budget, ``jobs`` side by side, each on a core of its own
     (``use_cores``, or the first of this process's); what the ``record`` (a .json file, or ``work_root``'s) holds
     already is read back, not trained again, and each result is added to it as it comes. The runs' folders are a
@@ -265,8 +361,11 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
         pairs = corpus.pairs()
         moved = sorted({r.pairs for r in results if r.corpus == corpus.name and r.pairs not in (None, pairs)})
         if moved:
-            print(f"{corpus.name}: {pairs} training pairs now; results measured on {', '.join(map(str, moved))} are "
-                  "kept (the table says which)", flush=True)  # fmt: skip
+            print(
+                f"{corpus.name}: {pairs} training pairs now; results measured on {', '.join(map(str, moved))} are "
+                "kept (the table says which)",
+                flush=True,
+            )
         everyone = candidates(corpus)
         if only:
             everyone = {k: v for k, v in everyone.items() if k in only}
@@ -277,8 +376,11 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
             pick, valid_tokens = rule_pick(corpus, budget, mine[0])
             here = calibrated(budget, [r for r in results if r.corpus == corpus.name], mine[0], valid_tokens)
             if here != budget:
-                print(f"{corpus.name}, TIME={budget}: {here} of this machine's core, the compute that {budget} gave "
-                      "where the record's runs were measured", flush=True)  # fmt: skip
+                print(
+                    f"{corpus.name}, TIME={budget}: {here} of this machine's core, the compute that {budget} gave "
+                    "where the record's runs were measured",
+                    flush=True,
+                )
                 pick, valid_tokens = rule_pick(corpus, here, mine[0])
             for r in results:  # the rule's pick now, for every run measured (a rule revised since moves the mark)
                 if (r.corpus, r.budget) == (corpus.name, budget):
@@ -289,26 +391,45 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                 if any((r.corpus, r.budget, r.candidate) == (corpus.name, budget, name) for r in results):
                     continue  # measured already, its mark set above
                 updates, refused = updates_for(settings, here, mine[0], valid_tokens)
-                todo.append(Result(corpus.name, budget, name, settings, updates, refused,
-                                   is_pick=[PICK] if settings == pick else [], measured=time.strftime("%Y-%m-%d"),
-                                   pairs=pairs, time="" if here == budget else here))  # fmt: skip
+                todo.append(
+                    Result(
+                        corpus.name,
+                        budget,
+                        name,
+                        settings,
+                        updates,
+                        refused,
+                        is_pick=[PICK] if settings == pick else [],
+                        measured=time.strftime("%Y-%m-%d"),
+                        pairs=pairs,
+                        time="" if here == budget else here,
+                    )
+                )
             if not any(r.is_pick for r in todo) and not any(
-                    r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)):  # fmt: skip
+                r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)
+            ):
                 raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")
             # the pick first: the measurement the rule stands on, should the runs stop before the others
             pending = sorted((r for r in todo if not r.refused), key=lambda r: not r.is_pick)
             results.extend(r for r in todo if r.refused)
-            print(f"{corpus.name}, TIME={budget}: {len(pending)} to train: "
-                  + ", ".join(f"{r.candidate} ({r.updates} updates)" for r in pending), flush=True)  # fmt: skip
+            print(
+                f"{corpus.name}, TIME={budget}: {len(pending)} to train: "
+                + ", ".join(f"{r.candidate} ({r.updates} updates)" for r in pending),
+                flush=True,
+            )
 
             def one(r: Result) -> Result:
                 core = cores.get()
                 try:
-                    r.__dict__.update(run_recipe(corpus, budget, r.candidate, r.settings, r.updates, work_root, core, recipe))
+                    r.__dict__.update(
+                        run_recipe(corpus, budget, r.candidate, r.settings, r.updates, work_root, core, recipe)
+                    )
                 finally:
                     cores.put(core)
-                print(f"  {corpus.name} {budget} {r.candidate}: BLEU {r.bleu}, chrF {r.chrf}, valid nll {r.valid_nll}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"  {corpus.name} {budget} {r.candidate}: BLEU {r.bleu}, chrF {r.chrf}, valid nll {r.valid_nll}",
+                    flush=True,
+                )
                 return r
 
             with concurrent.futures.ThreadPoolExecutor(max_workers=len(mine)) as pool:
@@ -317,7 +438,11 @@ def run(corpora: Sequence[Corpus], budgets: Sequence[str], work_root: str, jobs:
                     save(record, results)
             save(record, results)
             # of those --only names: a run resumed with fewer candidates finds the others' results too
-            names = [n for n in survivors([r for r in results if (r.corpus, r.budget) == (corpus.name, budget)]) if n in everyone]
+            names = [
+                n
+                for n in survivors([r for r in results if (r.corpus, r.budget) == (corpus.name, budget)])
+                if n in everyone
+            ]
     return results
 
 
@@ -325,7 +450,16 @@ def prepare_corpora(out: str, debs: Optional[str]) -> None:
     """CORPORA into ``out/NAME/{train,valid,test}.{en,LANG}``, from ``debs`` or apt-get (a corpus made already is
     left as it is: preprocess.debian_l10n's own rule)."""
     for name, (lang, packages) in CORPORA.items():
-        cmd = [sys.executable, "-m", "preprocess.debian_l10n", "prepare", "--out", os.path.join(out, name), "--lang", lang]
+        cmd = [
+            sys.executable,
+            "-m",
+            "preprocess.debian_l10n",
+            "prepare",
+            "--out",
+            os.path.join(out, name),
+            "--lang",
+            lang,
+        ]
         cmd += ["--debs", debs] if debs else []
         cmd += ["--packages", *packages] if packages else []
         if subprocess.run(cmd, cwd=REPO).returncode != 0:
@@ -340,11 +474,19 @@ def main(argv=None) -> int:
     r.add_argument("--budgets", nargs="+", default=["20m", "1h", "200m"], help="TIMEs of one core, shortest first")
     r.add_argument("--jobs", type=int, default=2, help="runs side by side, each on a core of its own")
     r.add_argument("--cores", type=int, nargs="+", default=[], help="the cores to run on (default: the first JOBS)")
-    r.add_argument("--only", nargs="+", default=DEFAULT_CANDIDATES,
-                   help=f"the candidates (default {' '.join(DEFAULT_CANDIDATES)}; also: " + ", ".join(c for c in CHANGES if c not in DEFAULT_CANDIDATES) + ")")
+    r.add_argument(
+        "--only",
+        nargs="+",
+        default=DEFAULT_CANDIDATES,
+        help=f"the candidates (default {' '.join(DEFAULT_CANDIDATES)}; also: "
+        + ", ".join(c for c in CHANGES if c not in DEFAULT_CANDIDATES)
+        + ")",
+    )
     r.add_argument("--recipe", default=os.path.join(REPO, "recipes", "parallel_text.sh"))
-    r.add_argument("--record", help="the results' record, a .json file (default: WORK/results.json); what it holds "
-                   "is not trained again")
+    r.add_argument(
+        "--record",
+        help="the results' record, a .json file (default: WORK/results.json); what it holds is not trained again",
+    )
     c = sub.add_parser("corpora", help="the two corpora of docs/benchmarks.md, from Debian's packages")
     c.add_argument("--out", default="runs/budgets/data")
     c.add_argument("--debs", help="the packages' .deb files are here (default: apt-get download)")

@@ -41,12 +41,50 @@ def prepare(work):
 
 
 def train_command(data_bin, nnodes, nproc, rank, master, port, updates):
-    return [f"{BIN}/torchrun", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--node-rank", str(rank),
-            "--master-addr", master, "--master-port", str(port), "--rdzv-conf", "timeout=120",
-            f"{BIN}/fairseq-train", data_bin, "--user-dir", PLUGIN, "--arch", "vaswani_tiny", "--share-all-embeddings",
-            *training_flags(warmup_updates=50), "--max-tokens", "1500", "--max-update", str(updates), "--seed", "1",
-            "--no-save", "--disable-validation", "--log-format", "json", "--log-interval", "10", "--num-workers", "0",
-            "--cpu", "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp", "--distributed-world-size", "2"]  # fmt: skip
+    return [
+        f"{BIN}/torchrun",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc),
+        "--node-rank",
+        str(rank),
+        "--master-addr",
+        master,
+        "--master-port",
+        str(port),
+        "--rdzv-conf",
+        "timeout=120",
+        f"{BIN}/fairseq-train",
+        data_bin,
+        "--user-dir",
+        PLUGIN,
+        "--arch",
+        "vaswani_tiny",
+        "--share-all-embeddings",
+        *training_flags(warmup_updates=50),
+        "--max-tokens",
+        "1500",
+        "--max-update",
+        str(updates),
+        "--seed",
+        "1",
+        "--no-save",
+        "--disable-validation",
+        "--log-format",
+        "json",
+        "--log-interval",
+        "10",
+        "--num-workers",
+        "0",
+        "--cpu",
+        "--distributed-backend",
+        "gloo",
+        "--ddp-backend",
+        "legacy_ddp",
+        "--distributed-world-size",
+        "2",
+    ]
 
 
 def updates_per_second(output, after=50):
@@ -106,8 +144,11 @@ def main():
     rows = ["| layout (world size 2) | updates/s per round (median of fairseq's ups) | median |", "|---|---|---|"]
     for layout, values in medians.items():
         rows.append(f"| {layout} | {', '.join(f'{v:.2f}' for v in values)} | {statistics.median(values):.2f} |")
-    rows.append(f"\ntwo hosts / one host: {statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)}); "
-                f"{a.updates} updates of vaswani_tiny per run, 1 thread per process, this machine's {os.cpu_count()} cores shared")  # fmt: skip
+    rows.append(
+        f"\ntwo hosts / one host: {statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)}); "
+        f"{a.updates} updates of vaswani_tiny per run, 1 thread per process, this machine's {os.cpu_count()} cores "
+        "shared"
+    )
     print_table("\n".join(rows), a.out)
 
 

@@ -47,15 +47,22 @@ def recipe_env(*settings: Dict[str, str], unset: Sequence[str] = ("TIME",)) -> D
     return env
 
 
-def start_recipe(env: Dict[str, str], log: str, header: str, core: Optional[int] = None,
-                 recipe: str = PARALLEL_TEXT) -> subprocess.Popen:  # fmt: skip
+def start_recipe(
+    env: Dict[str, str], log: str, header: str, core: Optional[int] = None, recipe: str = PARALLEL_TEXT
+) -> subprocess.Popen:
     """``recipe`` run from the repository with ``env``, its output appended to ``log`` after a dated line saying
     ``header``; pinned to ``core`` where one is given (a run beside another, one core each)."""
     with open(log, "a") as f:
         f.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')}{f' core {core}' if core is not None else ''}: {header}\n")
         f.flush()
-        return subprocess.Popen(["bash", recipe], env=env, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
-                                preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None)  # fmt: skip
+        return subprocess.Popen(
+            ["bash", recipe],
+            env=env,
+            cwd=REPO,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if core is not None else None,
+        )
 
 
 def print_table(text: str, out=None) -> None:
@@ -68,13 +75,42 @@ def print_table(text: str, out=None) -> None:
 
 def model_flags(impl, a):
     if impl == "vaswani":
-        return ["--arch", "vaswani_base", "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers),
-                "--d-model", str(a.d_model), "--d-ff", str(a.d_ff), "--attention-heads", str(a.heads)]  # fmt: skip
-    return ["--arch", "transformer", "--d-model", str(a.d_model),  # --d-model: for Eq. (3) only
-            "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers),
-            "--encoder-embed-dim", str(a.d_model), "--decoder-embed-dim", str(a.d_model),
-            "--encoder-ffn-embed-dim", str(a.d_ff), "--decoder-ffn-embed-dim", str(a.d_ff),
-            "--encoder-attention-heads", str(a.heads), "--decoder-attention-heads", str(a.heads)]  # fmt: skip
+        return [
+            "--arch",
+            "vaswani_base",
+            "--encoder-layers",
+            str(a.layers),
+            "--decoder-layers",
+            str(a.layers),
+            "--d-model",
+            str(a.d_model),
+            "--d-ff",
+            str(a.d_ff),
+            "--attention-heads",
+            str(a.heads),
+        ]
+    return [
+        "--arch",
+        "transformer",
+        "--d-model",
+        str(a.d_model),  # --d-model: for Eq. (3) only
+        "--encoder-layers",
+        str(a.layers),
+        "--decoder-layers",
+        str(a.layers),
+        "--encoder-embed-dim",
+        str(a.d_model),
+        "--decoder-embed-dim",
+        str(a.d_model),
+        "--encoder-ffn-embed-dim",
+        str(a.d_ff),
+        "--decoder-ffn-embed-dim",
+        str(a.d_ff),
+        "--encoder-attention-heads",
+        str(a.heads),
+        "--decoder-attention-heads",
+        str(a.heads),
+    ]
 
 
 def decode_and_score(data_bin: str, model: str, reference: str, prefix: str, label: str) -> dict:
@@ -83,12 +119,52 @@ def decode_and_score(data_bin: str, model: str, reference: str, prefix: str, lab
     written; the scores returned."""
     generated, scores = prefix + ".generate.txt", prefix + ".json"
     with open(generated, "w") as f:
-        subprocess.run([os.path.join(BIN, "fairseq-generate"), data_bin, "--user-dir", PLUGIN, "--path", model,
-                        "--gen-subset", "test", "--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50",
-                        "--post-process", "sentencepiece", "--batch-size", "128"], check=True, stdout=f,
-                       stderr=subprocess.DEVNULL)  # fmt: skip
-    subprocess.run([sys.executable, "-m", "transformer_plugin_cli.tools.evaluate", "--generate-output", generated,
-                    "--reference", reference, "--hypotheses-out", prefix + ".hyp.txt", "--json", scores, "--label", label],
-                   check=True, capture_output=True, cwd=REPO)  # fmt: skip
+        subprocess.run(
+            [
+                os.path.join(BIN, "fairseq-generate"),
+                data_bin,
+                "--user-dir",
+                PLUGIN,
+                "--path",
+                model,
+                "--gen-subset",
+                "test",
+                "--beam",
+                "4",
+                "--lenpen",
+                "0.6",
+                "--max-len-a",
+                "1",
+                "--max-len-b",
+                "50",
+                "--post-process",
+                "sentencepiece",
+                "--batch-size",
+                "128",
+            ],
+            check=True,
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+        )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_plugin_cli.tools.evaluate",
+            "--generate-output",
+            generated,
+            "--reference",
+            reference,
+            "--hypotheses-out",
+            prefix + ".hyp.txt",
+            "--json",
+            scores,
+            "--label",
+            label,
+        ],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+    )
     with open(scores) as f:
         return json.load(f)

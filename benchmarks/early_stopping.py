@@ -33,8 +33,14 @@ def validations(train_log: str) -> List[Validation]:
     ``--eval-bleu``), in order."""
     with open(train_log, encoding="utf-8", errors="replace") as f:
         records = log_records(f.read(), "valid")
-    return [{"update": int(r["valid_num_updates"]), "loss": float(r["valid_loss"]),
-             "bleu": float(r["valid_bleu"]) if "valid_bleu" in r else None} for r in records]  # fmt: skip
+    return [
+        {
+            "update": int(r["valid_num_updates"]),
+            "loss": float(r["valid_loss"]),
+            "bleu": float(r["valid_bleu"]) if "valid_bleu" in r else None,
+        }
+        for r in records
+    ]
 
 
 def stop_index(found: Sequence[Validation], metric: str, patience: int) -> int:
@@ -66,8 +72,11 @@ def handed_over(found: Sequence[Validation], metric: str, patience: int, average
     stop = stop_index(found, metric, patience)
     best = best_index(found, metric, stop)
     updates = [v["update"] for v in found]
-    return {"last": tuple(updates[max(0, stop - average + 1): stop + 1]), "best": (updates[best],),
-            "around best": tuple(updates[max(0, best - average + 1): best + 1])}  # fmt: skip
+    return {
+        "last": tuple(updates[max(0, stop - average + 1) : stop + 1]),
+        "best": (updates[best],),
+        "around best": tuple(updates[max(0, best - average + 1) : best + 1]),
+    }
 
 
 def checkpoint(work: str, update: int) -> str:
@@ -86,10 +95,22 @@ def score(work: str, updates: Tuple[int, ...], tgt: str, out: str) -> Dict[str, 
         with open(scores_file) as f:
             return json.load(f)
     model = os.path.join(out, name + ".pt")
-    subprocess.run([sys.executable, "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs",
-                    *[checkpoint(work, u) for u in updates], "--output", model], check=True, capture_output=True)  # fmt: skip
-    found = decode_and_score(os.path.join(work, "data-bin"), model, os.path.join(work, "data", f"test.{tgt}"),
-                             os.path.join(out, name), name)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_plugin_cli.tools.average_checkpoints",
+            "--inputs",
+            *[checkpoint(work, u) for u in updates],
+            "--output",
+            model,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    found = decode_and_score(
+        os.path.join(work, "data-bin"), model, os.path.join(work, "data", f"test.{tgt}"), os.path.join(out, name), name
+    )
     os.remove(model)
     return found
 
@@ -109,7 +130,8 @@ def measure(work: str, tgt: str, patiences: Sequence[int], average: int, out: st
             lines.append(f"| {name} | {stop} | {what} by {metric}: {said} | {s['sacrebleu']:.2f} | {s['chrf']:.2f} |")
             print(lines[-1], flush=True)
     curve = ["| update | valid loss | valid BLEU |", "|---|---|---|"] + [
-        f"| {v['update']} | {v['loss']:.3f} | {v['bleu']:.2f} |" for v in found]
+        f"| {v['update']} | {v['loss']:.3f} | {v['bleu']:.2f} |" for v in found
+    ]
     return "\n".join(lines + [""] + curve)
 
 

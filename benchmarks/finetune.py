@@ -35,8 +35,9 @@ KINDS = ("fine-tuned", "from nothing")
 
 def child_env(child: Corpus, work: str, budget: str, init: Optional[str], extra: Dict[str, str]) -> Dict[str, str]:
     """A run's environment: the child corpus and ``budget`` as its TIME, one CPU worker, ``init`` as its INIT."""
-    env = recipe_env(child.files, {"WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0"}, extra,
-                     unset=("MAX_UPDATE",))
+    env = recipe_env(
+        child.files, {"WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0"}, extra, unset=("MAX_UPDATE",)
+    )
     if init:
         env["INIT"] = init
     return env
@@ -53,17 +54,55 @@ def on_parent_test(parent_work: str, work: str, model: str, src: str, tgt: str) 
     py, text = sys.executable, os.path.join(parent_work, "data")
     os.makedirs(out, exist_ok=True)
     for lang, spm in ((src, "source.spm"), (tgt, "target.spm")):
-        subprocess.run([py, "-m", "preprocess.sentencepiece_vocab", "encode", "--model", os.path.join(parent_work, "hf", spm),
-                        "--inputs", os.path.join(text, f"test.{lang}"), "--outputs", os.path.join(out, f"test.sp.{lang}"),
-                        "--threads", "1"], check=True, capture_output=True, cwd=REPO)  # fmt: skip
+        subprocess.run(
+            [
+                py,
+                "-m",
+                "preprocess.sentencepiece_vocab",
+                "encode",
+                "--model",
+                os.path.join(parent_work, "hf", spm),
+                "--inputs",
+                os.path.join(text, f"test.{lang}"),
+                "--outputs",
+                os.path.join(out, f"test.sp.{lang}"),
+                "--threads",
+                "1",
+            ],
+            check=True,
+            capture_output=True,
+            cwd=REPO,
+        )
     bindir = os.path.join(out, "bin")
     if not os.path.exists(os.path.join(bindir, f"test.{src}-{tgt}.{src}.bin")):
-        subprocess.run([os.path.join(os.path.dirname(py), "fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
-                        "--testpref", os.path.join(out, "test.sp"), "--srcdict", os.path.join(work, "parent", f"dict.{src}.txt"),
-                        "--tgtdict", os.path.join(work, "parent", f"dict.{tgt}.txt"), "--destdir", bindir, "--workers", "1"],
-                       check=True, capture_output=True)  # fmt: skip
-    return decode_and_score(bindir, model, os.path.join(text, f"test.{tgt}"), os.path.join(out, os.path.basename(model)),
-                            f"{model} on the parent's test set")  # fmt: skip
+        subprocess.run(
+            [
+                os.path.join(os.path.dirname(py), "fairseq-preprocess"),
+                "--source-lang",
+                src,
+                "--target-lang",
+                tgt,
+                "--testpref",
+                os.path.join(out, "test.sp"),
+                "--srcdict",
+                os.path.join(work, "parent", f"dict.{src}.txt"),
+                "--tgtdict",
+                os.path.join(work, "parent", f"dict.{tgt}.txt"),
+                "--destdir",
+                bindir,
+                "--workers",
+                "1",
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return decode_and_score(
+        bindir,
+        model,
+        os.path.join(text, f"test.{tgt}"),
+        os.path.join(out, os.path.basename(model)),
+        f"{model} on the parent's test set",
+    )
 
 
 def updates_of(work: str) -> int:
@@ -72,12 +111,24 @@ def updates_of(work: str) -> int:
     return int(logged[-1]["num_updates"]) if logged else 0
 
 
-def run(parent_work: str, child: Corpus, budgets: List[str], cores: List[int], work_root: str, record: str,
-        extra: Dict[str, str]) -> dict:  # fmt: skip
+def run(
+    parent_work: str,
+    child: Corpus,
+    budgets: List[str],
+    cores: List[int],
+    work_root: str,
+    record: str,
+    extra: Dict[str, str],
+) -> dict:
     init = os.path.join(parent_work, "hf")
     if not os.path.exists(os.path.join(init, "config.json")):
         raise SystemExit(f"{init}: no MarianMT export of the parent (run its recipe with EXPORT=hf)")
-    found = {"parent": parent_work, "child": {"prefix": child.prefix, "src": child.src, "tgt": child.tgt}, "runs": [], "parent_run": {"updates": updates_of(parent_work), **read_run(parent_work)}}
+    found = {
+        "parent": parent_work,
+        "child": {"prefix": child.prefix, "src": child.src, "tgt": child.tgt},
+        "runs": [],
+        "parent_run": {"updates": updates_of(parent_work), **read_run(parent_work)},
+    }
     for budget in budgets:
         works = {kind: os.path.join(work_root, budget, kind.replace(" ", "_")) for kind in KINDS}
         running = []
@@ -98,8 +149,12 @@ def run(parent_work: str, child: Corpus, budgets: List[str], cores: List[int], w
                 with open(os.path.join(work, "results", "scores.parent.json")) as f:
                     alone = json.load(f)
                 found["parent_alone"] = {"bleu": alone["sacrebleu"], "chrf": alone["chrf"]}
-                after = on_parent_test(parent_work, work, os.path.join(work, "checkpoints", "average.pt"), child.src, child.tgt)
-                before = on_parent_test(parent_work, work, os.path.join(work, "parent", "checkpoint.pt"), child.src, child.tgt)
+                after = on_parent_test(
+                    parent_work, work, os.path.join(work, "checkpoints", "average.pt"), child.src, child.tgt
+                )
+                before = on_parent_test(
+                    parent_work, work, os.path.join(work, "parent", "checkpoint.pt"), child.src, child.tgt
+                )
                 result["parent_test"] = {"bleu": after["sacrebleu"], "chrf": after["chrf"]}
                 found["parent_on_its_test"] = {"bleu": before["sacrebleu"], "chrf": before["chrf"]}
             found["runs"].append(result)
@@ -111,13 +166,18 @@ def run(parent_work: str, child: Corpus, budgets: List[str], cores: List[int], w
 
 def table(found: dict) -> str:
     alone, own = found["parent_alone"], found["parent_on_its_test"]
-    lines = ["| TIME (one core) | model | updates | child test BLEU | chrF | parent's test BLEU | chrF |",
-             "|---|---|---|---|---|---|---|",
-             f"| 0 | the parent alone | 0 | {alone['bleu']:.2f} | {alone['chrf']:.2f} | {own['bleu']:.2f} | {own['chrf']:.2f} |"]
+    lines = [
+        "| TIME (one core) | model | updates | child test BLEU | chrF | parent's test BLEU | chrF |",
+        "|---|---|---|---|---|---|---|",
+        f"| 0 | the parent alone | 0 | {alone['bleu']:.2f} | {alone['chrf']:.2f} | {own['bleu']:.2f} | "
+        f"{own['chrf']:.2f} |",
+    ]
     for r in found["runs"]:
         theirs = r.get("parent_test")
-        lines.append(f"| {r['budget']} | {r['kind']} | {r['updates']:,} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
-                     + (f"{theirs['bleu']:.2f} | {theirs['chrf']:.2f} |" if theirs else "- | - |"))
+        lines.append(
+            f"| {r['budget']} | {r['kind']} | {r['updates']:,} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
+            + (f"{theirs['bleu']:.2f} | {theirs['chrf']:.2f} |" if theirs else "- | - |")
+        )
     return "\n".join(lines)
 
 
@@ -130,11 +190,24 @@ def figure(found: dict, path: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     budgets = list(dict.fromkeys(r["budget"] for r in found["runs"]))
     for kind, style in zip(KINDS, ("o-", "s--")):
-        ax.plot(budgets, [next(r["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == kind) for b in budgets],
-                style, label=f"{kind}, on the child's test set")  # fmt: skip
-    ax.plot(budgets, [next(r["parent_test"]["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == "fine-tuned")
-                      for b in budgets], "^:", label="fine-tuned, on the parent's test set")  # fmt: skip
-    ax.axhline(found["parent_alone"]["bleu"], color="grey", linestyle="-.", label="the parent alone, on the child's test set")
+        ax.plot(
+            budgets,
+            [next(r["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == kind) for b in budgets],
+            style,
+            label=f"{kind}, on the child's test set",
+        )
+    ax.plot(
+        budgets,
+        [
+            next(r["parent_test"]["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == "fine-tuned")
+            for b in budgets
+        ],
+        "^:",
+        label="fine-tuned, on the parent's test set",
+    )
+    ax.axhline(
+        found["parent_alone"]["bleu"], color="grey", linestyle="-.", label="the parent alone, on the child's test set"
+    )
     ax.axhline(found["parent_on_its_test"]["bleu"], color="grey", linestyle=":", label="the parent on its own test set")
     ax.set_xlabel("TIME of one core")
     ax.set_ylabel("sacreBLEU")
@@ -154,15 +227,24 @@ def main(argv=None) -> int:
     r.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="the two runs of a budget, side by side")
     r.add_argument("--work", required=True)
     r.add_argument("--record", required=True)
-    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a recipe variable for every run (TOY=1)")
+    r.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a recipe variable for every run (TOY=1)"
+    )
     t = sub.add_parser("table")
     t.add_argument("--record", required=True)
     t.add_argument("--figure")
     a = p.parse_args(argv)
     if a.command == "run":
         prefix, src, tgt = a.child.rsplit(":", 2)
-        found = run(a.parent, Corpus("child", os.path.abspath(prefix), src, tgt), a.budgets, a.cores, a.work, a.record,
-                    dict(item.split("=", 1) for item in a.set))  # fmt: skip
+        found = run(
+            a.parent,
+            Corpus("child", os.path.abspath(prefix), src, tgt),
+            a.budgets,
+            a.cores,
+            a.work,
+            a.record,
+            dict(item.split("=", 1) for item in a.set),
+        )
     else:
         with open(a.record) as f:
             found = json.load(f)

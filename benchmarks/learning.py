@@ -57,7 +57,9 @@ def prepare_data(a) -> str:
     from preprocess.sentencepiece_vocab import encode, train
 
     data, bin_dir = os.path.join(a.work, "data"), os.path.join(a.work, "data-bin")
-    report = debian_l10n.prepare(data, debs=a.debs, download_dir=os.path.join(a.work, "debs"), valid=a.valid, test=a.test)
+    report = debian_l10n.prepare(
+        data, debs=a.debs, download_dir=os.path.join(a.work, "debs"), valid=a.valid, test=a.test
+    )
     key = hashlib.sha256(json.dumps([report, a.vocab_size], sort_keys=True).encode()).hexdigest()
     stamp = os.path.join(bin_dir, "made_from.txt")
     if os.path.exists(stamp) and open(stamp).read() == key:
@@ -65,11 +67,36 @@ def prepare_data(a) -> str:
     shutil.rmtree(bin_dir, ignore_errors=True)
     model = train([f"{data}/train.en", f"{data}/train.de"], f"{data}/spm", a.vocab_size)
     splits = [f"{data}/{s}.{lang}" for s in ("train", "valid", "test") for lang in ("en", "de")]
-    encode(model, splits, [p.replace(f"{os.sep}train.", f"{os.sep}train.sp.").replace(f"{os.sep}valid.", f"{os.sep}valid.sp.")
-                           .replace(f"{os.sep}test.", f"{os.sep}test.sp.") for p in splits])  # fmt: skip
-    sh([f"{BIN}/fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--joined-dictionary",
-        "--trainpref", f"{data}/train.sp", "--validpref", f"{data}/valid.sp", "--testpref", f"{data}/test.sp",
-        "--destdir", bin_dir, "--workers", "2"])  # fmt: skip
+    encode(
+        model,
+        splits,
+        [
+            p.replace(f"{os.sep}train.", f"{os.sep}train.sp.")
+            .replace(f"{os.sep}valid.", f"{os.sep}valid.sp.")
+            .replace(f"{os.sep}test.", f"{os.sep}test.sp.")
+            for p in splits
+        ],
+    )
+    sh(
+        [
+            f"{BIN}/fairseq-preprocess",
+            "--source-lang",
+            "en",
+            "--target-lang",
+            "de",
+            "--joined-dictionary",
+            "--trainpref",
+            f"{data}/train.sp",
+            "--validpref",
+            f"{data}/valid.sp",
+            "--testpref",
+            f"{data}/test.sp",
+            "--destdir",
+            bin_dir,
+            "--workers",
+            "2",
+        ]
+    )
     with open(stamp, "w") as f:
         f.write(key)
     return bin_dir
@@ -78,13 +105,41 @@ def prepare_data(a) -> str:
 def train_command(impl, extra, bin_dir, save_dir, seed, a):
     sizes = SimpleNamespace(layers=a.layers, d_model=a.d_model, d_ff=a.d_ff, heads=a.heads)
     multiplier = a.peak_lr * (a.d_model * a.warmup) ** 0.5  # Eq. (3) peaks at (d_model * warmup)^-0.5
-    return [f"{BIN}/fairseq-train", bin_dir, "--user-dir", PLUGIN, *model_flags(impl, sizes),
-            "--share-all-embeddings", "--dropout", "0.1",
-            *training_flags(warmup_updates=a.warmup), "--lr-multiplier", f"{multiplier:.6g}",
-            "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", str(seed),
-            "--validate-interval-updates", str(a.interval), "--validate-interval", "1000000",
-            "--save-interval", "1000000", "--no-epoch-checkpoints", "--save-dir", save_dir,
-            "--log-format", "json", "--log-interval", "50", "--num-workers", "0", *extra]  # fmt: skip
+    return [
+        f"{BIN}/fairseq-train",
+        bin_dir,
+        "--user-dir",
+        PLUGIN,
+        *model_flags(impl, sizes),
+        "--share-all-embeddings",
+        "--dropout",
+        "0.1",
+        *training_flags(warmup_updates=a.warmup),
+        "--lr-multiplier",
+        f"{multiplier:.6g}",
+        "--max-tokens",
+        str(a.max_tokens),
+        "--max-update",
+        str(a.updates),
+        "--seed",
+        str(seed),
+        "--validate-interval-updates",
+        str(a.interval),
+        "--validate-interval",
+        "1000000",
+        "--save-interval",
+        "1000000",
+        "--no-epoch-checkpoints",
+        "--save-dir",
+        save_dir,
+        "--log-format",
+        "json",
+        "--log-interval",
+        "50",
+        "--num-workers",
+        "0",
+        *extra,
+    ]
 
 
 def train_curve(cmd, log):
@@ -103,8 +158,24 @@ def translate_and_score(checkpoint, bin_dir, reference, log):
     """Beam 4, lenpen 0.6 on the test split; detokenized sacreBLEU and chrF against ``reference``."""
     from transformer_plugin_cli.tools.evaluate import read_hypotheses, score
 
-    gen, _, _ = sh([f"{BIN}/fairseq-generate", bin_dir, "--user-dir", PLUGIN, "--path", checkpoint,
-                    "--gen-subset", "test", *decoding_flags(), "--post-process", "sentencepiece", "--batch-size", "128"], log)  # fmt: skip
+    gen, _, _ = sh(
+        [
+            f"{BIN}/fairseq-generate",
+            bin_dir,
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            checkpoint,
+            "--gen-subset",
+            "test",
+            *decoding_flags(),
+            "--post-process",
+            "sentencepiece",
+            "--batch-size",
+            "128",
+        ],
+        log,
+    )
     with open(reference, encoding="utf-8") as f:
         references = [line.rstrip("\n") for line in f]
     scores = score(read_hypotheses(gen.splitlines(), "D", expected=len(references)), references)
@@ -116,7 +187,12 @@ def run(name, impl, extra, seed, bin_dir, a):
     run_dir = os.path.join(a.work, "runs", f"{name}.seed{seed}")
     save_dir = os.path.join(run_dir, "checkpoints")
     cmd = train_command(impl, extra, bin_dir, save_dir, seed, a)
-    made_from = {"train": cmd[1:], "data": open(os.path.join(bin_dir, "made_from.txt")).read(), "beam": 4, "lenpen": 0.6}
+    made_from = {
+        "train": cmd[1:],
+        "data": open(os.path.join(bin_dir, "made_from.txt")).read(),
+        "beam": 4,
+        "lenpen": 0.6,
+    }
     result_path = os.path.join(run_dir, "result.json")
     if os.path.exists(result_path):
         with open(result_path) as f:
@@ -129,8 +205,14 @@ def run(name, impl, extra, seed, bin_dir, a):
     os.makedirs(run_dir)
     print(f"{name} seed {seed}: training, log in {os.path.join(run_dir, 'train.log')}", flush=True)
     result = {"made_from": made_from, **train_curve(cmd, os.path.join(run_dir, "train.log"))}
-    result.update(translate_and_score(f"{save_dir}/checkpoint_last.pt", bin_dir, os.path.join(a.work, "data", "test.de"),
-                                      os.path.join(run_dir, "generate.out")))  # fmt: skip
+    result.update(
+        translate_and_score(
+            f"{save_dir}/checkpoint_last.pt",
+            bin_dir,
+            os.path.join(a.work, "data", "test.de"),
+            os.path.join(run_dir, "generate.out"),
+        )
+    )
     with open(result_path + ".tmp", "w") as f:
         json.dump(result, f, indent=1)
     os.replace(result_path + ".tmp", result_path)
@@ -151,22 +233,41 @@ def table(arms, results, seeds, a):
     base = arms[0][0]
     head = "| model | " + " | ".join(str(s) for s in steps) + " | BLEU | chrF |"
     rule = "|---" * (len(steps) + 3) + "|"
-    lines = [f"valid nll (bits per token) every {a.interval} updates, mean of seeds {', '.join(map(str, seeds))};"
-             f" sacreBLEU and chrF of the test split at update {a.updates} (beam 4, lenpen 0.6)", "", head, rule]  # fmt: skip
+    lines = [
+        f"valid nll (bits per token) every {a.interval} updates, mean of seeds {', '.join(map(str, seeds))};"
+        f" sacreBLEU and chrF of the test split at update {a.updates} (beam 4, lenpen 0.6)",
+        "",
+        head,
+        rule,
+    ]
     for name, impl, extra in arms:
         label = f"{IMPLS[impl]}" + (f" `{shlex.join(extra)}`" if extra else "") + f" ({name})"
-        lines.append(f"| {label} | " + " | ".join(f"{valid(name, s):.2f}" for s in steps)
-                     + f" | {mean(name, 'bleu'):.2f} | {mean(name, 'chrf'):.2f} |")  # fmt: skip
+        lines.append(
+            f"| {label} | "
+            + " | ".join(f"{valid(name, s):.2f}" for s in steps)
+            + f" | {mean(name, 'bleu'):.2f} | {mean(name, 'chrf'):.2f} |"
+        )
     for name, _, _ in arms[1:]:
-        lines.append(f"| {name} - {base} | " + " | ".join(f"{valid(name, s) - valid(base, s):+.2f}" for s in steps)
-                     + f" | {mean(name, 'bleu') - mean(base, 'bleu'):+.2f} | {mean(name, 'chrf') - mean(base, 'chrf'):+.2f} |")  # fmt: skip
-    lines += ["", "each seed:", "", "| model | seed | " + " | ".join(str(s) for s in steps) + " | BLEU | train min |",
-              "|---" * (len(steps) + 4) + "|"]  # fmt: skip
+        lines.append(
+            f"| {name} - {base} | "
+            + " | ".join(f"{valid(name, s) - valid(base, s):+.2f}" for s in steps)
+            + f" | {mean(name, 'bleu') - mean(base, 'bleu'):+.2f} | {mean(name, 'chrf') - mean(base, 'chrf'):+.2f} |"
+        )
+    lines += [
+        "",
+        "each seed:",
+        "",
+        "| model | seed | " + " | ".join(str(s) for s in steps) + " | BLEU | train min |",
+        "|---" * (len(steps) + 4) + "|",
+    ]
     for name, _, _ in arms:
         for seed in seeds:
             r = results[name, seed]
-            lines.append(f"| {name} | {seed} | " + " | ".join(f"{valid(name, s, seed):.2f}" for s in steps)
-                         + f" | {r['bleu']:.2f} | {r['train_seconds'] / 60:.0f} |")  # fmt: skip
+            lines.append(
+                f"| {name} | {seed} | "
+                + " | ".join(f"{valid(name, s, seed):.2f}" for s in steps)
+                + f" | {r['bleu']:.2f} | {r['train_seconds'] / 60:.0f} |"
+            )
     lines.append("")
     lines.append(f"sacreBLEU signature: {results[arms[0][0], seeds[0]]['signature']}")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from typing import Tuple
 
 from recipe.engine.processes import descendants
 
+
 def pss_bytes(pid: int) -> Tuple[int, int]:
     """The proportional set size of ``pid``: (all of it, its anonymous part), (0, 0) once it is gone. The
     rest is file pages mapped in (libraries, memory-mapped data), which the kernel can drop and read again."""

@@ -36,9 +36,22 @@ def fairseq_generate(a, workdir, decode):
     length = decoding_flags(a.beam, a.lenpen)
     if a.fixed_length:
         length += ["--min-len", str(a.fixed_length), "--max-len-a", "0", "--max-len-b", str(a.fixed_length)]
-    output, _, _ = sh([f"{BIN}/fairseq-generate", a.data_bin, "--user-dir", PLUGIN, "--path", a.checkpoint,
-                       "--gen-subset", "test", *length, "--batch-size", str(a.batch_size)],
-                      os.path.join(workdir, "generate.out"))  # fmt: skip
+    output, _, _ = sh(
+        [
+            f"{BIN}/fairseq-generate",
+            a.data_bin,
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            a.checkpoint,
+            "--gen-subset",
+            "test",
+            *length,
+            "--batch-size",
+            str(a.batch_size),
+        ],
+        os.path.join(workdir, "generate.out"),
+    )
     sources = {i: fields[0].split() for i, fields in sentence_lines(output, "S").items()}
     hypotheses = {i: decode(fields[-1].split()) for i, fields in sentence_lines(output, "H").items()}  # score, pieces
     speed = translation_speed(output).sentences_per_second
@@ -48,16 +61,21 @@ def fairseq_generate(a, workdir, decode):
 def ctranslate2_translate(model_dir, pieces, compute_type, a, decode):
     import ctranslate2
 
-    translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
-                                        intra_threads=max(1, a.threads // a.inter_threads),
-                                        inter_threads=a.inter_threads)  # fmt: skip
+    translator = ctranslate2.Translator(
+        model_dir,
+        device="cpu",
+        compute_type=compute_type,
+        intra_threads=max(1, a.threads // a.inter_threads),
+        inter_threads=a.inter_threads,
+    )
     if a.fixed_length:
         length = dict(min_decoding_length=a.fixed_length, max_decoding_length=a.fixed_length + 1)
     else:
         length = dict(max_decoding_length=max(map(len, pieces)) + 51)
     start = time.perf_counter()
-    results = translator.translate_batch(pieces, beam_size=a.beam, length_penalty=a.lenpen, max_batch_size=a.batch_size,
-                                         **length)  # fmt: skip
+    results = translator.translate_batch(
+        pieces, beam_size=a.beam, length_penalty=a.lenpen, max_batch_size=a.batch_size, **length
+    )
     seconds = time.perf_counter() - start
     return [decode(r.hypotheses[0]) for r in results], len(pieces) / seconds
 
@@ -72,8 +90,12 @@ def main(argv=None) -> int:
     p.add_argument("--lenpen", type=float, default=0.6)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--inter-threads", type=int, default=1,
-                   help="CTranslate2: batches translated at once, sharing --threads between them")
+    p.add_argument(
+        "--inter-threads",
+        type=int,
+        default=1,
+        help="CTranslate2: batches translated at once, sharing --threads between them",
+    )
     p.add_argument("--fixed-length", type=int, help="speed alone: make every hypothesis this many tokens long")
     p.add_argument("--out", help="write the table here (markdown)")
     a = p.parse_args(argv)
@@ -92,16 +114,33 @@ def main(argv=None) -> int:
         pieces = [sources[i] for i in sorted(sources)]
         for quantization in ("float32", "int8"):
             model_dir = os.path.join(workdir, quantization)
-            if export(["--model_path", a.checkpoint, "--data_dir", a.data_bin, "--output_dir", model_dir,
-                       "--quantization", quantization]) != 0:  # fmt: skip
+            if (
+                export(
+                    [
+                        "--model_path",
+                        a.checkpoint,
+                        "--data_dir",
+                        a.data_bin,
+                        "--output_dir",
+                        model_dir,
+                        "--quantization",
+                        quantization,
+                    ]
+                )
+                != 0
+            ):
                 return 1
             hypotheses, speed = ctranslate2_translate(model_dir, pieces, quantization, a, decode)
             rows.append((f"CTranslate2 {quantization}", hypotheses, speed))
     base = rows[0][2]
-    lines = [f"{len(references)} test sentences, beam {a.beam}, lenpen {a.lenpen}, batches of {a.batch_size}, "
-             f"{a.threads} threads (CTranslate2: {a.inter_threads} batches at once); " + (f"every hypothesis {a.fixed_length} tokens" if a.fixed_length
-                                          else "sacreBLEU detokenized"), "",
-             "| | sentences/s | speed-up | sacreBLEU | chrF |", "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"{len(references)} test sentences, beam {a.beam}, lenpen {a.lenpen}, batches of {a.batch_size}, "
+        f"{a.threads} threads (CTranslate2: {a.inter_threads} batches at once); "
+        + (f"every hypothesis {a.fixed_length} tokens" if a.fixed_length else "sacreBLEU detokenized"),
+        "",
+        "| | sentences/s | speed-up | sacreBLEU | chrF |",
+        "|---|---|---|---|---|",
+    ]
     for name, hypotheses, speed in rows:
         if a.fixed_length:
             quality = "| - | - |"

@@ -35,9 +35,9 @@ import statistics
 import sys
 import time
 
-from benchmarks.common import BIN, PLUGIN, REPO, model_flags, print_table, sh  # noqa: E402
-from transformer_plugin_cli.fairseq_output import log_records, sentence_lines, translation_speed  # noqa: E402
-from transformer_plugin_cli.paper import decoding_flags, training_flags  # noqa: E402
+from benchmarks.common import BIN, PLUGIN, REPO, model_flags, print_table, sh
+from transformer_plugin_cli.fairseq_output import log_records, sentence_lines, translation_speed
+from transformer_plugin_cli.paper import decoding_flags, training_flags
 
 
 def prepare_data(work, train_pairs, vocab_size):
@@ -52,9 +52,26 @@ def prepare_data(work, train_pairs, vocab_size):
     model = train([f"{data}/train.src", f"{data}/train.tgt"], f"{data}/spm", vocab_size)
     splits = [f"{data}/{s}.{side}" for s in ("train", "valid", "test") for side in ("src", "tgt")]
     encode(model, splits, [p.replace(".src", ".sp.src").replace(".tgt", ".sp.tgt") for p in splits])
-    sh([f"{BIN}/fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-        "--trainpref", f"{data}/train.sp", "--validpref", f"{data}/valid.sp", "--testpref", f"{data}/test.sp",
-        "--destdir", bin_dir, "--workers", "2"])  # fmt: skip
+    sh(
+        [
+            f"{BIN}/fairseq-preprocess",
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--joined-dictionary",
+            "--trainpref",
+            f"{data}/train.sp",
+            "--validpref",
+            f"{data}/valid.sp",
+            "--testpref",
+            f"{data}/test.sp",
+            "--destdir",
+            bin_dir,
+            "--workers",
+            "2",
+        ]
+    )
     return bin_dir
 
 
@@ -85,13 +102,33 @@ def peak_memory(output, rss):
 
 def train_args(impl, bin_dir, a):
     """fairseq-train's arguments for ``impl`` (vaswani or fairseq) at ``a``'s sizes, without a save dir."""
-    return [bin_dir, "--user-dir", PLUGIN, *model_flags(impl, a),
-            "--share-all-embeddings", "--dropout", "0.1", "--attention-dropout", "0.0",
-            *training_flags(warmup_updates=400),
-            "--max-tokens", str(a.max_tokens), "--max-update", str(a.updates), "--seed", "1",
-            "--no-epoch-checkpoints", "--disable-validation",
-            "--log-format", "json", "--log-interval", str(a.log_interval), "--num-workers", "0",
-            *shlex.split(a.train_args)]  # fmt: skip
+    return [
+        bin_dir,
+        "--user-dir",
+        PLUGIN,
+        *model_flags(impl, a),
+        "--share-all-embeddings",
+        "--dropout",
+        "0.1",
+        "--attention-dropout",
+        "0.0",
+        *training_flags(warmup_updates=400),
+        "--max-tokens",
+        str(a.max_tokens),
+        "--max-update",
+        str(a.updates),
+        "--seed",
+        "1",
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+        "--log-format",
+        "json",
+        "--log-interval",
+        str(a.log_interval),
+        "--num-workers",
+        "0",
+        *shlex.split(a.train_args),
+    ]
 
 
 def train(impl, bin_dir, save_dir, a, log):
@@ -111,9 +148,21 @@ def train(impl, bin_dir, save_dir, a, log):
 
 
 def generate(checkpoint, bin_dir, a, log):
-    cmd = [*tool("fairseq-generate"), bin_dir, "--user-dir", PLUGIN, "--path", checkpoint, "--gen-subset", "test",
-           *decoding_flags(), *fixed_length_flags(a.gen_length),
-           "--batch-size", str(a.gen_batch_size), *shlex.split(a.generate_args)]  # fmt: skip
+    cmd = [
+        *tool("fairseq-generate"),
+        bin_dir,
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        checkpoint,
+        "--gen-subset",
+        "test",
+        *decoding_flags(),
+        *fixed_length_flags(a.gen_length),
+        "--batch-size",
+        str(a.gen_batch_size),
+        *shlex.split(a.generate_args),
+    ]
     output, rss, _ = sh(cmd, log)
     rss = peak_memory(output, rss)
     speed = translation_speed(output)
@@ -211,9 +260,13 @@ def parser():
     p.add_argument("--gen-batch-size", type=int, default=64)
     p.add_argument("--train-args", default="", help="extra fairseq-train flags for both, e.g. --bf16")
     p.add_argument("--generate-args", default="", help="extra fairseq-generate flags for both")
-    p.add_argument("--gen-length", type=int, default=0,
-                   help="decode every hypothesis to this many pieces (--min-len and --max-len-b), so that both models do "
-                        "the same work whatever they output; 0: as the paper decodes, up to the source's length + 50")  # fmt: skip
+    p.add_argument(
+        "--gen-length",
+        type=int,
+        default=0,
+        help="decode every hypothesis to this many pieces (--min-len and --max-len-b), so that both models do "
+        "the same work whatever they output; 0: as the paper decodes, up to the source's length + 50",
+    )
     p.add_argument("--out", help="write the table here (markdown)")
     return p
 
@@ -237,8 +290,11 @@ def main(argv=None):
             shutil.rmtree(save_dir, ignore_errors=True)  # every round trains from scratch
             res = train(impl, bin_dir, save_dir, a, os.path.join(a.work, f"train_{impl}_{r}.log"))
             results[impl].append(res)
-            print(f"round {r + 1} {impl:8s} train {res['wps']:.0f} tok/s, loss {res['loss']:.3f}, peak {res['rss']:.0f} MiB",
-                  flush=True)  # fmt: skip
+            print(
+                f"round {r + 1} {impl:8s} train {res['wps']:.0f} tok/s, loss {res['loss']:.3f}, peak {res['rss']:.0f} "
+                "MiB",
+                flush=True,
+            )
 
     builtin_ckpt = os.path.join(a.work, "ckpt_builtin", "checkpoint_last.pt")
     converted = os.path.join(a.work, "ckpt_builtin", "as_vaswani.pt")
@@ -265,15 +321,17 @@ def main(argv=None):
         return [statistics.mean(losses) for losses in zip(*(x["losses"] for x in results[impl]))]
 
     for impl in ("builtin", "vaswani"):
-        rows.append((
-            "fairseq `transformer`" if impl == "builtin" else "`vaswani_transformer`",
-            spread([x["wps"] for x in results[impl]]),
-            f"{mean(impl, 'wps', results) * fpt / peak * 100:.1f}%",
-            spread([x["loss"] for x in results[impl]], "{:.3f}"),
-            spread([x["rss"] for x in results[impl]]),
-            spread([x["sent_per_s"] for x in gen[impl]], "{:.1f}"),
-            spread([x["rss"] for x in gen[impl]]),
-        ))  # fmt: skip
+        rows.append(
+            (
+                "fairseq `transformer`" if impl == "builtin" else "`vaswani_transformer`",
+                spread([x["wps"] for x in results[impl]]),
+                f"{mean(impl, 'wps', results) * fpt / peak * 100:.1f}%",
+                spread([x["loss"] for x in results[impl]], "{:.3f}"),
+                spread([x["rss"] for x in results[impl]]),
+                spread([x["sent_per_s"] for x in gen[impl]], "{:.1f}"),
+                spread([x["rss"] for x in gen[impl]]),
+            )
+        )
 
     def median(impl, key, table):
         return statistics.median(x[key] for x in table[impl])
@@ -313,7 +371,8 @@ def main(argv=None):
         f"ratio within each round (the two runs of a round are adjacent in time, so a slow phase of the "
         f"machine affects both): training {paired(results, 'wps')}; generation {paired(gen, 'sent_per_s')}",
         "",
-        f"training loss every {a.log_interval} updates (mean of the rounds; the two start from different random weights):",
+        f"training loss every {a.log_interval} updates (mean of the rounds; the two start from different random "
+        "weights):",
         *[f"- {impl}: " + " ".join(f"{x:.2f}" for x in curve(impl)) for impl in ("builtin", "vaswani")],
         f"- largest difference: {max(abs(x - y) for x, y in zip(curve('builtin'), curve('vaswani'))):.2f}",
     ]

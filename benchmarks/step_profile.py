@@ -76,7 +76,9 @@ def operator_calls(events) -> collections.Counter:
     """Calls of torch operators that compute (``aten::``, not those an operator makes itself) in each phase,
     from the profiler's events: a call belongs to the phase whose mark it starts within, on any thread
     (backward runs in autograd's threads). On a GPU each launches a kernel or more from the host."""
-    spans = [(e.time_range.start, e.time_range.end, e.name[len("phase: ") :]) for e in events if e.name.startswith("phase: ")]
+    spans = [
+        (e.time_range.start, e.time_range.end, e.name[len("phase: ") :]) for e in events if e.name.startswith("phase: ")
+    ]
     calls = collections.Counter()
     for e in events:
         if not e.name.startswith("aten::") or (e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")):
@@ -201,15 +203,27 @@ def profile(argv, steps: int, warmup: int) -> dict:
         profiled_step, _ = run(steps)
     kernels, top = kernel_times(prof.key_averages(), steps) if cuda else (None, None)
     calls = operator_calls(prof.events())
-    return {"phases": phases, "step": step, "tokens": tokens, "profiled_step": profiled_step,
-            "calls": {p: calls[p] / steps for p in PHASES}, "kernels": kernels, "top_kernels": top}  # fmt: skip
+    return {
+        "phases": phases,
+        "step": step,
+        "tokens": tokens,
+        "profiled_step": profiled_step,
+        "calls": {p: calls[p] / steps for p in PHASES},
+        "kernels": kernels,
+        "top_kernels": top,
+    }
 
 
 def table(result: dict, title: str) -> str:
     phases, step, tokens, calls = result["phases"], result["step"], result["tokens"], result["calls"]
-    rows = [f"{title}: {step * 1000:.1f} ms a step, {tokens:,.0f} target tokens, {tokens / step:,.0f} target tokens/s "
-            f"(under torch's profiler, which counted the calls and kernels: {result['profiled_step'] * 1000:.1f} ms a step)",
-            "", "| phase of a step | ms | share | operator calls |", "|---|---|---|---|"]  # fmt: skip
+    rows = [
+        f"{title}: {step * 1000:.1f} ms a step, {tokens:,.0f} target tokens, {tokens / step:,.0f} target tokens/s "
+        f"(under torch's profiler, which counted the calls and kernels: {result['profiled_step'] * 1000:.1f} ms a "
+        "step)",
+        "",
+        "| phase of a step | ms | share | operator calls |",
+        "|---|---|---|---|",
+    ]
     for phase in PHASES:
         rows.append(f"| {phase} | {phases[phase] * 1000:.1f} | {phases[phase] / step:.0%} | {calls[phase]:,.0f} |")
     rest = step - sum(phases.values())
@@ -217,12 +231,22 @@ def table(result: dict, title: str) -> str:
     kernels = result["kernels"]
     if kernels is not None:
         busy = sum(kernels.values())
-        rows += ["", f"GPU kernel time: {busy * 1000:.1f} ms a step ({busy / step:.0%} of the step without the profiler)", "",
-                 "| kernels | ms | share of kernel time |", "|---|---|---|"]  # fmt: skip
+        rows += [
+            "",
+            f"GPU kernel time: {busy * 1000:.1f} ms a step ({busy / step:.0%} of the step without the profiler)",
+            "",
+            "| kernels | ms | share of kernel time |",
+            "|---|---|---|",
+        ]
         for kind, _ in (*KERNEL_KINDS, ("other", ())):
             rows.append(f"| {kind} | {kernels[kind] * 1000:.1f} | {kernels[kind] / busy:.0%} |")
-        rows += ["", f"The {len(result['top_kernels'])} kernels that took longest:", "",
-                 "| kernel | kind | ms a step |", "|---|---|---|"]  # fmt: skip
+        rows += [
+            "",
+            f"The {len(result['top_kernels'])} kernels that took longest:",
+            "",
+            "| kernel | kind | ms a step |",
+            "|---|---|---|",
+        ]
         for name, seconds in result["top_kernels"]:
             short = name if len(name) <= 90 else name[:87] + "..."
             rows.append(f"| `{short.replace('|', '/')}` | {kernel_kind(name)} | {seconds * 1000:.2f} |")
@@ -236,11 +260,17 @@ def main(argv=None):
     p.add_argument("--size", choices=sorted(SIZES), default="base")
     p.add_argument("--max-tokens", type=int, default=16384)
     p.add_argument("--steps", type=int, default=10, help="updates timed, then as many profiled")
-    p.add_argument("--warmup", type=int, default=25,
-                   help="updates before them (as benchmarks.speed leaves out its first 25: new batch shapes cost "
-                        "the first updates kernel choices and cuDNN's plans)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=25,
+        help="updates before them (as benchmarks.speed leaves out its first 25: new batch shapes cost "
+        "the first updates kernel choices and cuDNN's plans)",
+    )
     p.add_argument("--train-args", default="", help="extra fairseq-train flags, e.g. --train-args=--bf16")
-    p.add_argument("--flat-bf16-master-weights", action="store_true", help=flatten_bf16_master_weights.__doc__.split(",")[0])
+    p.add_argument(
+        "--flat-bf16-master-weights", action="store_true", help=flatten_bf16_master_weights.__doc__.split(",")[0]
+    )
     p.add_argument("--train-pairs", type=int, default=30000)
     p.add_argument("--vocab-size", type=int, default=2000)
     p.add_argument("--out", help="write the table here (markdown)")
@@ -251,15 +281,26 @@ def main(argv=None):
         if not torch.cuda.is_available():
             p.error("--flat-bf16-master-weights needs CUDA: fairseq makes the flat buffer on the current CUDA device")
     layers, d_model, d_ff, heads = SIZES[a.size]
-    sizes = types.SimpleNamespace(layers=layers, d_model=d_model, d_ff=d_ff, heads=heads, max_tokens=a.max_tokens,
-                                  updates=a.warmup + a.steps + 1, log_interval=1000, train_args=a.train_args)  # fmt: skip
+    sizes = types.SimpleNamespace(
+        layers=layers,
+        d_model=d_model,
+        d_ff=d_ff,
+        heads=heads,
+        max_tokens=a.max_tokens,
+        updates=a.warmup + a.steps + 1,
+        log_interval=1000,
+        train_args=a.train_args,
+    )
     bin_dir = prepare_data(a.work, a.train_pairs, a.vocab_size)
     if a.flat_bf16_master_weights:
         flatten_bf16_master_weights()
     result = profile(train_args(a.impl, bin_dir, sizes), a.steps, a.warmup)
-    title = (f"{a.impl} at {a.size} size ({layers}+{layers} layers, d_model {d_model}), {a.max_tokens} tokens, "
-             f"{shlex.join(shlex.split(a.train_args)) or 'float32'}{', flat master weights' if a.flat_bf16_master_weights else ''}, "
-             f"{a.steps} updates after {a.warmup}")
+    title = (
+        f"{a.impl} at {a.size} size ({layers}+{layers} layers, d_model {d_model}), {a.max_tokens} tokens, "
+        f"{shlex.join(shlex.split(a.train_args)) or 'float32'}"
+        f"{', flat master weights' if a.flat_bf16_master_weights else ''}, "
+        f"{a.steps} updates after {a.warmup}"
+    )
     print_table(table(result, title), a.out)
 
 

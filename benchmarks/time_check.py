@@ -53,13 +53,24 @@ def fairseq_speed(train_log: str) -> Dict[str, Optional[float]]:
         raise RuntimeError(f"{train_log}: {len(records)} logged intervals, at least 3 needed (more --updates)")
     first, last = records[0], records[-1]
     updates = int(last["num_updates"]) - int(first["num_updates"])
-    return {"seconds": (float(last["wall"]) - float(first["wall"])) / updates,
-            "wpb": statistics.mean(float(r["wpb"]) for r in records[1:]),
-            "clock": float(last["wall"]), "updates": int(last["num_updates"])}  # fmt: skip
+    return {
+        "seconds": (float(last["wall"]) - float(first["wall"])) / updates,
+        "wpb": statistics.mean(float(r["wpb"]) for r in records[1:]),
+        "clock": float(last["wall"]),
+        "updates": int(last["num_updates"]),
+    }
 
 
-def check(corpus: Corpus, names: Sequence[str], updates: int, gpus: int, cpu_workers: int, precision: str,
-          work: str, data_only: bool = False) -> List[Dict[str, object]]:  # fmt: skip
+def check(
+    corpus: Corpus,
+    names: Sequence[str],
+    updates: int,
+    gpus: int,
+    cpu_workers: int,
+    precision: str,
+    work: str,
+    data_only: bool = False,
+) -> List[Dict[str, object]]:
     everyone = candidates(corpus)
     unknown = [n for n in names if n not in everyone]
     if unknown:
@@ -71,7 +82,13 @@ def check(corpus: Corpus, names: Sequence[str], updates: int, gpus: int, cpu_wor
     os.makedirs(work, exist_ok=True)
     data = os.path.join(work, "data")
     t0 = time.time()
-    recipe(corpus, everyone[names[0]], data, os.path.join(work, "data.log"), {**layout, "DATA_ONLY": "1", "MAX_UPDATE": str(updates)})
+    recipe(
+        corpus,
+        everyone[names[0]],
+        data,
+        os.path.join(work, "data.log"),
+        {**layout, "DATA_ONLY": "1", "MAX_UPDATE": str(updates)},
+    )
     print(f"data stages: {time.time() - t0:.0f} s", flush=True)
     rows = []
     if data_only:
@@ -83,34 +100,88 @@ def check(corpus: Corpus, names: Sequence[str], updates: int, gpus: int, cpu_wor
         shutil.copytree(data, run, symlinks=True)
         log = run + ".log"
         t0 = time.time()
-        recipe(corpus, s, run, log, {**layout, "MAX_UPDATE": str(updates), "PATIENCE": "0", "SAVE_INTERVAL_UPDATES": str(updates),
-                                      "AVERAGE_LAST": "1"})  # fmt: skip
+        recipe(
+            corpus,
+            s,
+            run,
+            log,
+            {
+                **layout,
+                "MAX_UPDATE": str(updates),
+                "PATIENCE": "0",
+                "SAVE_INTERVAL_UPDATES": str(updates),
+                "AVERAGE_LAST": "1",
+            },
+        )
         whole = time.time() - t0
-        probe = layout_probe(s["ARCH"], s["MODEL_FLAGS"], int(s["VOCAB_SIZE"]), int(s["TOKENS_PER_UPDATE"]), gpus, cpu_workers,
-                             precision=precision)  # fmt: skip
+        probe = layout_probe(
+            s["ARCH"],
+            s["MODEL_FLAGS"],
+            int(s["VOCAB_SIZE"]),
+            int(s["TOKENS_PER_UPDATE"]),
+            gpus,
+            cpu_workers,
+            precision=precision,
+        )
         kept = seconds_per_update(probe)  # read back: the recipe's probe measured it
         with open(log, encoding="utf-8", errors="replace") as f:
             said = [line.strip() for line in f if line.startswith("time: training")]
         ours = fairseq_speed(os.path.join(run, "train.log"))
         with open(os.path.join(run, "results", "scores.test.json")) as f:
             scores = json.load(f)
-        rows.append({"candidate": name, "settings": s, "probe_seconds": float(kept["seconds"]), "probe_cached": bool(kept.get("cached")),
-                     "probe_tokens": probe.tokens_per_update, "fairseq": ours, "recipe_said": said[-1] if said else "",
-                     "recipe_seconds": whole, "bleu": scores["sacrebleu"], "chrf": scores["chrf"]})  # fmt: skip
-        print(f"{name}: probe {kept['seconds']:.4f} s an update, fairseq {ours['seconds']:.4f} "
-              f"({ours['wpb']:.0f} target tokens an update of {probe.tokens_per_update}); {said[-1] if said else ''}", flush=True)
+        rows.append(
+            {
+                "candidate": name,
+                "settings": s,
+                "probe_seconds": float(kept["seconds"]),
+                "probe_cached": bool(kept.get("cached")),
+                "probe_tokens": probe.tokens_per_update,
+                "fairseq": ours,
+                "recipe_said": said[-1] if said else "",
+                "recipe_seconds": whole,
+                "bleu": scores["sacrebleu"],
+                "chrf": scores["chrf"],
+            }
+        )
+        print(
+            f"{name}: probe {kept['seconds']:.4f} s an update, fairseq {ours['seconds']:.4f} "
+            f"({ours['wpb']:.0f} target tokens an update of {probe.tokens_per_update}); {said[-1] if said else ''}",
+            flush=True,
+        )
     return rows
 
 
 def table(rows: Sequence[Dict[str, object]]) -> str:
-    out = [["candidate", "model", "probe s/update", "fairseq s/update", "fairseq / probe", "fairseq tokens/update",
-            "fairseq clock at last update", "the recipe said", "BLEU", "chrF"]]  # fmt: skip
+    out = [
+        [
+            "candidate",
+            "model",
+            "probe s/update",
+            "fairseq s/update",
+            "fairseq / probe",
+            "fairseq tokens/update",
+            "fairseq clock at last update",
+            "the recipe said",
+            "BLEU",
+            "chrF",
+        ]
+    ]
     for r in rows:
         s, f = r["settings"], r["fairseq"]
-        out.append([r["candidate"], f"{s['ARCH']} {s['MODEL_FLAGS']} P_drop {s['DROPOUT']}, BPE {s['VOCAB_SIZE']}",
-                    f"{r['probe_seconds']:.4f}", f"{f['seconds']:.4f}", f"{f['seconds'] / r['probe_seconds']:.2f}",
-                    f"{f['wpb']:,.0f} of {r['probe_tokens']:,}", f"{f['clock']:.1f} s ({f['updates']} updates)",
-                    r["recipe_said"].removeprefix("time: training "), f"{r['bleu']:.2f}", f"{r['chrf']:.2f}"])  # fmt: skip
+        out.append(
+            [
+                r["candidate"],
+                f"{s['ARCH']} {s['MODEL_FLAGS']} P_drop {s['DROPOUT']}, BPE {s['VOCAB_SIZE']}",
+                f"{r['probe_seconds']:.4f}",
+                f"{f['seconds']:.4f}",
+                f"{f['seconds'] / r['probe_seconds']:.2f}",
+                f"{f['wpb']:,.0f} of {r['probe_tokens']:,}",
+                f"{f['clock']:.1f} s ({f['updates']} updates)",
+                r["recipe_said"].removeprefix("time: training "),
+                f"{r['bleu']:.2f}",
+                f"{r['chrf']:.2f}",
+            ]
+        )
     lines = ["| " + " | ".join(row) + " |" for row in out]
     return "\n".join([lines[0], "|" + "---|" * len(out[0]), *lines[1:]])
 

@@ -8,7 +8,8 @@ byte offsets, a ``.bin`` of uint16 token ids), ``--pairs`` sentence pairs with a
 spread like the recipe's binarized text (``benchmarks/data.py``: 29.7 pieces a sentence with BPE 37k);
 token ids are uniform. Nothing in fairseq's start reads the ids, only the sizes, so this is enough.
 
-    python -m benchmarks.train_start --pairs 4500000 36000000 --work runs/bench-train-start --out runs/bench-train-start/table.md
+    python -m benchmarks.train_start --pairs 4500000 36000000 --work runs/bench-train-start \
+        --out runs/bench-train-start/table.md
 
 For each size and process count: seconds to the first update, seconds to each milestone of fairseq's log
 (data loaded, batches made), the peak PSS of the process tree (the trainers and their data-loader workers),
@@ -64,7 +65,15 @@ def write_data_bin(out: str, pairs: int, vocab: int = 32_000, src: str = "en", t
     import numpy as np
 
     done = os.path.join(out, "made.json")
-    settings = {"pairs": pairs, "vocab": vocab, "src": src, "tgt": tgt, "seed": seed, "mean": MEAN_PIECES, "sigma": SIGMA}
+    settings = {
+        "pairs": pairs,
+        "vocab": vocab,
+        "src": src,
+        "tgt": tgt,
+        "seed": seed,
+        "mean": MEAN_PIECES,
+        "sigma": SIGMA,
+    }
     if os.path.exists(done) and json.load(open(done)) == settings:
         return
     shutil.rmtree(out, ignore_errors=True)
@@ -94,11 +103,36 @@ MILESTONES = {
 
 def measure(data_bin: str, processes: int, log_path: str, extra_args: Sequence[str] = ()) -> Dict:
     """fairseq-train on ``data_bin`` with ``processes`` CPU workers, to 2 updates."""
-    common = [f"{BIN}/fairseq-train", data_bin, "--user-dir", PLUGIN, "--arch", "vaswani_base", "--share-all-embeddings",
-              "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr-scheduler", "vaswani_inverse_sqrt",
-              "--criterion", "vaswani_label_smoothed_cross_entropy", "--max-tokens", "3125", "--max-update", "2",
-              "--disable-validation", "--no-save", "--log-format", "json", "--log-interval", "1", "--seed", "1",
-              *extra_args]  # fmt: skip
+    common = [
+        f"{BIN}/fairseq-train",
+        data_bin,
+        "--user-dir",
+        PLUGIN,
+        "--arch",
+        "vaswani_base",
+        "--share-all-embeddings",
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        "(0.9, 0.98)",
+        "--lr-scheduler",
+        "vaswani_inverse_sqrt",
+        "--criterion",
+        "vaswani_label_smoothed_cross_entropy",
+        "--max-tokens",
+        "3125",
+        "--max-update",
+        "2",
+        "--disable-validation",
+        "--no-save",
+        "--log-format",
+        "json",
+        "--log-interval",
+        "1",
+        "--seed",
+        "1",
+        *extra_args,
+    ]
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
     start = time.monotonic()
@@ -106,11 +140,33 @@ def measure(data_bin: str, processes: int, log_path: str, extra_args: Sequence[s
     with open(log_path, "w") as log:
         procs = []
         for rank in range(processes):
-            extra = [] if processes == 1 else [
-                "--distributed-world-size", str(processes), "--distributed-rank", str(rank), "--distributed-backend", "gloo",
-                "--ddp-backend", "legacy_ddp", "--distributed-no-spawn", "--distributed-init-method", f"tcp://127.0.0.1:{port}"]  # fmt: skip
-            procs.append(subprocess.Popen(common + extra, env=env, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                                          stderr=subprocess.STDOUT, text=True, cwd=REPO))  # fmt: skip
+            extra = (
+                []
+                if processes == 1
+                else [
+                    "--distributed-world-size",
+                    str(processes),
+                    "--distributed-rank",
+                    str(rank),
+                    "--distributed-backend",
+                    "gloo",
+                    "--ddp-backend",
+                    "legacy_ddp",
+                    "--distributed-no-spawn",
+                    "--distributed-init-method",
+                    f"tcp://127.0.0.1:{port}",
+                ]
+            )
+            procs.append(
+                subprocess.Popen(
+                    common + extra,
+                    env=env,
+                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    cwd=REPO,
+                )
+            )
         memory = TreeMemory(os.getpid())
         memory.start()
         before_training = before_training_anon = 0
@@ -126,10 +182,15 @@ def measure(data_bin: str, processes: int, log_path: str, extra_args: Sequence[s
         memory.join()
     if any(codes):
         raise RuntimeError(f"fairseq-train exited {codes}; its log: {log_path}")
-    return {"processes": processes, "seconds": seen, "total_seconds": time.monotonic() - start,
-            "peak_before_training_bytes": before_training, "peak_bytes": max(before_training, memory.take()),
-            "anon_peak_before_training_bytes": before_training_anon,
-            "anon_peak_bytes": max(before_training_anon, memory.take(anon=True))}
+    return {
+        "processes": processes,
+        "seconds": seen,
+        "total_seconds": time.monotonic() - start,
+        "peak_before_training_bytes": before_training,
+        "peak_bytes": max(before_training, memory.take()),
+        "anon_peak_before_training_bytes": before_training_anon,
+        "anon_peak_bytes": max(before_training_anon, memory.take(anon=True)),
+    }
 
 
 def disk_bytes(path: str) -> int:
@@ -158,15 +219,23 @@ def main(argv=None) -> int:
             print(json.dumps(r), flush=True)
         if not a.keep:
             shutil.rmtree(data_bin)
-    lines = ["fairseq-train with the plugin on a data-bin of WMT14 size: its start, on CPU workers", "",
-             "| pairs | data-bin GB | processes | data loaded s | batches made s | first update s | peak MB before training"
-             " (anonymous) | peak MB to update 2 (anonymous) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "fairseq-train with the plugin on a data-bin of WMT14 size: its start, on CPU workers",
+        "",
+        "| pairs | data-bin GB | processes | data loaded s | batches made s | first update s | peak MB before training"
+        " (anonymous) | peak MB to update 2 (anonymous) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         s = r["seconds"]
         at = {k: f"{s[k]:.0f}" if k in s else "-" for k in MILESTONES}
-        lines.append(f"| {r['pairs']:,} | {r['disk_bytes'] / 1e9:.1f} | {r['processes']} | {at['data loaded']} | {at['batches made']} "
-                     f"| {at['first update']} | {r['peak_before_training_bytes'] / 1e6:,.0f} ({r['anon_peak_before_training_bytes'] / 1e6:,.0f})"
-                     f" | {r['peak_bytes'] / 1e6:,.0f} ({r['anon_peak_bytes'] / 1e6:,.0f}) |")  # fmt: skip
+        lines.append(
+            f"| {r['pairs']:,} | {r['disk_bytes'] / 1e9:.1f} | {r['processes']} | {at['data loaded']} | "
+            f"{at['batches made']} "
+            f"| {at['first update']} | {r['peak_before_training_bytes'] / 1e6:,.0f} "
+            f"({r['anon_peak_before_training_bytes'] / 1e6:,.0f})"
+            f" | {r['peak_bytes'] / 1e6:,.0f} ({r['anon_peak_bytes'] / 1e6:,.0f}) |"
+        )
     print_table("\n".join(lines), a.out)
     if a.out:
         with open(os.path.splitext(a.out)[0] + ".json", "w") as f:

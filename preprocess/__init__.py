@@ -14,10 +14,10 @@ Each module but corpora.py is a console script and runs with ``python -m preproc
     wmt14.py                vaswani-prepare-wmt14        WMT14 En-De / En-Fr: fetch, verify, extract, clean
     sentencepiece_vocab.py  vaswani-sentencepiece        train and apply a joint sentencepiece vocabulary
     synthetic_pair.py       vaswani-synthetic-pair       the demo's synthetic language pair
-    debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's translation catalogues)
+    debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's catalogues)
     parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split
-    corpora.py              (read by it and recipe/)       parallel corpora read as given: files, line counts, pairs, scripts
-    ptb.py                  vaswani-prepare-ptb          the Penn Treebank's WSJ trees, cleaned and linearised (Section 6.3)
+    corpora.py              (read by it and recipe/)       corpora as given: files, line counts, pairs, scripts
+    ptb.py                  vaswani-prepare-ptb          the WSJ trees, cleaned and linearised (Section 6.3)
     shards.py               vaswani-shard-text           the training text in N round-robin shards (SHARDS=N)
 
 None imports fairseq or torch. They share the tools' atomic writes (transformer_plugin_cli/files.py), and

@@ -15,8 +15,15 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 SCRIPT_SAMPLE = 20_000  # pairs read for each side's main script
 UNSPACED = {"CJK", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"}  # a length in characters, not words
 # what other readers take for the end of a line (Python's str.splitlines, some editors and tools)
-LINE_BREAKERS = {"\r": "a carriage return", "\u2028": "a U+2028 LINE SEPARATOR", "\u2029": "a U+2029 PARAGRAPH SEPARATOR",
-                 "\x85": "a U+0085 NEL", "\x0b": "a vertical tab", "\x0c": "a form feed", "\x00": "a NUL byte"}  # fmt: skip
+LINE_BREAKERS = {
+    "\r": "a carriage return",
+    "\u2028": "a U+2028 LINE SEPARATOR",
+    "\u2029": "a U+2029 PARAGRAPH SEPARATOR",
+    "\x85": "a U+0085 NEL",
+    "\x0b": "a vertical tab",
+    "\x0c": "a form feed",
+    "\x00": "a NUL byte",
+}
 
 
 class CorpusError(ValueError):
@@ -51,8 +58,10 @@ def find_corpus(spec: str, src: str, tgt: str) -> Corpus:
     for lang in (src, tgt):
         found = [p for p in (f"{spec}.{lang}", f"{spec}.{lang}.gz") if os.path.isfile(p)]
         if not found:
-            raise CorpusError(f"{spec}: neither {spec}.{lang} nor {spec}.{lang}.gz exists (give PREFIX of PREFIX.{src} "
-                              f"and PREFIX.{tgt}, or a .tsv file)")  # fmt: skip
+            raise CorpusError(
+                f"{spec}: neither {spec}.{lang} nor {spec}.{lang}.gz exists (give PREFIX of PREFIX.{src} "
+                f"and PREFIX.{tgt}, or a .tsv file)"
+            )
         sides.append(found[0])
     return Corpus(spec, source=sides[0], target=sides[1])
 
@@ -105,9 +114,15 @@ def check_line_counts(corpus: Corpus) -> None:
     for path in (corpus.source, corpus.target):
         for what, (n, first) in line_breakers(path).items():
             why.append(f"{path} has {n} line{'s' * (n > 1)} with {what} (the first: line {first})")
-    raise CorpusError(f"{corpus.source} has {a} lines and {corpus.target} has {b}: each line must be the translation of "
-                      f"the same line of the other. " + ("Perhaps: " + "; ".join(why) + ", where another tool ended a "
-                      "line" if why else "Nothing in either file explains it: a line was lost or added"))  # fmt: skip
+    raise CorpusError(
+        f"{corpus.source} has {a} lines and {corpus.target} has {b}: each line must be the translation of "
+        f"the same line of the other. "
+        + (
+            "Perhaps: " + "; ".join(why) + ", where another tool ended a line"
+            if why
+            else "Nothing in either file explains it: a line was lost or added"
+        )
+    )
 
 
 def raw_pairs(corpus: Corpus) -> Iterator[Tuple[int, bytes, bytes]]:
@@ -116,8 +131,10 @@ def raw_pairs(corpus: Corpus) -> Iterator[Tuple[int, bytes, bytes]]:
         for number, raw in enumerate(lines_of(corpus.tsv), 1):
             columns = raw.split(b"\t")
             if len(columns) != 2:
-                raise CorpusError(f"{corpus.tsv}: line {number} has {len(columns)} columns; a TSV corpus has source<TAB>"
-                                  "target on each line (a tab inside a sentence must go)")  # fmt: skip
+                raise CorpusError(
+                    f"{corpus.tsv}: line {number} has {len(columns)} columns; a TSV corpus has source<TAB>"
+                    "target on each line (a tab inside a sentence must go)"
+                )
             yield number, columns[0], columns[1]
         return
     check_line_counts(corpus)

@@ -56,12 +56,26 @@ from transformer_plugin_cli.files import publish
 
 WESNOTH_CAMPAIGNS = "did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs".split()
 PACKAGES = [
-    "wesnoth-1.16-data", *[f"wesnoth-1.16-{c}" for c in WESNOTH_CAMPAIGNS],  # campaign dialogue and help
+    "wesnoth-1.16-data",
+    *[f"wesnoth-1.16-{c}" for c in WESNOTH_CAMPAIGNS],  # campaign dialogue and help
     "freeciv-data",  # a strategy game's help: history, rules
-    "gcc-12-locales", "git", "gnupg-l10n", "aptitude-common", "mc-data",  # tools' messages
-    "libreoffice-l10n-de", "gnumeric-common", "lyx-common", "gnucash-common", "evolution-common", "pidgin-data",
-    "inkscape", "gimp-data", "blender-data", "vlc-l10n", "grass-core",
-]  # fmt: skip
+    "gcc-12-locales",
+    "git",
+    "gnupg-l10n",
+    "aptitude-common",
+    "mc-data",  # tools' messages
+    "libreoffice-l10n-de",
+    "gnumeric-common",
+    "lyx-common",
+    "gnucash-common",
+    "evolution-common",
+    "pidgin-data",
+    "inkscape",
+    "gimp-data",
+    "blender-data",
+    "vlc-l10n",
+    "grass-core",
+]
 
 
 class DataError(Exception):
@@ -200,16 +214,35 @@ def deb_version(deb: str) -> str:
     return proc.stdout.strip()
 
 
-def prepare(out: str, packages: Sequence[str] = PACKAGES, debs: Optional[str] = None, download_dir: Optional[str] = None,
-            lang: str = "de", valid: int = 1000, test: int = 1500, min_words: int = 3, max_words: int = 80,
-            max_ratio: float = 3.0, log=print) -> dict:  # fmt: skip
+def prepare(
+    out: str,
+    packages: Sequence[str] = PACKAGES,
+    debs: Optional[str] = None,
+    download_dir: Optional[str] = None,
+    lang: str = "de",
+    valid: int = 1000,
+    test: int = 1500,
+    min_words: int = 3,
+    max_words: int = 80,
+    max_ratio: float = 3.0,
+    log=print,
+) -> dict:
     """Fetch, read, clean and split (module docstring); returns the report."""
-    settings = dict(packages=list(packages), lang=lang, valid=valid, test=test, min_words=min_words,
-                    max_words=max_words, max_ratio=max_ratio)  # fmt: skip
+    settings = dict(
+        packages=list(packages),
+        lang=lang,
+        valid=valid,
+        test=test,
+        min_words=min_words,
+        max_words=max_words,
+        max_ratio=max_ratio,
+    )
     if len(set(packages)) != len(packages):
         raise DataError(f"a package is named twice in --packages: {' '.join(packages)}")
     files = fetch(packages, download_dir or os.path.join(out, "debs"), debs, log)
-    identity = {p: {"file": os.path.basename(f), "version": deb_version(f), "sha256": sha256sum(f)} for p, f in files.items()}
+    identity = {
+        p: {"file": os.path.basename(f), "version": deb_version(f), "sha256": sha256sum(f)} for p, f in files.items()
+    }
     report_path = os.path.join(out, "report.json")
     if os.path.exists(report_path):
         with open(report_path, encoding="utf-8") as f:
@@ -248,8 +281,13 @@ def prepare(out: str, packages: Sequence[str] = PACKAGES, debs: Optional[str] = 
         chosen = [pairs[k] for k in pairs if splits[k] == split]
         texts[f"{split}.en"], texts[f"{split}.{lang}"] = [en for en, _ in chosen], [de for _, de in chosen]
         sizes[split] = len(chosen)
-    report = {"settings": settings, "packages": identity, "pairs": sizes, "kept_per_package": dict(kept_per_package),
-              "dropped": dict(sorted(dropped.items()))}  # fmt: skip
+    report = {
+        "settings": settings,
+        "packages": identity,
+        "pairs": sizes,
+        "kept_per_package": dict(kept_per_package),
+        "dropped": dict(sorted(dropped.items())),
+    }
     publish(out, texts, report)
     log(f"{out}: train {sizes['train']}, valid {sizes['valid']}, test {sizes['test']} pairs; dropped {dict(dropped)}")
     return report
@@ -284,20 +322,31 @@ def build_deb(out_dir: str, package: str, files: Dict[str, bytes], version: str 
                 f.write(data)
         os.makedirs(os.path.join(root, "DEBIAN"))
         with open(os.path.join(root, "DEBIAN", "control"), "w") as f:
-            f.write(f"Package: {package}\nVersion: {version}\nArchitecture: all\nMaintainer: test <t@example.org>\n"
-                    f"Description: translations for tests\n")  # fmt: skip
+            f.write(
+                f"Package: {package}\nVersion: {version}\nArchitecture: all\nMaintainer: test <t@example.org>\n"
+                f"Description: translations for tests\n"
+            )
         deb = os.path.join(out_dir, f"{package}_{version}_all.deb")
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", root, deb], check=True, capture_output=True)
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Zxz", "--build", root, deb], check=True, capture_output=True
+        )
     return deb
 
 
-def write_toy_debs(out: str, packages: Sequence[str] = ("toy-game-data", "toy-tool"), pairs_per_package: int = 60) -> List[str]:
+def write_toy_debs(
+    out: str, packages: Sequence[str] = ("toy-game-data", "toy-tool"), pairs_per_package: int = 60
+) -> List[str]:
     """Small packages in the layout of the real ones: German catalogues beside other languages and files."""
     os.makedirs(out, exist_ok=True)
     made = []
     for p, package in enumerate(packages):
-        entries = [(f"The {p} player number {i} opens the gate to the north", f"Der {p} Spieler Nummer {i} öffnet das Tor im Norden")
-                   for i in range(pairs_per_package)]  # fmt: skip
+        entries = [
+            (
+                f"The {p} player number {i} opens the gate to the north",
+                f"Der {p} Spieler Nummer {i} öffnet das Tor im Norden",
+            )
+            for i in range(pairs_per_package)
+        ]
         files = {
             f"usr/share/locale/de/LC_MESSAGES/{package}.mo": mo_bytes(entries),
             f"usr/share/locale/fr/LC_MESSAGES/{package}.mo": mo_bytes([("Open the gate now", "Ouvrez la porte")]),
@@ -334,8 +383,18 @@ def main(argv=None) -> int:
             print(deb)
         return 0
     try:
-        prepare(args.out, args.packages, args.debs, args.download_dir, args.lang, args.valid, args.test,
-                args.min_words, args.max_words, args.max_ratio)  # fmt: skip
+        prepare(
+            args.out,
+            args.packages,
+            args.debs,
+            args.download_dir,
+            args.lang,
+            args.valid,
+            args.test,
+            args.min_words,
+            args.max_words,
+            args.max_ratio,
+        )
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

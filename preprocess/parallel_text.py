@@ -33,18 +33,25 @@ import argparse
 import contextlib
 import hashlib
 import os
-import shlex
 import sys
-import time
 import unicodedata
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.console import console_script
-from transformer_plugin_cli.files import TMP_SUFFIX, publish, write_json
-from preprocess.corpora import (Corpus, CorpusError, check_line_counts, count_lines, find_corpus, held_out_size, raw_pairs,
-                                share_in, sides_scripts, units)  # fmt: skip
+from transformer_plugin_cli.files import TMP_SUFFIX, publish
+from preprocess.corpora import (
+    Corpus,
+    CorpusError,
+    check_line_counts,
+    find_corpus,
+    held_out_size,
+    raw_pairs,
+    share_in,
+    sides_scripts,
+    units,
+)
 
 FIRST = 10  # line numbers kept per reason
 LANGID_MIN_CHARS = 40
@@ -124,8 +131,13 @@ def sentence_hash(text: str, seed: int = 0) -> int:
     return int.from_bytes(hashlib.blake2b(f"{seed}\0{text}".encode(), digest_size=8).digest(), "little")
 
 
-def clean_pairs(corpora: Sequence[Corpus], rules: Rules, report: Report, scripts: Tuple[Optional[str], Optional[str]],
-                langid: Optional[LanguageId]) -> Iterator[Tuple[str, str, str]]:  # fmt: skip
+def clean_pairs(
+    corpora: Sequence[Corpus],
+    rules: Rules,
+    report: Report,
+    scripts: Tuple[Optional[str], Optional[str]],
+    langid: Optional[LanguageId],
+) -> Iterator[Tuple[str, str, str]]:
     """(where, source, target) of every pair kept by the checks that need no other pair."""
     bad_bytes = []
     for corpus in corpora:
@@ -146,9 +158,11 @@ def clean_pairs(corpora: Sequence[Corpus], rules: Rules, report: Report, scripts
                 continue
             yield where, source, target
     if bad_bytes:
-        raise CorpusError(f"{len(bad_bytes)} line{'s' * (len(bad_bytes) > 1)} not valid UTF-8 ({', '.join(bad_bytes[:FIRST])}"
-                          f"{', ...' if len(bad_bytes) > FIRST else ''}): convert the text to UTF-8 (iconv -f ...), or drop "
-                          "those pairs (ON_BAD_BYTES=drop, --on-bad-bytes drop)")  # fmt: skip
+        raise CorpusError(
+            f"{len(bad_bytes)} line{'s' * (len(bad_bytes) > 1)} not valid UTF-8 ({', '.join(bad_bytes[:FIRST])}"
+            f"{', ...' if len(bad_bytes) > FIRST else ''}): convert the text to UTF-8 (iconv -f ...), or drop "
+            "those pairs (ON_BAD_BYTES=drop, --on-bad-bytes drop)"
+        )
 
 
 def check(source: str, target: str, rules: Rules, scripts, langid: Optional[LanguageId]) -> Optional[str]:
@@ -176,9 +190,19 @@ def check(source: str, target: str, rules: Rules, scripts, langid: Optional[Lang
 # ---- prepare ---------------------------------------------------------------------------------------------
 
 
-def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[str] = (), test: Sequence[str] = (),
-            rules: Optional[Rules] = None, seed: int = 1, valid_size: Optional[int] = None,
-            test_size: Optional[int] = None, log=print) -> Dict:  # fmt: skip
+def prepare(
+    train: Sequence[str],
+    src: str,
+    tgt: str,
+    out: str,
+    valid: Sequence[str] = (),
+    test: Sequence[str] = (),
+    rules: Optional[Rules] = None,
+    seed: int = 1,
+    valid_size: Optional[int] = None,
+    test_size: Optional[int] = None,
+    log=print,
+) -> Dict:
     """Check, clean, deduplicate and split; returns the report (also written as report.json/.md)."""
     rules = rules or Rules(src, tgt)
     corpora = [find_corpus(spec, src, tgt) for spec in train]
@@ -198,9 +222,14 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
                 for number, s, t in raw_pairs(corpus):
                     where = f"{corpus.spec}:{number}"
                     try:
-                        pair = (normalise(s.decode("utf-8"), report, where), normalise(t.decode("utf-8"), report, where))
+                        pair = (
+                            normalise(s.decode("utf-8"), report, where),
+                            normalise(t.decode("utf-8"), report, where),
+                        )
                     except UnicodeDecodeError:
-                        raise CorpusError(f"{where}: not valid UTF-8 (a {split} set is never filtered: convert it)") from None
+                        raise CorpusError(
+                            f"{where}: not valid UTF-8 (a {split} set is never filtered: convert it)"
+                        ) from None
                     if not (pair[0] and pair[1]):
                         report.note(f"an empty side ({split} set)", where)
                     elif pair in seen:
@@ -224,8 +253,10 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
                 f.write(f"{where}\t{s}\t{t}\n")
                 kept += 1
         del seen_pairs
-        sizes = {split: len(held[split]) if split in held else held_out_size(kept, size)
-                 for split, size in (("valid", valid_size), ("test", test_size))}  # fmt: skip
+        sizes = {
+            split: len(held[split]) if split in held else held_out_size(kept, size)
+            for split, size in (("valid", valid_size), ("test", test_size))
+        }
         # the held-out sources: given, or the pairs whose source hashes lowest (by --seed)
         if set(held) != {"valid", "test"}:
             ranked = []
@@ -236,15 +267,23 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
             wanted = sum(sizes[split] for split in ("valid", "test") if split not in held)
             unique = sorted(set(ranked))
             if wanted >= len(unique):
-                raise CorpusError(f"only {len(unique)} distinct sources after cleaning: too few to hold out {wanted} for "
-                                  "dev and test (give VALID and TEST)")  # fmt: skip
-            first = {h: ("test" if "test" not in held and i < sizes["test"] else "valid") for i, h in enumerate(unique[:wanted])}
+                raise CorpusError(
+                    f"only {len(unique)} distinct sources after cleaning: too few to hold out {wanted} for "
+                    "dev and test (give VALID and TEST)"
+                )
+            first = {
+                h: ("test" if "test" not in held and i < sizes["test"] else "valid")
+                for i, h in enumerate(unique[:wanted])
+            }
             del ranked, unique
         else:
             first = {}
         held_sources = {s for split in held for s, _ in held[split]}
-        outputs = {f"{split}.{lang}": open(os.path.join(out, f"{split}.{lang}{TMP_SUFFIX}"), "w", encoding="utf-8")
-                   for split in ("train", "valid", "test") for lang in (src, tgt)}  # fmt: skip
+        outputs = {
+            f"{split}.{lang}": open(os.path.join(out, f"{split}.{lang}{TMP_SUFFIX}"), "w", encoding="utf-8")
+            for split in ("train", "valid", "test")
+            for lang in (src, tgt)
+        }
         counts = Counter()
         try:
             for split in held:
@@ -279,15 +318,20 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
         raise
     os.remove(tmp)
     result = {
-        "source": src, "target": tgt, "corpora": [c.name for c in corpora],
+        "source": src,
+        "target": tgt,
+        "corpora": [c.name for c in corpora],
         "valid": [c.name for c in given["valid"]] or f"held out: {counts['valid']} pairs (seed {seed})",
         "test": [c.name for c in given["test"]] or f"held out: {counts['test']} pairs (seed {seed})",
         "scripts": {src: scripts[0], tgt: scripts[1]},
         "langid": f"py3langid, {', '.join(langid.judged) or 'neither language known'}" if langid else "off",
-        "pairs": dict(counts), "changes_and_drops": report.as_dict(),
+        "pairs": dict(counts),
+        "changes_and_drops": report.as_dict(),
         "rules": {"max_words": rules.max_words, "max_ratio": rules.max_ratio, "on_bad_bytes": rules.on_bad_bytes},
-    }  # fmt: skip
-    texts = [f"{split}.{lang}" for split in ("train", "valid", "test") for lang in (src, tgt)]  # written above, under .tmp
+    }
+    texts = [
+        f"{split}.{lang}" for split in ("train", "valid", "test") for lang in (src, tgt)
+    ]  # written above, under .tmp
     publish(out, {"report.md": report_text(result).rstrip("\n").split("\n")}, result, written=texts)
     log(report_text(result))
     return result
@@ -295,11 +339,16 @@ def prepare(train: Sequence[str], src: str, tgt: str, out: str, valid: Sequence[
 
 def report_text(result: Dict) -> str:
     scripts = ", ".join(f"{lang} {script or '(no letters)'}" for lang, script in result["scripts"].items())
-    lines = [f"# {result['source']}-{result['target']}: {', '.join(result['corpora'])}", "",
-             f"kept: train {result['pairs'].get('train', 0):,}, valid {result['pairs'].get('valid', 0):,}, "
-             f"test {result['pairs'].get('test', 0):,} pairs; dev: {result['valid']}; test: {result['test']}",
-             f"scripts: {scripts}; language id: {result['langid']}", "",
-             "| change or reason a pair was dropped | pairs | the first |", "|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# {result['source']}-{result['target']}: {', '.join(result['corpora'])}",
+        "",
+        f"kept: train {result['pairs'].get('train', 0):,}, valid {result['pairs'].get('valid', 0):,}, "
+        f"test {result['pairs'].get('test', 0):,} pairs; dev: {result['valid']}; test: {result['test']}",
+        f"scripts: {scripts}; language id: {result['langid']}",
+        "",
+        "| change or reason a pair was dropped | pairs | the first |",
+        "|---|---|---|",
+    ]
     for reason, entry in result["changes_and_drops"].items():
         lines.append(f"| {reason} | {entry['count']:,} | {', '.join(entry['first'][:3])} |")
     return "\n".join(lines) + "\n"
@@ -329,8 +378,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         rules = Rules(args.src, args.tgt, args.max_words, args.max_ratio, args.on_bad_bytes, not args.no_langid)
-        prepare(args.train, args.src, args.tgt, args.out, args.valid, args.test, rules, args.seed, args.valid_size,
-                args.test_size)  # fmt: skip
+        prepare(
+            args.train,
+            args.src,
+            args.tgt,
+            args.out,
+            args.valid,
+            args.test,
+            rules,
+            args.seed,
+            args.valid_size,
+            args.test_size,
+        )
     except CorpusError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -56,8 +56,10 @@ def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print)
     sections = find_sections(treebank)
     missing = [s for split in SPLITS.values() for s in split if s not in sections]
     if missing:
-        raise TreebankError(f"{treebank}: no wsj_*.mrg files for sections {', '.join(missing)} "
-                            "(expected .../wsj/SS/wsj_SSNN.mrg as in the LDC release)")  # fmt: skip
+        raise TreebankError(
+            f"{treebank}: no wsj_*.mrg files for sections {', '.join(missing)} "
+            "(expected .../wsj/SS/wsj_SSNN.mrg as in the LDC release)"
+        )
     absent = [path for path in extra_trees if not os.path.isfile(path)]
     if absent:
         raise TreebankError(f"extra trees file(s) do not exist: {', '.join(absent)}")
@@ -78,10 +80,16 @@ def prepare(treebank: str, out: str, extra_trees: Sequence[str] = (), log=print)
         outputs[f"{split}.words"], outputs[f"{split}.trees"] = words, targets
         if split != "train":
             outputs[f"{split}.gold"] = gold
-        report["splits"][split] = {"sections": numbers, "files": len(files), "sentences": len(words),
-                                   "left_out": left_out}  # fmt: skip
-        log(f"{split}: sections {numbers[0]}-{numbers[-1]}, {len(files)} files, {len(words)} sentences"
-            f"{f', {len(left_out)} left out (see report.json)' if left_out else ''}")  # fmt: skip
+        report["splits"][split] = {
+            "sections": numbers,
+            "files": len(files),
+            "sentences": len(words),
+            "left_out": left_out,
+        }
+        log(
+            f"{split}: sections {numbers[0]}-{numbers[-1]}, {len(files)} files, {len(words)} sentences"
+            f"{f', {len(left_out)} left out (see report.json)' if left_out else ''}"
+        )
     for path in extra_trees:
         words, targets, bad = _read_extra(path)
         outputs["train.words"] += words
@@ -127,8 +135,23 @@ def _read_extra(path: str):
 
 # ---- a small treebank in the LDC layout, for the toy recipe and the tests ------------------------
 
-_NOUNS = ["company", "market", "price", "investor", "bank", "share", "analyst", "year", "plan", "board",
-          "stock", "bond", "trader", "rate", "deal"]  # fmt: skip
+_NOUNS = [
+    "company",
+    "market",
+    "price",
+    "investor",
+    "bank",
+    "share",
+    "analyst",
+    "year",
+    "plan",
+    "board",
+    "stock",
+    "bond",
+    "trader",
+    "rate",
+    "deal",
+]
 _VERBS = ["rose", "fell", "said", "expects", "sold", "bought", "reported", "approved", "cut", "raised"]
 _ADJS = ["big", "new", "small", "federal", "strong", "weak", "major", "foreign"]
 _DETS = ["the", "a", "this", "some"]
@@ -171,7 +194,9 @@ class _ToyGrammar:
     def clause(self, depth: int = 0) -> str:
         r = self.rng
         if r.random() < 0.2:
-            return f"(S (NP-SBJ-1 {self.np(depth)[4:-1]}) (VP (VBD was) (VP (VBN {r.choice(_VERBS)}) (NP (-NONE- *-1)))))"
+            return (
+                f"(S (NP-SBJ-1 {self.np(depth)[4:-1]}) (VP (VBD was) (VP (VBN {r.choice(_VERBS)}) (NP (-NONE- *-1)))))"
+            )
         return f"(S (NP-SBJ {self.np(depth)[4:-1]}) {self.vp(depth)})"
 
     def sentence(self) -> str:

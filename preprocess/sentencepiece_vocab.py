@@ -96,8 +96,9 @@ def round_down(n: int) -> int:
     return n // step * step
 
 
-def check_memory(inputs: Sequence[str], model_type: str, input_sentence_size: int, name: str,
-                 available: Optional[float] = None) -> None:  # fmt: skip
+def check_memory(
+    inputs: Sequence[str], model_type: str, input_sentence_size: int, name: str, available: Optional[float] = None
+) -> None:
     """Stop before training when the sample would not fit: NotEnoughMemoryError naming ``name`` (the
     setting of the sample's size: a recipe's variable), with the largest sample that would."""
     available = available_memory() if available is None else available
@@ -111,16 +112,25 @@ def check_memory(inputs: Sequence[str], model_type: str, input_sentence_size: in
         return
     fits = max(0, int((available - MEMORY_FIXED[model_type]) / (MEMORY_PER_CHARACTER[model_type] * mean)))
     raise NotEnoughMemoryError(
-        f"sentencepiece's {model_type} training on {sentences:,} sentences of {', '.join(inputs)} ({mean:.0f} characters"
+        f"sentencepiece's {model_type} training on {sentences:,} sentences of {', '.join(inputs)} ({mean:.0f} "
+        "characters"
         f" on average) needs about {needed / 1e9:.1f} GB of memory, and {available / 1e9:.1f} GB is available here:"
         f" set {name} to {round_down(fits):,} or fewer sentences (a sample; docs/benchmarks.md has the"
         f" measurements), or train the vocabulary on a machine with more memory"
     )
 
 
-def train(inputs: List[str], model_prefix: str, vocab_size: int, model_type: str = "bpe",
-          character_coverage: float = 1.0, input_sentence_size: int = 10_000_000, threads: int = 2,
-          vocab_size_name: str = "--vocab-size", sample_name: str = "--input-sentence-size") -> str:  # fmt: skip
+def train(
+    inputs: List[str],
+    model_prefix: str,
+    vocab_size: int,
+    model_type: str = "bpe",
+    character_coverage: float = 1.0,
+    input_sentence_size: int = 10_000_000,
+    threads: int = 2,
+    vocab_size_name: str = "--vocab-size",
+    sample_name: str = "--input-sentence-size",
+) -> str:
     """Learn the joint model; returns the .model path. ``vocab_size_name``: what the user set the
     vocabulary size with (a recipe's variable), named when the text is too small for it; ``sample_name``
     likewise for the sample's size, named when the sample would not fit in memory."""
@@ -165,8 +175,15 @@ def _train(spm, inputs, tmp_prefix, vocab_size, model_type, character_coverage, 
     )
 
 
-def encode(model: str, inputs: List[str], outputs: List[str], threads: int = 1, batch: int = 10_000,
-           known: Optional[set] = None, unknown: Optional[Dict[str, Tuple[int, Counter]]] = None) -> List[int]:  # fmt: skip
+def encode(
+    model: str,
+    inputs: List[str],
+    outputs: List[str],
+    threads: int = 1,
+    batch: int = 10_000,
+    known: Optional[set] = None,
+    unknown: Optional[Dict[str, Tuple[int, Counter]]] = None,
+) -> List[int]:
     """Encode each input into its output, ``batch`` lines at a time on ``threads`` of sentencepiece's own
     threads (1.9x as fast with 2 as with 1; memory bounded by ``batch``); returns the line counts. With ``known``
     (a dictionary's pieces), ``unknown[input]`` is set to (its pieces, a count of each piece not known: fairseq's
@@ -226,10 +243,16 @@ def main(argv=None) -> int:
     t.add_argument("--character-coverage", type=float, default=1.0)
     t.add_argument("--input-sentence-size", type=int, default=10_000_000, help="sentences sampled for training")
     t.add_argument("--threads", type=int, default=2)
-    t.add_argument("--vocab-size-name", default="--vocab-size",
-                   help="the setting to name when the text is too small for the size (a recipe's variable)")
-    t.add_argument("--input-sentence-size-name", default="--input-sentence-size",
-                   help="the setting to name when the sample would not fit in memory (a recipe's variable)")
+    t.add_argument(
+        "--vocab-size-name",
+        default="--vocab-size",
+        help="the setting to name when the text is too small for the size (a recipe's variable)",
+    )
+    t.add_argument(
+        "--input-sentence-size-name",
+        default="--input-sentence-size",
+        help="the setting to name when the sample would not fit in memory (a recipe's variable)",
+    )
     e = sub.add_parser("encode", help="split text into pieces")
     e.add_argument("--model", required=True)
     e.add_argument("--inputs", nargs="+", required=True)
@@ -240,8 +263,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "train":
         try:
-            path = train(args.inputs, args.model_prefix, args.vocab_size, args.model_type, args.character_coverage,
-                         args.input_sentence_size, args.threads, args.vocab_size_name, args.input_sentence_size_name)  # fmt: skip
+            path = train(
+                args.inputs,
+                args.model_prefix,
+                args.vocab_size,
+                args.model_type,
+                args.character_coverage,
+                args.input_sentence_size,
+                args.threads,
+                args.vocab_size_name,
+                args.input_sentence_size_name,
+            )
         except (VocabularyTooLargeError, NotEnoughMemoryError, FileNotFoundError) as e:
             print(f"sentencepiece_vocab: error: {e}", file=sys.stderr)
             return 2
@@ -251,14 +283,21 @@ def main(argv=None) -> int:
             parser.error("--dictionary and --unknown-report go together")
         known = dictionary_pieces(args.dictionary) if args.dictionary else None
         unknown = {}
-        for src, dst, n in zip(args.inputs, args.outputs, encode(args.model, args.inputs, args.outputs, args.threads, known=known, unknown=unknown)):
+        for src, dst, n in zip(
+            args.inputs,
+            args.outputs,
+            encode(args.model, args.inputs, args.outputs, args.threads, known=known, unknown=unknown),
+        ):
             print(f"encoded {n} lines: {src} -> {dst}")
         if known is not None:
             report = unknown_report(unknown, args.dictionary)
             with atomic_path(args.unknown_report) as tmp, open(tmp, "w", encoding="utf-8") as f:
                 json.dump(report, f, indent=1, ensure_ascii=False)
             for name, r in report["inputs"].items():
-                print(f"{name}: {r['unknown']:,} of {r['pieces']:,} pieces ({r['share']:.2%}) not in {args.dictionary} (<unk>)")
+                print(
+                    f"{name}: {r['unknown']:,} of {r['pieces']:,} pieces ({r['share']:.2%}) not in {args.dictionary} "
+                    "(<unk>)"
+                )
     return 0
 
 

@@ -45,8 +45,15 @@ def split(prefix: str, langs: Sequence[str], shards: int, out: str) -> List[int]
     counts = [0] * shards
     with contextlib.ExitStack() as stack:
         readers = [stack.enter_context(open(path, "rb")) for path in inputs]
-        writers = [[stack.enter_context(open(stack.enter_context(atomic_path(f"{shard_prefix(out, prefix, s)}.{lang}")), "wb"))
-                    for lang in langs] for s in range(shards)]  # fmt: skip
+        writers = [
+            [
+                stack.enter_context(
+                    open(stack.enter_context(atomic_path(f"{shard_prefix(out, prefix, s)}.{lang}")), "wb")
+                )
+                for lang in langs
+            ]
+            for s in range(shards)
+        ]
         line = 0
         while True:
             rows = [reader.readline() for reader in readers]
@@ -58,7 +65,9 @@ def split(prefix: str, langs: Sequence[str], shards: int, out: str) -> List[int]
             line += 1
         if any(rows):
             longer, shorter = (inputs[i] for i in (rows.index(next(r for r in rows if r)), rows.index(b"")))
-            raise ShardError(f"{shorter} has {line} lines and {longer} more: the sides of a corpus must be line-aligned")
+            raise ShardError(
+                f"{shorter} has {line} lines and {longer} more: the sides of a corpus must be line-aligned"
+            )
         if line < shards:
             raise ShardError(f"{inputs[0]} has {line} lines: too few for {shards} shards (SHARDS)")
     return counts

@@ -32,11 +32,19 @@ TARGET_SYLLABLES = [c + v for c in ["sch", "h", "j", "w", "r", "b", "t", "k", "l
 
 # target determiners by (definite, gender, plural)
 TARGET_DETERMINERS = {
-    (True, 0, False): "do", (True, 1, False): "da", (True, 2, False): "di",
-    (True, 0, True): "dos", (True, 1, True): "das", (True, 2, True): "dis",
-    (False, 0, False): "eno", (False, 1, False): "ena", (False, 2, False): "eni",
-    (False, 0, True): "enos", (False, 1, True): "enas", (False, 2, True): "enis",
-}  # fmt: skip
+    (True, 0, False): "do",
+    (True, 1, False): "da",
+    (True, 2, False): "di",
+    (True, 0, True): "dos",
+    (True, 1, True): "das",
+    (True, 2, True): "dis",
+    (False, 0, False): "eno",
+    (False, 1, False): "ena",
+    (False, 2, False): "eni",
+    (False, 0, True): "enos",
+    (False, 1, True): "enas",
+    (False, 2, True): "enis",
+}
 TARGET_NOUN_PLURAL = {0: "en", 1: "i", 2: "or"}
 TARGET_ADJECTIVE_ENDING = {0: "o", 1: "a", 2: "e"}
 PREPOSITIONS = ["in", "on", "with", "under", "behind", "near", "for", "without"]
@@ -67,7 +75,9 @@ def make_lexicon(rng: random.Random, nouns=1200, verbs=400, adjectives=300, adve
     tgt_taken = set(TARGET_DETERMINERS.values()) | {t for _, t in SUBORDINATORS}
 
     def pairs(n, **kw):
-        return list(zip(_words(rng, SOURCE_SYLLABLES, n, src_taken, **kw), _words(rng, TARGET_SYLLABLES, n, tgt_taken, **kw)))
+        return list(
+            zip(_words(rng, SOURCE_SYLLABLES, n, src_taken, **kw), _words(rng, TARGET_SYLLABLES, n, tgt_taken, **kw))
+        )
 
     return Lexicon(
         nouns=[(s, t, rng.randrange(3)) for s, t in pairs(nouns)],
@@ -94,7 +104,10 @@ class Grammar:
         src_det = "the" if definite else ("some" if plural else "a")
         src = [src_det] + [a for a, _ in adjectives] + [src_noun + ("s" if plural else "")]
         tgt_adjs = [t + TARGET_ADJECTIVE_ENDING[gender] + ("n" if plural else "") for _, t in adjectives]
-        tgt = [TARGET_DETERMINERS[(definite, gender, plural)], tgt_noun + (TARGET_NOUN_PLURAL[gender] if plural else "")]
+        tgt = [
+            TARGET_DETERMINERS[(definite, gender, plural)],
+            tgt_noun + (TARGET_NOUN_PLURAL[gender] if plural else ""),
+        ]
         return src, tgt + tgt_adjs, plural
 
     def clause(self, depth: int = 0) -> Tuple[List[str], List[str]]:
@@ -105,7 +118,10 @@ class Grammar:
         verb_src, verb_tgt = rng.choice(self.lex.verbs)
         past = rng.random() < 0.4
         verb_src = verb_src + ("ed" if past else ("" if plural else "s"))
-        verb_tgt = verb_tgt + {(False, False): "t", (False, True): "n", (True, False): "te", (True, True): "ten"}[(past, plural)]
+        verb_tgt = (
+            verb_tgt
+            + {(False, False): "t", (False, True): "n", (True, False): "te", (True, True): "ten"}[(past, plural)]
+        )
         src, tgt = subj_src + [verb_src] + obj_src, subj_tgt + obj_tgt
         if rng.random() < 0.4:
             prep = rng.choice(PREPOSITIONS)

@@ -53,7 +53,6 @@ from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import full_disk_error, publish, write_json
 
 
-
 class DataError(Exception):
     """A problem with an archive or a corpus file; the message names the file."""
 
@@ -123,6 +122,7 @@ DEV_TGZ_VALID = Corpus("newstest2013", "dev.tgz", "dev/newstest2013.{lang}")
 
 def valid_corpus(pair: str, from_dir: Optional[str] = None) -> Corpus:
     """newstest2013 from WMT13's test.tgz, or from WMT14's dev.tgz where --from has only that."""
+
     def has(name: str) -> bool:
         return from_dir is not None and os.path.isfile(os.path.join(from_dir, name))
 
@@ -185,9 +185,10 @@ def download(url: str, dest: str, attempts: int = 5, timeout: float = 60.0, log=
             raise DataError(f"{url}: HTTP {e.code} {e.reason}") from e
         except (urllib.error.URLError, OSError, TimeoutError) as e:
             if attempt == attempts:
-                raise DataError(f"{url}: download failed after {attempts} attempts ({e}); {part} is kept, "
-                                "run again to resume") from e  # fmt: skip
-            log(f"{url}: {e}; retrying in {2 ** attempt} s")
+                raise DataError(
+                    f"{url}: download failed after {attempts} attempts ({e}); {part} is kept, run again to resume"
+                ) from e
+            log(f"{url}: {e}; retrying in {2**attempt} s")
             time.sleep(2**attempt)
             continue
         size = os.path.getsize(part)
@@ -228,8 +229,10 @@ def fetch_all(archives: Sequence[Archive], download_dir: str, from_dir: Optional
             download(archive.url, path, log=log)
         paths[archive.name] = path
     if problems:
-        raise DataError(f"--from {from_dir} needs every archive under its original name; "
-                        f"{len(problems)} not there: " + "; ".join(problems))  # fmt: skip
+        raise DataError(
+            f"--from {from_dir} needs every archive under its original name; "
+            f"{len(problems)} not there: " + "; ".join(problems)
+        )
     return paths
 
 
@@ -270,7 +273,10 @@ def extract(archive_path: str, members: Sequence[str], raw_dir: str, md5: str) -
         for path in out.values():  # nothing half-extracted stays
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path + ".tmp")
-        if isinstance(e, (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError)) and full_disk_error(e) is None:
+        if (
+            isinstance(e, (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError))
+            and full_disk_error(e) is None
+        ):
             raise DataError(f"{archive_path}: damaged or truncated archive ({type(e).__name__}: {e})") from e
         raise  # a full disk is not the archive's fault (exits_on_a_full_disk says so)
     missing = sorted(wanted - found)
@@ -333,8 +339,10 @@ def read_pairs(src_path: str, tgt_path: str, chunk: int = 2_000) -> Iterator[Lis
                     break
                 if not s or not t:
                     longer, shorter = (tgt_path, src_path) if not s else (src_path, tgt_path)
-                    raise DataError(f"{shorter} ends after {n + len(pairs):,} lines but {longer} has more:"
-                                    " source and target must have one sentence per line, aligned")  # fmt: skip
+                    raise DataError(
+                        f"{shorter} ends after {n + len(pairs):,} lines but {longer} has more:"
+                        " source and target must have one sentence per line, aligned"
+                    )
                 pairs.append((s, t))
             if not pairs:
                 return
@@ -342,8 +350,9 @@ def read_pairs(src_path: str, tgt_path: str, chunk: int = 2_000) -> Iterator[Lis
             yield pairs
 
 
-def clean_corpus(src_path, tgt_path, out_src, out_tgt, langs, max_len=250, max_ratio=1.5, max_pairs=None,
-                 pool=None) -> Dict[str, int]:  # fmt: skip
+def clean_corpus(
+    src_path, tgt_path, out_src, out_tgt, langs, max_len=250, max_ratio=1.5, max_pairs=None, pool=None
+) -> Dict[str, int]:
     """Append the cleaned, normalised pairs of one corpus to the open files ``out_src``/``out_tgt``."""
     counts = dict(read=0, kept=0, crlf=0, **{r: 0 for r in DROP_REASONS})
 
@@ -431,16 +440,27 @@ def _check_parallel(name: str, src_path: str, tgt_path: str, src: List[str], tgt
     a, b = segment_ids(src_path), segment_ids(tgt_path)
     i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     first, second = (ids[i] if i < len(ids) else "the end of the file" for ids in (a, b))
-    raise DataError(f"{name} set: {src_path} has {len(src)} segments but {tgt_path} has {len(tgt)};"
-                    f" the first that differs is {first} in the first, {second} in the second")  # fmt: skip
+    raise DataError(
+        f"{name} set: {src_path} has {len(src)} segments but {tgt_path} has {len(tgt)};"
+        f" the first that differs is {first} in the first, {second} in the second"
+    )
 
 
 # ---- the whole preparation ---------------------------------------------------------------------
 
 
-def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: Optional[str] = None,
-            max_len: int = 250, max_ratio: float = 1.5, max_pairs: Optional[int] = None, workers: int = 1,
-            ignore_pinned_md5: bool = False, log=print) -> Dict:  # fmt: skip
+def prepare(
+    pair: str,
+    out: str,
+    from_dir: Optional[str] = None,
+    download_dir: Optional[str] = None,
+    max_len: int = 250,
+    max_ratio: float = 1.5,
+    max_pairs: Optional[int] = None,
+    workers: int = 1,
+    ignore_pinned_md5: bool = False,
+    log=print,
+) -> Dict:
     """The whole preparation (see the module doc). Every archive is found, verified and read to its
     end before any cleaning starts; the outputs appear under their final names only at the end."""
     if pair not in PAIRS:
@@ -463,28 +483,37 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
 
     # every member of every archive, each archive read once to its end, before any cleaning
     wanted: Dict[str, List[str]] = {}
-    for corpus, langs in [*((c, (src, tgt)) for c in spec["train"]), (valid, (src, tgt)),
-                          (spec["test_src"], (src,)), (spec["test_ref"], (tgt,))]:  # fmt: skip
+    for corpus, langs in [
+        *((c, (src, tgt)) for c in spec["train"]),
+        (valid, (src, tgt)),
+        (spec["test_src"], (src,)),
+        (spec["test_ref"], (tgt,)),
+    ]:
         wanted.setdefault(corpus.archive, []).extend(corpus.member.format(lang=lang) for lang in langs)
     files: Dict[str, str] = {}
     for name, members in wanted.items():
-        files.update(extract(paths[name], members, os.path.join(raw, name.split(".")[0]),
-                             report["archives"][name]["md5"]))  # fmt: skip
+        files.update(
+            extract(paths[name], members, os.path.join(raw, name.split(".")[0]), report["archives"][name]["md5"])
+        )
 
     def member_files(corpus: Corpus, langs):
         return [files[corpus.member.format(lang=lang)] for lang in langs]
 
     pool = multiprocessing.Pool(workers) if workers > 1 else None
     try:
-        with open(os.path.join(out, f"train.{src}.tmp"), "w", encoding="utf-8") as fs, \
-                open(os.path.join(out, f"train.{tgt}.tmp"), "w", encoding="utf-8") as ft:  # fmt: skip
+        with (
+            open(os.path.join(out, f"train.{src}.tmp"), "w", encoding="utf-8") as fs,
+            open(os.path.join(out, f"train.{tgt}.tmp"), "w", encoding="utf-8") as ft,
+        ):
             for corpus in spec["train"]:
                 src_file, tgt_file = member_files(corpus, (src, tgt))
                 counts = clean_corpus(src_file, tgt_file, fs, ft, (src, tgt), max_len, max_ratio, max_pairs, pool)
                 report["train"][corpus.name] = counts
                 dropped = ", ".join(f"{r} {counts[r]:,}" for r in DROP_REASONS)
-                log(f"{corpus.name}: read {counts['read']:,} pairs, kept {counts['kept']:,}; dropped: {dropped};"
-                    f" CRLF line ends stripped: {counts['crlf']:,}")  # fmt: skip
+                log(
+                    f"{corpus.name}: read {counts['read']:,} pairs, kept {counts['kept']:,}; dropped: {dropped};"
+                    f" CRLF line ends stripped: {counts['crlf']:,}"
+                )
     finally:
         if pool:
             pool.close()
@@ -499,16 +528,21 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
     _check_parallel("valid", *valid_files, valid_src, valid_tgt)
     _check_parallel("test", *test_files, test_src, test_ref)
     texts = {
-        f"valid.{src}": [normalize(s, src) for s in valid_src], f"valid.{tgt}": [normalize(s, tgt) for s in valid_tgt],
-        f"valid.ref.{tgt}": valid_tgt, f"test.{src}": [normalize(s, src) for s in test_src],
-        f"test.{tgt}": [normalize(s, tgt) for s in test_ref], f"test.ref.{tgt}": test_ref,
-    }  # fmt: skip
+        f"valid.{src}": [normalize(s, src) for s in valid_src],
+        f"valid.{tgt}": [normalize(s, tgt) for s in valid_tgt],
+        f"valid.ref.{tgt}": valid_tgt,
+        f"test.{src}": [normalize(s, src) for s in test_src],
+        f"test.{tgt}": [normalize(s, tgt) for s in test_ref],
+        f"test.ref.{tgt}": test_ref,
+    }
     report["valid"] = {"corpus": valid.name, "archive": valid.archive, "pairs": len(valid_src)}
     report["test"] = {"corpus": spec["test_src"].name, "pairs": len(test_src)}
     publish(out, texts, report, written=[f"train.{src}", f"train.{tgt}"])  # all made: now under their final names
-    log(f"train: kept {totals['kept']:,} of {totals['read']:,} pairs"
+    log(
+        f"train: kept {totals['kept']:,} of {totals['read']:,} pairs"
         f" ({', '.join(f'{r} {totals[r]:,}' for r in DROP_REASONS)} dropped);"
-        f" valid {len(valid_src):,} ({valid.name}, {valid.archive}); test {len(test_src):,} ({spec['test_src'].name})")  # fmt: skip
+        f" valid {len(valid_src):,} ({valid.name}, {valid.archive}); test {len(test_src):,} ({spec['test_src'].name})"
+    )
     return report
 
 
@@ -518,8 +552,10 @@ def prepare(pair: str, out: str, from_dir: Optional[str] = None, download_dir: O
 def sgml(lines: Sequence[str], kind: str, setid: str, lang: str, docs: int = 3) -> str:
     """``lines`` as a WMT test set's SGML file holds them (``kind`` src or ref), in ``docs`` documents: what
     :func:`read_sgml` reads back; for the toy archives here and the benchmark's large ones."""
-    head = {"src": f'<srcset setid="{setid}" srclang="any">', "ref": f'<refset setid="{setid}" srclang="any" '
-            f'trglang="{lang}">'}[kind]  # fmt: skip
+    head = {
+        "src": f'<srcset setid="{setid}" srclang="any">',
+        "ref": f'<refset setid="{setid}" srclang="any" trglang="{lang}">',
+    }[kind]
     body, per_doc = [head], -(-len(lines) // docs)
     for d in range(0, len(lines), per_doc):
         body.append(f'<doc sysid="{kind}" docid="doc{d}" genre="news" origlang="en">')
@@ -554,11 +590,16 @@ def write_toy_archives(out: str, pair: str = "en-de", pairs_per_corpus: int = 70
         for lang, side in ((src, 0), (tgt, 1)):
             data = "".join(p[side] + "\n" for p in lines).encode()
             member = corpus.member.format(lang=lang)
-            files.setdefault(corpus.archive, {})[member] = gzip.compress(data, mtime=0) if member.endswith(".gz") else data
+            files.setdefault(corpus.archive, {})[member] = (
+                gzip.compress(data, mtime=0) if member.endswith(".gz") else data
+            )
     dev, test_pairs = sample(test), sample(test)
-    for corpus, kind, lang, lines in ((spec["valid"], "src", src, dev), (spec["valid"], "src", tgt, dev),
-                                      (spec["test_src"], "src", src, test_pairs),
-                                      (spec["test_ref"], "ref", tgt, test_pairs)):  # fmt: skip
+    for corpus, kind, lang, lines in (
+        (spec["valid"], "src", src, dev),
+        (spec["valid"], "src", tgt, dev),
+        (spec["test_src"], "src", src, test_pairs),
+        (spec["test_ref"], "ref", tgt, test_pairs),
+    ):
         side = 0 if lang == src else 1
         text = sgml([p[side] for p in lines], kind, corpus.name, lang)
         files.setdefault(corpus.archive, {})[corpus.member.format(lang=lang)] = text.encode()
@@ -586,8 +627,11 @@ def main(argv=None) -> int:
     p.add_argument("--max-ratio", type=float, default=1.5, help="drop pairs whose word-count ratio is higher")
     p.add_argument("--max-pairs", type=int, help="read at most this many pairs per corpus (toy runs)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for normalisation")
-    p.add_argument("--ignore-pinned-md5", action="store_true",
-                   help="warn instead of failing when a test archive differs from sacreBLEU's md5 (toy archives)")
+    p.add_argument(
+        "--ignore-pinned-md5",
+        action="store_true",
+        help="warn instead of failing when a test archive differs from sacreBLEU's md5 (toy archives)",
+    )
     u = sub.add_parser("urls", help="print the archives a pair needs: name, URL, pinned md5")
     u.add_argument("--pair", required=True, choices=sorted(PAIRS))
     t = sub.add_parser("toy-archives", help="write small archives in the real layouts (synthetic text)")
@@ -599,8 +643,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
-            prepare(args.pair, args.out, args.from_dir, args.download_dir, args.max_len, args.max_ratio,
-                    args.max_pairs, args.workers, args.ignore_pinned_md5)  # fmt: skip
+            prepare(
+                args.pair,
+                args.out,
+                args.from_dir,
+                args.download_dir,
+                args.max_len,
+                args.max_ratio,
+                args.max_pairs,
+                args.workers,
+                args.ignore_pinned_md5,
+            )
         elif args.command == "urls":
             for a in archives_for(args.pair):  # the download default: WMT13's test.tgz for newstest2013
                 print(f"{a.name}\t{a.url}\t{a.md5 or '-'}")

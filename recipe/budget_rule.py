@@ -1,8 +1,8 @@
-"""The budget rule: which model, dropout and batch a budget of TIME or MAX_UPDATE gets on a corpus (docs/parallel-text.md,
-"Budgets").
+"""The budget rule: which model, dropout and batch a budget of TIME or MAX_UPDATE gets on a corpus
+(docs/parallel-text.md, "Budgets").
 
-Every candidate's validation loss at the end of the updates the budget gives it is predicted, in bits per target piece of
-the corpus's vocabulary (one vocabulary for every candidate, tied to the corpus, so the losses compare), and the pick
+Every candidate's validation loss at the end of the updates the budget gives it is predicted, in bits per target piece
+of the corpus's vocabulary (one vocabulary for every candidate, tied to the corpus, so the losses compare), and the pick
 is the candidate of the lowest predicted loss:
 
     L_c = L_0 + C * P_c ** -GAMMA + A * (k_c * S_c / 1000) ** -BETA
@@ -11,11 +11,11 @@ is the candidate of the lowest predicted loss:
   dev perplexity after 100K steps against their parameter counts), fitted by benchmarks/budget_fit.py. The paper's own
   evidence that a larger model reaches a lower loss given enough training.
 - learning, ``A * (k S) ** -BETA``, the power law in training of the NMT scaling studies (Gordon et al. 2021, Ghorbani
-  et al. 2021), fitted to this project's budget runs (benchmarks/records/budgets/*.json). ``S = D_eff / (B + B_NOISE)``: D training
-  target tokens in updates of B tokens are worth ``D / (B + B_NOISE)`` updates of a batch much larger than the gradient's
-  noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"): at equal tokens a smaller batch
-  learns more, at equal updates a larger one. ``D_eff``: an epoch repeated is worth less than new text, the more so the
-  more it is repeated (Muennighoff et al. 2023, "Scaling Data-Constrained Language Models"):
+  et al. 2021), fitted to this project's budget runs (benchmarks/records/budgets/*.json). ``S = D_eff / (B + B_NOISE)``:
+  D training target tokens in updates of B tokens are worth ``D / (B + B_NOISE)`` updates of a batch much larger than
+  the gradient's noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"): at equal tokens a
+  smaller batch learns more, at equal updates a larger one. ``D_eff``: an epoch repeated is worth less than new text,
+  the more so the more it is repeated (Muennighoff et al. 2023, "Scaling Data-Constrained Language Models"):
   ``D_eff = U (1 + R* (1 - exp(-R / R*)))`` for R epochs past the first of a corpus of U target tokens, R* growing with
   the dropout (``REPEATS_AT_01``, ``DROPOUT_REPEATS``). ``k_c``: how much an update of the candidate's model learns
   against 2 layers a side at P_drop 0.1 (``LEARNING_N3`` fitted; ``LEARNING_DEPTH6`` and ``LEARNING_DROPOUT`` from
@@ -40,10 +40,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from preprocess.corpora import Corpus, CorpusError, count_lines, find_corpus, held_out_size, raw_pairs_unchecked, sides_scripts, units
+from preprocess.corpora import (
+    Corpus,
+    CorpusError,
+    count_lines,
+    find_corpus,
+    held_out_size,
+    raw_pairs_unchecked,
+    sides_scripts,
+    units,
+)
 from recipe.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
 
-# ---- the fit (benchmarks/budget_fit.py prints these from benchmarks/records/budgets/*.json and the paper's Table 3) ----------------
+# ---- the fit (benchmarks/budget_fit.py prints these from benchmarks/records/budgets/*.json and the paper's Table 3)
 CAPACITY_C = 8.446  # bits
 CAPACITY_GAMMA = 0.848
 LEARNING_A = 4.707  # bits
@@ -84,7 +93,9 @@ def parameters(candidate: Candidate, vocab_size: int, joint: bool = True) -> flo
     """The model's parameters in millions, counted as the paper counts them (embeddings once when shared; biases and
     LayerNorms left out): an encoder layer 4 d^2 + 2 d d_ff, a decoder layer 8 d^2 + 2 d d_ff."""
     d, d_ff = candidate.flag("d-model"), candidate.flag("d-ff")
-    layers = candidate.flag("encoder-layers") * (4 * d * d + 2 * d * d_ff) + candidate.flag("decoder-layers") * (8 * d * d + 2 * d * d_ff)
+    layers = candidate.flag("encoder-layers") * (4 * d * d + 2 * d * d_ff) + candidate.flag("decoder-layers") * (
+        8 * d * d + 2 * d * d_ff
+    )
     return (layers + vocab_size * d * (1 if joint else 2)) / 1e6
 
 
@@ -99,7 +110,8 @@ def learning(candidate: Candidate) -> float:
 
 
 def repeats(candidate: Candidate) -> float:
-    """R*: the repeated epochs over which repetition's worth decays (Muennighoff et al. 2023), at the candidate's dropout."""
+    """R*: the repeated epochs over which repetition's worth decays (Muennighoff et al. 2023), at the candidate's
+    dropout."""
     return REPEATS_AT_01 * (DROPOUT_REPEATS[0.1] if candidate.dropout < 0.2 else DROPOUT_REPEATS[0.3])
 
 
@@ -111,20 +123,27 @@ def effective_tokens(tokens: float, corpus_tokens: float, r_star: float) -> floa
 
 
 def useful_updates(candidate: Candidate, corpus_tokens: float) -> int:
-    """The updates past which more repeat the corpus to no use (USEFUL_REPEATS R* epochs past the first); 0: no limit."""
+    """The updates past which more repeat the corpus to no use (USEFUL_REPEATS R* epochs past the first); 0: no
+    limit."""
     if corpus_tokens <= 0:
         return 0
     return int(corpus_tokens * (1 + USEFUL_REPEATS * repeats(candidate)) / candidate.tokens_per_update)
 
 
-def predicted_loss(candidate: Candidate, updates: int, vocab_size: int, corpus_tokens: float, joint: bool = True) -> float:
-    """L_c: the validation loss predicted after ``updates`` updates, in bits per target piece (this module's docstring)."""
+def predicted_loss(
+    candidate: Candidate, updates: int, vocab_size: int, corpus_tokens: float, joint: bool = True
+) -> float:
+    """L_c: the validation loss predicted after ``updates`` updates, in bits per target piece (this module's
+    docstring)."""
     if updates <= 0:
         return math.inf
     tokens = effective_tokens(updates * candidate.tokens_per_update, corpus_tokens, repeats(candidate))
     steps = learning(candidate) * tokens / (candidate.tokens_per_update + B_NOISE)
-    return (L_0 + CAPACITY_C * parameters(candidate, vocab_size, joint) ** -CAPACITY_GAMMA
-            + LEARNING_A * (steps / 1000) ** -LEARNING_BETA)  # fmt: skip
+    return (
+        L_0
+        + CAPACITY_C * parameters(candidate, vocab_size, joint) ** -CAPACITY_GAMMA
+        + LEARNING_A * (steps / 1000) ** -LEARNING_BETA
+    )
 
 
 @dataclass
@@ -149,18 +168,32 @@ class Plan:
     def as_dict(self, vocab_size: int, joint: bool) -> Dict:
         def one(o: Option) -> Dict:
             c = o.candidate
-            return {"name": c.name, "arch": c.arch, "model_flags": c.model_flags, "dropout": c.dropout,
-                    "tokens_per_update": c.tokens_per_update, "updates": o.updates, "limited": o.limited,
-                    "seconds_per_update": round(o.seconds_per_update, 4), "training_seconds": round(o.training_seconds),
-                    "predicted_valid_loss_bits": None if math.isinf(o.loss) else round(o.loss, 3),
-                    "parameters_millions": round(parameters(c, vocab_size, joint), 2), "source": c.source,
-                    "picked": o is self.picked}  # fmt: skip
+            return {
+                "name": c.name,
+                "arch": c.arch,
+                "model_flags": c.model_flags,
+                "dropout": c.dropout,
+                "tokens_per_update": c.tokens_per_update,
+                "updates": o.updates,
+                "limited": o.limited,
+                "seconds_per_update": round(o.seconds_per_update, 4),
+                "training_seconds": round(o.training_seconds),
+                "predicted_valid_loss_bits": None if math.isinf(o.loss) else round(o.loss, 3),
+                "parameters_millions": round(parameters(c, vocab_size, joint), 2),
+                "source": c.source,
+                "picked": o is self.picked,
+            }
 
         return {"unit": "bits per target piece of the corpus's vocabulary", "options": [one(o) for o in self.options]}
 
 
-def choose(candidates: Sequence[Candidate], updates_of: Callable[[Candidate], int], vocab_size: int, corpus_tokens: float,
-           joint: bool = True) -> Plan:  # fmt: skip
+def choose(
+    candidates: Sequence[Candidate],
+    updates_of: Callable[[Candidate], int],
+    vocab_size: int,
+    corpus_tokens: float,
+    joint: bool = True,
+) -> Plan:
     """The candidate of the lowest predicted loss at the updates ``updates_of`` gives each (non-decreasing in the
     budget), each at most its cap and its useful updates; ties go to the earlier candidate."""
     options = []
@@ -177,17 +210,41 @@ def choose(candidates: Sequence[Candidate], updates_of: Callable[[Candidate], in
     return Plan(picked, options)
 
 
-def candidates(class_arch: str, class_flags: str, class_dropout: float, class_tokens: int, class_updates: int,
-               class_name: str, class_source: str) -> List[Candidate]:  # fmt: skip
+def candidates(
+    class_arch: str,
+    class_flags: str,
+    class_dropout: float,
+    class_tokens: int,
+    class_updates: int,
+    class_name: str,
+    class_source: str,
+) -> List[Candidate]:
     """The candidates for a corpus: 2 and 3 layers of d_model 256 at 2,048 and 4,096 tokens an update and P_drop 0.1
     (the budget runs'), 3 layers at P_drop 0.3 (more regularised, for long budgets on small corpora), and the size
     class's model (its source's full run the most it gets)."""
-    short = [Candidate(f"N={n}, {tokens:,} tokens, P_drop {p}", "vaswani_base", SHORT_FLAGS.format(n=n), p, tokens,
-                       source="measured" if p == 0.1 else "extrapolated (P_drop 0.3: the ablation at 1,200 updates)")
-             for n, tokens, p in ((2, 2048, 0.1), (2, 4096, 0.1), (3, 2048, 0.1), (3, 4096, 0.1), (3, 4096, 0.3))]  # fmt: skip
+    short = [
+        Candidate(
+            f"N={n}, {tokens:,} tokens, P_drop {p}",
+            "vaswani_base",
+            SHORT_FLAGS.format(n=n),
+            p,
+            tokens,
+            source="measured" if p == 0.1 else "extrapolated (P_drop 0.3: the ablation at 1,200 updates)",
+        )
+        for n, tokens, p in ((2, 2048, 0.1), (2, 4096, 0.1), (3, 2048, 0.1), (3, 4096, 0.1), (3, 4096, 0.3))
+    ]
     model = " ".join(filter(None, (class_arch, class_flags)))
-    return short + [Candidate(f"{class_name}: {model}, P_drop {class_dropout}", class_arch, class_flags, class_dropout,
-                              class_tokens, class_updates, source=f"extrapolated ({class_source})")]  # fmt: skip
+    return short + [
+        Candidate(
+            f"{class_name}: {model}, P_drop {class_dropout}",
+            class_arch,
+            class_flags,
+            class_dropout,
+            class_tokens,
+            class_updates,
+            source=f"extrapolated ({class_source})",
+        )
+    ]
 
 
 def model_words(candidate: Candidate) -> str:
@@ -195,11 +252,12 @@ def model_words(candidate: Candidate) -> str:
     return f"N={candidate.flag('encoder-layers')}, d_model {candidate.flag('d-model')}, d_ff {candidate.flag('d-ff')}"
 
 
-# ---- the settings of a corpus for a budget ----------------------------------------------------------------------------
+# ---- the settings of a corpus for a budget -------------------------------------------------------------------
 
-# The vocabulary, by the corpus alone (every candidate shares it, so their losses compare): 8,000 pieces from 10k to 500k pairs,
-# measured here (the learning benchmark's 77k EN-DE pairs: 8,000 beat OPUS-MT's 1,000 by 3.8 BLEU at 1,200 updates,
-# docs/benchmarks.md), then OPUS-MT-train's sizes (Tiedemann & Thottingal 2020); 500 under 10k (below MIN_PAIRS, where one sets it).
+# The vocabulary, by the corpus alone (every candidate shares it, so their losses compare): 8,000 pieces from 10k to
+# 500k pairs, measured here (the learning benchmark's 77k EN-DE pairs: 8,000 beat OPUS-MT's 1,000 by 3.8 BLEU at 1,200
+# updates, docs/benchmarks.md), then OPUS-MT-train's sizes (Tiedemann & Thottingal 2020); 500 under 10k (below
+# MIN_PAIRS, where one sets it).
 VOCABULARY = [(1_000_000, 32000), (500_000, 12000), (10_000, 8000), (0, 500)]
 # what fairseq's batches hold of an update's nominal tokens (padding, --max-tokens on the longer side): 0.83, measured
 # (recipe/speed_probe.py); an epoch of a corpus in nominal tokens is its tokens over it
@@ -249,14 +307,35 @@ def class_settings(pairs: int, scripts: Tuple[Optional[str], Optional[str]]) -> 
 def size_class(pairs: int) -> Tuple[str, str, str, float, int, int, str]:
     """(name, arch, flags, P_drop, tokens an update, updates, source) of a full run by the corpus's size (its class)."""
     if pairs >= 1_000_000:  # the paper's base model and batch (Sections 5.1, 6.1)
-        return ("large (1M pairs or more)", "vaswani_base", "", 0.1, 25000, 100000,
-                "the paper's base model and batch, Sections 5.1 and 6.1")  # fmt: skip
+        return (
+            "large (1M pairs or more)",
+            "vaswani_base",
+            "",
+            0.1,
+            25000,
+            100000,
+            "the paper's base model and batch, Sections 5.1 and 6.1",
+        )
     if pairs >= 100_000:  # the base model, more regularised (the big model's 0.3 of Table 3; Araabi & Monz 2020)
-        return ("medium (100k to 1M pairs)", "vaswani_base", "", 0.3, 12500, 50000,
-                "the paper's base model with Table 3's P_drop 0.3 as Araabi & Monz 2020")  # fmt: skip
+        return (
+            "medium (100k to 1M pairs)",
+            "vaswani_base",
+            "",
+            0.3,
+            12500,
+            50000,
+            "the paper's base model with Table 3's P_drop 0.3 as Araabi & Monz 2020",
+        )
     # fairseq's transformer_iwslt_de_en (IWSLT'14 De-En, 160k pairs): d_ff 1024, 4 heads; dropout 0.3
-    return ("small (under 100k pairs)", "vaswani_base", "--d-ff 1024 --attention-heads 4", 0.3, 4096, 30000,
-            "fairseq's transformer_iwslt_de_en, examples/translation")  # fmt: skip
+    return (
+        "small (under 100k pairs)",
+        "vaswani_base",
+        "--d-ff 1024 --attention-heads 4",
+        0.3,
+        4096,
+        30000,
+        "fairseq's transformer_iwslt_de_en, examples/translation",
+    )
 
 
 def corpus_candidates(pairs: int) -> List[Candidate]:
@@ -268,13 +347,22 @@ def picked_line(found: "Sized", option: Option) -> str:
     """The pick, in one line under 120 characters."""
     c = option.candidate
     vocab = f"BPE {found.vocab_size:,} {'joint' if found.joint else 'a side'}"
-    return (f"{model_words(c)}, P_drop {c.dropout}, {vocab}, {c.tokens_per_update:,} tokens x {option.updates:,} updates"
-            f" ({option.loss:.2f} bits)")  # fmt: skip
+    return (
+        f"{model_words(c)}, P_drop {c.dropout}, {vocab}, {c.tokens_per_update:,} tokens x {option.updates:,} updates"
+        f" ({option.loss:.2f} bits)"
+    )
 
 
-def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_update: Optional[int] = None,
-                 seconds: int = 0, time_text: str = "", speed: Optional[Callable[[Candidate, int], float]] = None,
-                 valid_tokens: int = 0, corpus_tokens: float = 0.0) -> Sized:  # fmt: skip
+def settings_for(
+    pairs: int,
+    scripts: Tuple[Optional[str], Optional[str]],
+    max_update: Optional[int] = None,
+    seconds: int = 0,
+    time_text: str = "",
+    speed: Optional[Callable[[Candidate, int], float]] = None,
+    valid_tokens: int = 0,
+    corpus_tokens: float = 0.0,
+) -> Sized:
     """The settings for ``pairs`` training pairs of ``corpus_tokens`` target tokens (0: unknown, no repetition counted)
     and a budget: ``max_update`` updates, or ``seconds`` of training here (``speed``: a candidate's seconds an update
     here, with a vocabulary of so many pieces), or neither (the size class's full run). The pick is the candidate of
@@ -286,58 +374,96 @@ def settings_for(pairs: int, scripts: Tuple[Optional[str], Optional[str]], max_u
     found = Sized(pairs, vocab, joint, arch, flags, dropout, tokens, updates, name, source=source)
     if max_update is None and not seconds:
         c = Candidate(name, arch, flags, dropout, tokens, updates)
-        found.budget = (f"full run ({name.split(' ')[0]}): {model_words(c)}, P_drop {dropout}, BPE {vocab:,} "
-                        f"{'joint' if joint else 'a side'}, {tokens:,} tokens x {updates:,} updates")  # fmt: skip
+        found.budget = (
+            f"full run ({name.split(' ')[0]}): {model_words(c)}, P_drop {dropout}, BPE {vocab:,} "
+            f"{'joint' if joint else 'a side'}, {tokens:,} tokens x {updates:,} updates"
+        )
         found.explain = f"no MAX_UPDATE or TIME: a full run of the {name} class, {updates:,} updates (from {source})"
         found.plan = {"budget": "none", "picked": "the size class's full run"}
         return found
     speeds: Dict[str, float] = {}
     if seconds:
+
         def updates_of(c: Candidate) -> int:
             speeds[c.name] = speed(c, vocab)
             return updates_that_fit(seconds, speeds[c.name], c.tokens_per_update, valid_tokens)
+
         given = f"TIME={time_text}"
     else:
+
         def updates_of(c: Candidate) -> int:
             return max_update
+
         given = f"MAX_UPDATE={max_update:,}"
     plan = choose(corpus_candidates(pairs), updates_of, vocab, epoch, joint)
     for o in plan.options:
         o.seconds_per_update = speeds.get(o.candidate.name, 0.0)
         if o.seconds_per_update:  # what its updates take here, validations and start included
-            o.training_seconds = training_time(o.updates, o.seconds_per_update, o.candidate.tokens_per_update, valid_tokens)
+            o.training_seconds = training_time(
+                o.updates, o.seconds_per_update, o.candidate.tokens_per_update, valid_tokens
+            )
     best = plan.picked
     c = best.candidate
-    found.arch, found.model_flags, found.dropout, found.tokens_per_update, found.max_update = \
-        c.arch, c.model_flags, c.dropout, c.tokens_per_update, best.updates
+    found.arch, found.model_flags, found.dropout, found.tokens_per_update, found.max_update = (
+        c.arch,
+        c.model_flags,
+        c.dropout,
+        c.tokens_per_update,
+        best.updates,
+    )
     found.budget = picked_line(found, best)
-    why = {"repeats": f"; more would repeat the corpus to no use ({USEFUL_REPEATS} R* epochs): more time will not help",
-           "cap": f"; its source's full run ({c.cap:,})"}.get(best.limited, "")  # fmt: skip
-    lines = [f"{given}: the candidate of the lowest predicted validation loss (bits a target piece), its curve {c.source}{why}"]
+    why = {
+        "repeats": f"; more would repeat the corpus to no use ({USEFUL_REPEATS} R* epochs): more time will not help",
+        "cap": f"; its source's full run ({c.cap:,})",
+    }.get(best.limited, "")
+    lines = [
+        f"{given}: the candidate of the lowest predicted validation loss (bits a target piece), its curve "
+        f"{c.source}{why}"
+    ]
     for o in plan.options:
         speed_said = f", {o.seconds_per_update:.2f} s an update here" if o.seconds_per_update else ""
-        lines.append(f"  {'*' if o is best else ' '} {o.candidate.name}: {o.updates:,} updates{speed_said}, "
-                     f"{o.loss:.2f} bits{' (' + o.limited + ')' if o.limited else ''}")  # fmt: skip
-    lines.append(f"  (recipe/budget_rule.py; fitted to the budget runs within {FIT_RMS:.2f} bits rms, docs/parallel-text.md)")
+        lines.append(
+            f"  {'*' if o is best else ' '} {o.candidate.name}: {o.updates:,} updates{speed_said}, "
+            f"{o.loss:.2f} bits{' (' + o.limited + ')' if o.limited else ''}"
+        )
+    lines.append(
+        f"  (recipe/budget_rule.py; fitted to the budget runs within {FIT_RMS:.2f} bits rms, docs/parallel-text.md)"
+    )
     found.explain = "\n".join(lines)
-    found.plan = {"budget": given, **plan.as_dict(vocab, joint), "corpus_target_tokens": int(corpus_tokens),
-                  "vocab_size": vocab, "joint": joint}  # fmt: skip
+    found.plan = {
+        "budget": given,
+        **plan.as_dict(vocab, joint),
+        "corpus_target_tokens": int(corpus_tokens),
+        "vocab_size": vocab,
+        "joint": joint,
+    }
     return found
 
 
 def sizes_table() -> str:
     """The settings of each size class for a full run (one script on both sides), and what a budget does."""
-    lines = ["| lines of TRAIN | VOCAB_SIZE | ARCH MODEL_FLAGS | DROPOUT | TOKENS_PER_UPDATE | MAX_UPDATE |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
-    spans = ((1_000_000, "1,000,000 or more"), (500_000, "500,000 to 1,000,000"), (100_000, "100,000 to 500,000"),
-             (10_000, "10,000 to 100,000"))  # fmt: skip
+    lines = [
+        "| lines of TRAIN | VOCAB_SIZE | ARCH MODEL_FLAGS | DROPOUT | TOKENS_PER_UPDATE | MAX_UPDATE |",
+        "|---|---|---|---|---|---|",
+    ]
+    spans = (
+        (1_000_000, "1,000,000 or more"),
+        (500_000, "500,000 to 1,000,000"),
+        (100_000, "100,000 to 500,000"),
+        (10_000, "10,000 to 100,000"),
+    )
     for pairs, span in spans:
         found = settings_for(pairs, ("LATIN", "LATIN"))
         model = " ".join(filter(None, (found.arch, found.model_flags)))
-        lines.append(f"| {span} | {found.vocab_size:,} | {model} | {found.dropout} | {found.tokens_per_update:,} | {found.max_update:,} |")
+        lines.append(
+            f"| {span} | {found.vocab_size:,} | {model} | {found.dropout} | {found.tokens_per_update:,} | "
+            f"{found.max_update:,} |"
+        )
     lines.append("| under 10,000 | refused (MIN_PAIRS) | | | | |")
-    lines.append("| with TIME or MAX_UPDATE | the class's | the lowest predicted validation loss: N=2 or 3 of d_model 256, "
-                 "or the class's | 0.1 or 0.3 | 2,048, 4,096 or the class's | those given, at most the useful |")  # fmt: skip
+    lines.append(
+        "| with TIME or MAX_UPDATE | the class's | the lowest predicted validation loss: N=2 or 3 of d_model 256, "
+        "or the class's | 0.1 or 0.3 | 2,048, 4,096 or the class's | those given, at most the useful |"
+    )
     return "\n".join(lines)
 
 
@@ -352,8 +478,11 @@ DEV_SAMPLE_LINES = 10_000
 
 def target_words(corpora: Sequence[Corpus], script: Optional[str], lines: Optional[int] = None) -> List[int]:
     """The words (or characters, in scripts without spaces) of each target line, the first ``lines`` of each corpus."""
-    return [units(t.decode("utf-8", errors="replace"), script) for c in corpora
-            for _, _, t in itertools.islice(raw_pairs_unchecked(c), lines)]  # fmt: skip
+    return [
+        units(t.decode("utf-8", errors="replace"), script)
+        for c in corpora
+        for _, _, t in itertools.islice(raw_pairs_unchecked(c), lines)
+    ]
 
 
 def words_a_line(corpora: Sequence[Corpus], script: Optional[str]) -> float:
@@ -362,8 +491,9 @@ def words_a_line(corpora: Sequence[Corpus], script: Optional[str]) -> float:
     return sum(sample) / max(1, len(sample))
 
 
-def dev_tokens(corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, script: Optional[str],
-               words: Optional[float] = None) -> int:  # fmt: skip
+def dev_tokens(
+    corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, script: Optional[str], words: Optional[float] = None
+) -> int:
     """The dev set's target tokens, estimated before any work (a validation's cost): the words of the given dev
     sets' target side, or the pairs held out for it times the mean words of a training target line (``words``, else
     words_a_line), times PIECES_PER_WORD."""
@@ -374,29 +504,43 @@ def dev_tokens(corpora: Sequence[Corpus], valid: Sequence[Corpus], pairs: int, s
     return int(total * PIECES_PER_WORD)
 
 
-def settings(train: Sequence[str], src: str, tgt: str, max_update: Optional[int] = None, time_text: str = "",
-             speed: Optional[Callable] = None, valid: Sequence[str] = (), min_pairs: int = 0) -> Sized:  # fmt: skip
+def settings(
+    train: Sequence[str],
+    src: str,
+    tgt: str,
+    max_update: Optional[int] = None,
+    time_text: str = "",
+    speed: Optional[Callable] = None,
+    valid: Sequence[str] = (),
+    min_pairs: int = 0,
+) -> Sized:
     """The settings for the corpora ``train`` (and the dev sets ``valid``, if given), and a budget of ``max_update``
     updates or of ``time_text`` (TIME=, turned into updates by ``speed``, a candidate's seconds per update here).
     Fewer than ``min_pairs`` lines are refused before any probe."""
     corpora = [find_corpus(spec, src, tgt) for spec in train]
     pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
     if pairs < min_pairs:
-        raise CorpusError(f"TRAIN has {pairs} lines: too few to train a translation model from scratch (MIN_PAIRS={min_pairs}; "
-                          "OPUS-MT does not train below 10,000). Add text, or set MIN_PAIRS if you mean it")  # fmt: skip
+        raise CorpusError(
+            f"TRAIN has {pairs} lines: too few to train a translation model from scratch (MIN_PAIRS={min_pairs}; "
+            "OPUS-MT does not train below 10,000). Add text, or set MIN_PAIRS if you mean it"
+        )
     scripts = sides_scripts(corpora)
     words = words_a_line(corpora, scripts[1])
     valid_tokens = dev_tokens(corpora, [find_corpus(spec, src, tgt) for spec in valid], pairs, scripts[1], words)
     seconds = 0
     if time_text:
         if max_update is not None:
-            raise CorpusError(f"TIME={time_text} and MAX_UPDATE={max_update}: give one budget (TIME is turned into updates here)")
+            raise CorpusError(
+                f"TIME={time_text} and MAX_UPDATE={max_update}: give one budget (TIME is turned into updates here)"
+            )
         try:
             seconds = parse_time(time_text)
         except BudgetError as e:
             raise CorpusError(str(e)) from None
     # the training set's target tokens, estimated as the dev set's: how many epochs a budget is
-    found = settings_for(pairs, scripts, max_update, seconds, time_text, speed, valid_tokens, int(pairs * words * PIECES_PER_WORD))
+    found = settings_for(
+        pairs, scripts, max_update, seconds, time_text, speed, valid_tokens, int(pairs * words * PIECES_PER_WORD)
+    )
     found.valid_tokens = valid_tokens
     return found
 
@@ -410,6 +554,8 @@ def kept_settings(path: str, key: Dict) -> Optional[Sized]:
             before = json.load(f)
         if before["key"] == key:
             found = Sized(**before["settings"])
-            found.budget = found.budget[:-1] + ", kept)" if found.budget.endswith(" bits)") else found.budget + " (kept)"
+            found.budget = (
+                found.budget[:-1] + ", kept)" if found.budget.endswith(" bits)") else found.budget + " (kept)"
+            )
             return found
     return None

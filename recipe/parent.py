@@ -26,8 +26,17 @@ from typing import Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
 
-from transformer_plugin_cli.serving.import_marian import (SOURCE_SPM, TARGET_SPM, MarianImportError, check_config, file_digest, marian_flags, read_json,
-                            tokenizer_config, vocabulary)  # fmt: skip
+from transformer_plugin_cli.serving.import_marian import (
+    SOURCE_SPM,
+    TARGET_SPM,
+    MarianImportError,
+    check_config,
+    file_digest,
+    marian_flags,
+    read_json,
+    tokenizer_config,
+    vocabulary,
+)
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 SHARE_FLAGS = ("--share-all-embeddings", "--share-decoder-input-output-embed")
@@ -59,22 +68,42 @@ class Parent:
             else:
                 model.append(flag)
             i += 1
-        return {"PARENT_KIND": self.kind, "PARENT_DIR": self.directory,
-                "PARENT_CHECKPOINT": os.path.join(self.directory, "checkpoint.pt"),
-                "PARENT_SRC_DICT": os.path.join(self.directory, f"dict.{src}.txt"),
-                "PARENT_TGT_DICT": os.path.join(self.directory, f"dict.{tgt}.txt"),
-                "PARENT_SRC_SPM": self.src_spm, "PARENT_TGT_SPM": self.tgt_spm,
-                "PARENT_MODEL_FLAGS": " ".join(model), "PARENT_DROPOUT": dropout, "PARENT_SHARE": " ".join(share),
-                "PARENT_VOCAB_SIZE": str(self.vocab_size), "PARENT_SUMMARY": summary(self.flags, self.vocab_size)}  # fmt: skip
+        return {
+            "PARENT_KIND": self.kind,
+            "PARENT_DIR": self.directory,
+            "PARENT_CHECKPOINT": os.path.join(self.directory, "checkpoint.pt"),
+            "PARENT_SRC_DICT": os.path.join(self.directory, f"dict.{src}.txt"),
+            "PARENT_TGT_DICT": os.path.join(self.directory, f"dict.{tgt}.txt"),
+            "PARENT_SRC_SPM": self.src_spm,
+            "PARENT_TGT_SPM": self.tgt_spm,
+            "PARENT_MODEL_FLAGS": " ".join(model),
+            "PARENT_DROPOUT": dropout,
+            "PARENT_SHARE": " ".join(share),
+            "PARENT_VOCAB_SIZE": str(self.vocab_size),
+            "PARENT_SUMMARY": summary(self.flags, self.vocab_size),
+        }
 
 
 def summary(flags: List[str], vocab_size: int) -> str:
     """One line: the parent's shape, as the recipe prints its models'."""
-    value = {flags[i]: flags[i + 1] for i in range(len(flags) - 1) if flags[i].startswith("--") and not flags[i + 1].startswith("--")}
-    parts = [f"N={value.get('--encoder-layers')}+{value.get('--decoder-layers')}", f"d_model {value.get('--d-model')}",
-             f"d_ff {value.get('--d-ff')}", f"h {value.get('--attention-heads')}", f"P_drop {value.get('--dropout')}",
-             value.get("--activation-fn", "relu")]  # fmt: skip
-    parts += [name for flag, name in (("--output-bias", "output bias"), ("--share-all-embeddings", "shared embeddings")) if flag in flags]
+    value = {
+        flags[i]: flags[i + 1]
+        for i in range(len(flags) - 1)
+        if flags[i].startswith("--") and not flags[i + 1].startswith("--")
+    }
+    parts = [
+        f"N={value.get('--encoder-layers')}+{value.get('--decoder-layers')}",
+        f"d_model {value.get('--d-model')}",
+        f"d_ff {value.get('--d-ff')}",
+        f"h {value.get('--attention-heads')}",
+        f"P_drop {value.get('--dropout')}",
+        value.get("--activation-fn", "relu"),
+    ]
+    parts += [
+        name
+        for flag, name in (("--output-bias", "output bias"), ("--share-all-embeddings", "shared embeddings"))
+        if flag in flags
+    ]
     if value.get("--decoder-start") == "pad":
         parts.append("decoding from <pad>")
     return ", ".join(parts) + f", {vocab_size:,} target pieces"
@@ -84,7 +113,9 @@ def spm_models(init: str) -> List[str]:
     paths = [os.path.join(init, name) for name in (SOURCE_SPM, TARGET_SPM)]
     for path in paths:
         if not os.path.isfile(path):
-            raise ParentError(f"{path}: no such file (the parent's sentencepiece model: the corpus is split into its pieces)")
+            raise ParentError(
+                f"{path}: no such file (the parent's sentencepiece model: the corpus is split into its pieces)"
+            )
     return paths
 
 
@@ -96,7 +127,9 @@ def marian_parent(init: str, src: str, tgt: str, work: str) -> Parent:
     except MarianImportError as e:
         raise ParentError(str(e)) from None
     if not any(os.path.isfile(os.path.join(init, name)) for name in WEIGHTS):
-        raise ParentError(f"{init}: no {' or '.join(WEIGHTS)}: a MarianMT directory holds its weights beside config.json")
+        raise ParentError(
+            f"{init}: no {' or '.join(WEIGHTS)}: a MarianMT directory holds its weights beside config.json"
+        )
     src_spm, tgt_spm = spm_models(init)
     path, tokenizer = tokenizer_config(init)
     theirs = (tokenizer.get("source_lang"), tokenizer.get("target_lang"))
@@ -119,7 +152,9 @@ def fairseq_flags(model_cfg: dict) -> List[str]:
     import logging
     from dataclasses import fields
 
-    patches = logging.getLogger("transformer_plugin.patches")  # its list of patches at import: not for a recipe's settings
+    patches = logging.getLogger(
+        "transformer_plugin.patches"
+    )  # its list of patches at import: not for a recipe's settings
     level = patches.level
     patches.setLevel(logging.WARNING)
     try:
@@ -147,30 +182,41 @@ def fairseq_parent(init: str, src: str, tgt: str) -> Parent:
     for lang, path in dicts.items():
         if not os.path.isfile(path):
             others = sorted(n for n in os.listdir(init) if n.startswith("dict.") and n.endswith(".txt"))
-            raise ParentError(f"{path}: no such file (the parent's dictionary for {lang}; {init} has {', '.join(others) or 'none'})")
+            raise ParentError(
+                f"{path}: no such file (the parent's dictionary for {lang}; {init} has {', '.join(others) or 'none'})"
+            )
     src_spm, tgt_spm = spm_models(init)
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=False)
         cfg = state["cfg"]
         model_cfg, task_cfg = dict(cfg["model"]), dict(cfg.get("task") or {})
         weights = state["model"]
-    except Exception as e:  # noqa: BLE001 - whatever torch or a foreign file raises, said with the file's name
-        raise ParentError(f"{checkpoint}: not a fairseq checkpoint this project wrote ({type(e).__name__}: {e})") from None
+    except Exception as e:
+        raise ParentError(
+            f"{checkpoint}: not a fairseq checkpoint this project wrote ({type(e).__name__}: {e})"
+        ) from None
     if "encoder.embed.embed_tokens.weight" not in weights:
         raise ParentError(f"{checkpoint}: not a vaswani_transformer checkpoint (arch {model_cfg.get('_name')!r})")
     theirs = (task_cfg.get("source_lang"), task_cfg.get("target_lang"))
     if all(theirs) and theirs != (src, tgt):
         raise ParentError(f"{checkpoint}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
-    rows = {src: weights["encoder.embed.embed_tokens.weight"].size(0), tgt: weights["decoder.embed.embed_tokens.weight"].size(0)}
+    rows = {
+        src: weights["encoder.embed.embed_tokens.weight"].size(0),
+        tgt: weights["decoder.embed.embed_tokens.weight"].size(0),
+    }
     kept = (state.get("extra_state") or {}).get("dictionaries") or {}
     for lang, path in dicts.items():
         with open(path, encoding="utf-8") as f:
             entries = 4 + sum(1 for line in f if line.strip())  # fairseq's <s> <pad> </s> <unk>, then a symbol a line
         if entries != rows[lang]:
-            raise ParentError(f"{path}: {entries} entries, but {checkpoint} has {rows[lang]} embedding rows for {lang}: "
-                              "not the dictionary this checkpoint was trained with")  # fmt: skip
+            raise ParentError(
+                f"{path}: {entries} entries, but {checkpoint} has {rows[lang]} embedding rows for {lang}: "
+                "not the dictionary this checkpoint was trained with"
+            )
         if lang in kept and kept[lang] != file_digest(path):
-            raise ParentError(f"{path}: not the dictionary {checkpoint} was imported with (another file of the same size)")
+            raise ParentError(
+                f"{path}: not the dictionary {checkpoint} was imported with (another file of the same size)"
+            )
     return Parent("fairseq", init, src_spm, tgt_spm, fairseq_flags(model_cfg), rows[tgt])
 
 
@@ -182,8 +228,10 @@ def read_parent(init: str, src: str, tgt: str, work: str) -> Parent:
         return marian_parent(init, src, tgt, work)
     if os.path.isfile(os.path.join(init, "checkpoint.pt")):
         return fairseq_parent(init, src, tgt)
-    raise ParentError(f"INIT={init}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a "
-                      "directory vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)")  # fmt: skip
+    raise ParentError(
+        f"INIT={init}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a "
+        "directory vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)"
+    )
 
 
 @console_script

@@ -36,10 +36,16 @@ def command_line(argv=None) -> int:  # not main(): no console script, the recipe
     p.add_argument("--cpu-workers", type=int, default=1, help="CPU processes per machine (with --gpus 0)")
     p.add_argument("--devices", type=int, default=0, help="devices in all (0: this machine's)")
     p.add_argument("--precision", default="fp32")
-    p.add_argument("--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)")
+    p.add_argument(
+        "--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)"
+    )
     p.add_argument("--min-pairs", type=int, default=0, help="fewer training lines are refused, before any probe")
-    p.add_argument("--keep", default="", help="a file that keeps what TIME picked, read back while TIME, the corpus's "
-                   "size and the layout are the same (the recipe's WORK/settings.json): a resumed run trains the same")
+    p.add_argument(
+        "--keep",
+        default="",
+        help="a file that keeps what TIME picked, read back while TIME, the corpus's "
+        "size and the layout are the same (the recipe's WORK/settings.json): a resumed run trains the same",
+    )
     p.add_argument("--plan", default="", help="where to write the plan as JSON (the recipe's WORK/plan.json)")
     args = parser.parse_args(argv)
     if args.command == "sizes":
@@ -63,9 +69,17 @@ def print_settings(args) -> int:
             raise CorpusError(str(no_cuda(args.time)))
 
         def speed(candidate, vocab_size: int) -> float:
-            probe = layout_probe(candidate.arch, candidate.model_flags, vocab_size, candidate.tokens_per_update,
-                                 args.gpus, args.cpu_workers, args.devices, args.precision,
-                                 args.max_tokens_per_device)  # fmt: skip
+            probe = layout_probe(
+                candidate.arch,
+                candidate.model_flags,
+                vocab_size,
+                candidate.tokens_per_update,
+                args.gpus,
+                args.cpu_workers,
+                args.devices,
+                args.precision,
+                args.max_tokens_per_device,
+            )
             try:
                 return float(seconds_per_update(probe)["seconds"])
             except ProbeError as e:
@@ -75,8 +89,15 @@ def print_settings(args) -> int:
     found = key = None
     if args.time and args.keep:  # what this TIME picked before, on these corpora and this layout
         lines = sum(count_lines(c.tsv or c.source) for c in (find_corpus(t, args.src, args.tgt) for t in args.train))
-        key = {"time": args.time, "train": [os.path.abspath(t) for t in args.train], "lines": lines, "gpus": args.gpus,
-               "cpu_workers": args.cpu_workers, "devices": args.devices, "precision": args.precision}  # fmt: skip
+        key = {
+            "time": args.time,
+            "train": [os.path.abspath(t) for t in args.train],
+            "lines": lines,
+            "gpus": args.gpus,
+            "cpu_workers": args.cpu_workers,
+            "devices": args.devices,
+            "precision": args.precision,
+        }
         found = kept_settings(args.keep, key)
     decided = found is None
     if decided:
@@ -86,14 +107,20 @@ def print_settings(args) -> int:
     if decided and key is not None:
         write_json(args.keep, {"key": key, "settings": asdict(found), "decided": time.strftime("%Y-%m-%d %H:%M")})
     if args.plan:
-        write_json(args.plan, {"settings": {k: v for k, v in asdict(found).items() if k not in ("plan", "explain")},
-                               **found.plan})  # fmt: skip
+        write_json(
+            args.plan,
+            {"settings": {k: v for k, v in asdict(found).items() if k not in ("plan", "explain")}, **found.plan},
+        )
     for name, value in vars(found).items():
         if name == "plan":
             continue
         value = int(value) if isinstance(value, bool) else value
         if "\n" in str(value):  # one line each (bash's $'...'), for readers of lines
-            print(f"AUTO_{name.upper()}=$'" + str(value).replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'")
+            print(
+                f"AUTO_{name.upper()}=$'"
+                + str(value).replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+                + "'"
+            )
         else:
             print(f"AUTO_{name.upper()}={shlex.quote(str(value))}")
     # every file the corpora are read from: the recipe's first stage declares them (an edit redoes it)

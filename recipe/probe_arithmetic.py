@@ -64,16 +64,21 @@ def validation_seconds(per_update: float, tokens_per_update: int, valid_tokens: 
     return valid_tokens / max(1, tokens_per_update) * per_update * VALID_TOKEN_COST
 
 
-def training_time(updates: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0,
-                  interval: int = 0) -> float:  # fmt: skip
+def training_time(
+    updates: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0, interval: int = 0
+) -> float:
     """The time ``updates`` updates of ``tokens_per_update`` target tokens take at ``per_update`` seconds each, with
-    a validation over a dev set of ``valid_tokens`` target tokens every ``interval`` updates, the margin and the start."""
+    a validation over a dev set of ``valid_tokens`` target tokens every ``interval`` updates, the margin and the
+    start."""
     validation = validation_seconds(per_update, tokens_per_update, valid_tokens)
-    return (updates * per_update + validations(updates, interval) * validation) / TIME_TRAINING_SHARE + TIME_STARTUP_SECONDS
+    return (
+        updates * per_update + validations(updates, interval) * validation
+    ) / TIME_TRAINING_SHARE + TIME_STARTUP_SECONDS
 
 
-def updates_that_fit(seconds: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0,
-                     interval: int = 0) -> int:  # fmt: skip
+def updates_that_fit(
+    seconds: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0, interval: int = 0
+) -> int:
     """The most updates whose training_time is within ``seconds`` (0 when none fit)."""
     room = max(0.0, seconds - TIME_STARTUP_SECONDS) * TIME_TRAINING_SHARE
     validation = validation_seconds(per_update, tokens_per_update, valid_tokens)

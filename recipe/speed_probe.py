@@ -43,8 +43,15 @@ from typing import Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import duration, write_json
-from recipe.probe_arithmetic import (TIME_STARTUP_SECONDS, BudgetError, parse_time, seconds_an_update,
-                                                           training_time, updates_that_fit, validations)  # fmt: skip
+from recipe.probe_arithmetic import (
+    TIME_STARTUP_SECONDS,
+    BudgetError,
+    parse_time,
+    seconds_an_update,
+    training_time,
+    updates_that_fit,
+    validations,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,8 +80,17 @@ class Probe:
         return json.dumps({"machine": machine(self.device), **asdict(self)}, sort_keys=True)
 
 
-def layout_probe(arch: str, model_flags: str, vocab_size: int, tokens_per_update: int, gpus: int, cpu_workers: int,
-                 devices: int = 0, precision: str = "fp32", max_tokens_per_device: int = 4096) -> Probe:  # fmt: skip
+def layout_probe(
+    arch: str,
+    model_flags: str,
+    vocab_size: int,
+    tokens_per_update: int,
+    gpus: int,
+    cpu_workers: int,
+    devices: int = 0,
+    precision: str = "fp32",
+    max_tokens_per_device: int = 4096,
+) -> Probe:
     """The probe of a training laid out as the recipes lay it out (GPUS, CPU_WORKERS; DEVICES in all, of which this
     machine's run side by side): on GPUs, one device's share of the batch on one of them, in micro-batches of at
     most ``max_tokens_per_device`` (the recipes' MAX_TOKENS_PER_DEVICE, fairseq's --max-tokens); on CPU, this
@@ -85,7 +101,9 @@ def layout_probe(arch: str, model_flags: str, vocab_size: int, tokens_per_update
     devices = devices or per_node
     if gpus > 0:
         share = max(1, tokens_per_update // devices)
-        return Probe(arch, model_flags, vocab_size, share, 1, 1, "cuda", precision, max_tokens=min(share, max_tokens_per_device))
+        return Probe(
+            arch, model_flags, vocab_size, share, 1, 1, "cuda", precision, max_tokens=min(share, max_tokens_per_device)
+        )
     share = max(1, tokens_per_update * per_node // devices)
     return Probe(arch, model_flags, vocab_size, share, per_node, int(worker_threads(per_node)), "cpu", "fp32")
 
@@ -108,8 +126,13 @@ def machine(device: str = "cpu") -> Dict[str, object]:
             model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
     except OSError:
         pass
-    found = {"processor": model, "cores": os.cpu_count(), "torch": importlib.metadata.version("torch"),
-             "fairseq": _version("fairseq-fixed", "fairseq"), "plugin": _version("transformer_plugin")}  # fmt: skip
+    found = {
+        "processor": model,
+        "cores": os.cpu_count(),
+        "torch": importlib.metadata.version("torch"),
+        "fairseq": _version("fairseq-fixed", "fairseq"),
+        "plugin": _version("transformer_plugin"),
+    }
     if device == "cuda":
         import torch
 
@@ -135,7 +158,9 @@ FRESH_SINCE = "TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE"
 def _stale(kept: Dict[str, object]) -> bool:
     """Whether a kept figure is too old to read back: MAX_AGE_DAYS, or measured before FRESH_SINCE."""
     try:  # "at": seconds since the epoch (since 2026-11-28); "measured": to the minute, for people
-        measured = float(kept["at"]) if "at" in kept else time.mktime(time.strptime(str(kept["measured"]), "%Y-%m-%d %H:%M"))
+        measured = (
+            float(kept["at"]) if "at" in kept else time.mktime(time.strptime(str(kept["measured"]), "%Y-%m-%d %H:%M"))
+        )
     except (KeyError, ValueError, TypeError):
         return True
     since = float(os.environ.get(FRESH_SINCE) or 0)
@@ -171,8 +196,12 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
     if kept and load:  # a busy machine's figure: until a quiet one's
         return {**kept, "cached": True}
     seconds = measure(probe)
-    entry = {"seconds": seconds, "measured": time.strftime("%Y-%m-%d %H:%M"), "at": time.time(),
-             **({"busy": load} if load else {})}  # fmt: skip
+    entry = {
+        "seconds": seconds,
+        "measured": time.strftime("%Y-%m-%d %H:%M"),
+        "at": time.time(),
+        **({"busy": load} if load else {}),
+    }
     cache = {**_read_cache(), key: entry}  # another probe may have written meanwhile
     os.makedirs(os.path.dirname(cache_file()), exist_ok=True)
     # whole or not at all, and a name of this process's: two recipes started together may write it at once
@@ -231,18 +260,30 @@ def measure(probe: Probe) -> float:
     from recipe.layout import free_port
 
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": str(probe.threads), "MKL_NUM_THREADS": str(probe.threads),
-           "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(probe.threads),
+        "MKL_NUM_THREADS": str(probe.threads),
+        "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    }
     spec = json.dumps(asdict(probe))
-    workers = [subprocess.Popen([sys.executable, "-m", "recipe.speed_probe", "worker", spec,
-                                 "--rank", str(r), "--port", str(port)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-               for r in range(probe.workers)]  # fmt: skip
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "recipe.speed_probe", "worker", spec, "--rank", str(r), "--port", str(port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(probe.workers)
+    ]
     results = [w.communicate() for w in workers]
     for r, (w, (_, err)) in enumerate(zip(workers, results)):
         if w.returncode != 0:
             last = err.strip().splitlines()[-1] if err.strip() else "no message"
-            raise ProbeError(f"the speed probe of {probe.arch} {probe.model_flags} failed (worker {r}, exit {w.returncode}): {last}")
+            raise ProbeError(
+                f"the speed probe of {probe.arch} {probe.model_flags} failed (worker {r}, exit {w.returncode}): {last}"
+            )
     return max(float(out.split()[-1]) for out, _ in results)
 
 
@@ -257,8 +298,9 @@ def build_model(probe: Probe):
     for i in range(probe.vocab_size - dictionary.nspecial):
         dictionary.add_symbol(f"p{i}")
     parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, ["data-bin", "--arch", probe.arch, "--share-all-embeddings",
-                                                *shlex.split(probe.model_flags)])  # fmt: skip
+    args = options.parse_args_and_arch(
+        parser, ["data-bin", "--arch", probe.arch, "--share-all-embeddings", *shlex.split(probe.model_flags)]
+    )
 
     class Task:
         source_dictionary = target_dictionary = dictionary
@@ -329,12 +371,21 @@ def measured(found: Dict[str, object]) -> str:
 
 def no_cuda(time_text: str) -> BudgetError:
     """A TIME for GPUs on a machine with none (a login node): nothing to measure their speed on."""
-    return BudgetError(f"TIME={time_text}: this machine has no CUDA device to measure the GPUs' speed on: run where the "
-                       "GPUs are (a dry run there prints the MAX_UPDATE it gives), or give MAX_UPDATE")  # fmt: skip
+    return BudgetError(
+        f"TIME={time_text}: this machine has no CUDA device to measure the GPUs' speed on: run where the "
+        "GPUs are (a dry run there prints the MAX_UPDATE it gives), or give MAX_UPDATE"
+    )
 
 
-def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "", tokens_per_update: int = 0,
-           valid_tokens: int = 0, interval: int = 0) -> Dict[str, str]:  # fmt: skip
+def budget(
+    probe: Probe,
+    time_text: str = "",
+    max_update: int = 0,
+    kept: str = "",
+    tokens_per_update: int = 0,
+    valid_tokens: int = 0,
+    interval: int = 0,
+) -> Dict[str, str]:
     """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
     ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
     TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. The validations are counted
@@ -347,15 +398,26 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             with open(kept) as f:
                 before = json.load(f)
-            if (before["time"], before["probe"], before["valid_tokens"], before["interval"]) == \
-                    (time_text, asdict(probe), valid_tokens, interval) and "TRAINING_SHORT" in before["values"]:
-                return {**before["values"], "TRAINING_TIME": before["values"]["TRAINING_TIME"] + f" (decided {before['decided']})"}
+            if (before["time"], before["probe"], before["valid_tokens"], before["interval"]) == (
+                time_text,
+                asdict(probe),
+                valid_tokens,
+                interval,
+            ) and "TRAINING_SHORT" in before["values"]:
+                return {
+                    **before["values"],
+                    "TRAINING_TIME": before["values"]["TRAINING_TIME"] + f" (decided {before['decided']})",
+                }
     if probe.device == "cuda" and not cuda_here():  # a dry run on a login node, say: nothing to measure here
         if time_text:
             raise no_cuda(time_text)
-        return {"SECONDS_PER_UPDATE": "0", "MAX_UPDATE": str(max_update), "TRAINING_SECONDS": "0",
-                "TRAINING_TIME": f"{max_update:,} updates; how long, the machine with the GPUs says (none here to measure)",
-                "TRAINING_SHORT": f"{max_update:,} updates, how long unknown here (no GPU to measure)"}  # fmt: skip
+        return {
+            "SECONDS_PER_UPDATE": "0",
+            "MAX_UPDATE": str(max_update),
+            "TRAINING_SECONDS": "0",
+            "TRAINING_TIME": f"{max_update:,} updates; how long, the machine with the GPUs says (none here to measure)",
+            "TRAINING_SHORT": f"{max_update:,} updates, how long unknown here (no GPU to measure)",
+        }
     found = seconds_per_update(probe)
     per_update = float(found["seconds"])
     values = {}
@@ -364,22 +426,43 @@ def budget(probe: Probe, time_text: str = "", max_update: int = 0, kept: str = "
         fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval)
         max_update = min(fit, max_update) if max_update else fit  # a cap given beside TIME: the size class's own
         if max_update < 100:
-            raise BudgetError(f"TIME={time_text}: {max_update} updates of {per_update:.1f} s fit here, too few to learn "
-                              "anything (100 at least): a longer TIME, or a smaller model")  # fmt: skip
+            raise BudgetError(
+                f"TIME={time_text}: {max_update} updates of {per_update:.1f} s fit here, too few to learn "
+                "anything (100 at least): a longer TIME, or a smaller model"
+            )
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
     total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval)
-    said = (f"{duration(total)} here: {max_update:,} updates of {per_update:.2f} s (a probe of this machine, {measured(found)}; "
-            f"kept in {cache_file()})")  # fmt: skip
+    said = (
+        f"{duration(total)} here: {max_update:,} updates of {per_update:.2f} s (a probe of this machine, "
+        f"{measured(found)}; "
+        f"kept in {cache_file()})"
+    )
     if valid_tokens:
         said += f", and {validations(max_update, interval)} validations of about {valid_tokens:,} target tokens"
     short = f"about {duration(total)} here ({max_update:,} updates of {per_update:.2f} s"
     short += f", {validations(max_update, interval)} validations)" if valid_tokens else ")"
-    values.update({"SECONDS_PER_UPDATE": f"{per_update:.4f}", "MAX_UPDATE": str(max_update),
-                   "TRAINING_SECONDS": str(int(total)), "TRAINING_TIME": said, "TRAINING_SHORT": short})  # fmt: skip
+    values.update(
+        {
+            "SECONDS_PER_UPDATE": f"{per_update:.4f}",
+            "MAX_UPDATE": str(max_update),
+            "TRAINING_SECONDS": str(int(total)),
+            "TRAINING_TIME": said,
+            "TRAINING_SHORT": short,
+        }
+    )
     if time_text and kept:
         os.makedirs(os.path.dirname(os.path.abspath(kept)), exist_ok=True)
-        write_json(kept, {"time": time_text, "probe": asdict(probe), "valid_tokens": valid_tokens, "interval": interval, "values": values,
-                          "decided": time.strftime("%Y-%m-%d %H:%M")})  # fmt: skip
+        write_json(
+            kept,
+            {
+                "time": time_text,
+                "probe": asdict(probe),
+                "valid_tokens": valid_tokens,
+                "interval": interval,
+                "values": values,
+                "decided": time.strftime("%Y-%m-%d %H:%M"),
+            },
+        )
     return values
 
 
@@ -388,31 +471,54 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="vaswani-speed-probe", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("probe", "budget"):
-        p = sub.add_parser(name, help={"probe": "seconds per update of a model here",
-                                       "budget": "the recipe's variables for TIME= or MAX_UPDATE=, for a training's layout"}[name])
+        p = sub.add_parser(
+            name,
+            help={
+                "probe": "seconds per update of a model here",
+                "budget": "the recipe's variables for TIME= or MAX_UPDATE=, for a training's layout",
+            }[name],
+        )
         p.add_argument("--arch", default="vaswani_base")
         p.add_argument("--model-flags", default="", help="the architecture's flags, as fairseq-train takes them")
         p.add_argument("--vocab-size", type=int, default=8000)
         p.add_argument("--tokens-per-update", type=int, default=4096)
         if name == "probe":
-            p.add_argument("--workers", type=int, default=1, help="CPU processes side by side (the recipes' CPU_WORKERS)")
+            p.add_argument(
+                "--workers", type=int, default=1, help="CPU processes side by side (the recipes' CPU_WORKERS)"
+            )
             p.add_argument("--threads", type=int, default=1, help="torch threads of each")
             p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
             p.add_argument("--length", type=int, default=30, help="pieces a sentence, both sides")
-            p.add_argument("--repeats", type=int, default=2, help="micro-batches and steps timed, after one not counted")
+            p.add_argument(
+                "--repeats", type=int, default=2, help="micro-batches and steps timed, after one not counted"
+            )
             p.add_argument("--fresh", action="store_true", help="measure again, even if this was measured before")
         else:
             p.add_argument("--time", default="", help="TIME: 90m, 8h, 1h30m, 2d")
-            p.add_argument("--max-update", type=int, default=0, help="the budget in updates; with --time, at most that many")
-            p.add_argument("--valid-tokens", type=int, default=0, help="target tokens of the dev set, validated at each checkpoint")
-            p.add_argument("--save-interval-updates", type=int, default=0, help="updates between checkpoints (0: the recipe's own)")
+            p.add_argument(
+                "--max-update", type=int, default=0, help="the budget in updates; with --time, at most that many"
+            )
+            p.add_argument(
+                "--valid-tokens", type=int, default=0, help="target tokens of the dev set, validated at each checkpoint"
+            )
+            p.add_argument(
+                "--save-interval-updates", type=int, default=0, help="updates between checkpoints (0: the recipe's own)"
+            )
             p.add_argument("--gpus", type=int, default=0)
             p.add_argument("--cpu-workers", type=int, default=1)
             p.add_argument("--devices", type=int, default=0, help="devices in all, on every machine (0: this one's)")
-            p.add_argument("--keep", default="", help="a file that keeps the updates TIME gave (the recipe's WORK/budget.json)")
-            p.add_argument("--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)")
-        p.add_argument("--precision", choices=["fp32", "bf16", "fp16", "amp"], default="fp32",
-                       help="the recipes' PRECISION (amp: fairseq's --amp, autocast to fp16 on a CUDA device)")
+            p.add_argument(
+                "--keep", default="", help="a file that keeps the updates TIME gave (the recipe's WORK/budget.json)"
+            )
+            p.add_argument(
+                "--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)"
+            )
+        p.add_argument(
+            "--precision",
+            choices=["fp32", "bf16", "fp16", "amp"],
+            default="fp32",
+            help="the recipes' PRECISION (amp: fairseq's --amp, autocast to fp16 on a CUDA device)",
+        )
     worker = sub.add_parser("worker")
     worker.add_argument("spec")
     worker.add_argument("--rank", type=int, default=0)
@@ -425,14 +531,34 @@ def main(argv: Optional[List[str]] = None) -> int:
         if a.command == "budget":
             if not a.time and not a.max_update:
                 raise BudgetError("budget: give --time or --max-update (or both: at most that many)")
-            probe = layout_probe(a.arch, a.model_flags, a.vocab_size, a.tokens_per_update, a.gpus, a.cpu_workers, a.devices,
-                                 a.precision, a.max_tokens_per_device)  # fmt: skip
-            for name, value in budget(probe, a.time, a.max_update, a.keep, a.tokens_per_update, a.valid_tokens,
-                                      a.save_interval_updates).items():  # fmt: skip
+            probe = layout_probe(
+                a.arch,
+                a.model_flags,
+                a.vocab_size,
+                a.tokens_per_update,
+                a.gpus,
+                a.cpu_workers,
+                a.devices,
+                a.precision,
+                a.max_tokens_per_device,
+            )
+            for name, value in budget(
+                probe, a.time, a.max_update, a.keep, a.tokens_per_update, a.valid_tokens, a.save_interval_updates
+            ).items():
                 print(f"{name}={shlex.quote(value)}")
             return 0
-        probe = Probe(a.arch, a.model_flags, a.vocab_size, a.tokens_per_update, a.workers, a.threads, a.device, a.precision,
-                      a.length, a.repeats)  # fmt: skip
+        probe = Probe(
+            a.arch,
+            a.model_flags,
+            a.vocab_size,
+            a.tokens_per_update,
+            a.workers,
+            a.threads,
+            a.device,
+            a.precision,
+            a.length,
+            a.repeats,
+        )
         found = seconds_per_update(probe, fresh=a.fresh)
     except (BudgetError, ProbeError) as e:
         print(f"error: {e}", file=sys.stderr)

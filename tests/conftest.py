@@ -27,10 +27,23 @@ def data_bin(tmp_path_factory):
                     src.write(" ".join(words) + "\n")
                     tgt.write(" ".join(reversed(words)) + "\n")
         run_tool(
-            "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
-            "--trainpref", str(root / "train"), "--validpref", str(root / "valid"), "--testpref", str(root / "test"),
-            "--joined-dictionary", "--destdir", str(root / "bin"), "--workers", "1",
-        )  # fmt: skip
+            "fairseq-preprocess",
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            str(root / "train"),
+            "--validpref",
+            str(root / "valid"),
+            "--testpref",
+            str(root / "test"),
+            "--joined-dictionary",
+            "--destdir",
+            str(root / "bin"),
+            "--workers",
+            "1",
+        )
 
     return made_once(tmp_path_factory, "reversal", make)
 

@@ -135,10 +135,22 @@ def made_once(tmp_path_factory, name, make):
 # ---- fairseq's command-line tools ----------------------------------------------------------------
 
 TRAIN_FLAGS = [
-    "--arch", "vaswani_tiny", "--share-all-embeddings", *training_flags(warmup_updates=20),
-    "--max-tokens", "600", "--seed", "1", "--num-workers", "0",
-    "--no-progress-bar", "--log-interval", "1", "--log-format", "simple",
-]  # fmt: skip
+    "--arch",
+    "vaswani_tiny",
+    "--share-all-embeddings",
+    *training_flags(warmup_updates=20),
+    "--max-tokens",
+    "600",
+    "--seed",
+    "1",
+    "--num-workers",
+    "0",
+    "--no-progress-bar",
+    "--log-interval",
+    "1",
+    "--log-format",
+    "simple",
+]
 
 
 def run_tool(tool, *args, cwd=None, expect_ok=True, stdin=None):
@@ -224,9 +236,29 @@ def free_port():
 # ---- the recipes --------------------------------------------------------------------------------
 
 # the variables the recipes read, none of which a user's shell has unless the command sets it
-RECIPE_VARIABLES = ("WORK", "TOY", "FROM", "GPUS", "LAUNCH", "NNODES", "NODE_RANK", "DRY_RUN", "TREEBANK", "ROWS",
-                    "CPU_WORKERS", "MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "DATA_ONLY", "CONFIG", "PRECISION",
-                    "VENV_PYTHON", "GLOO_SOCKET_IFNAME", "MAX_UPDATE", "EXTRA_TRAIN_ARGS")  # fmt: skip
+RECIPE_VARIABLES = (
+    "WORK",
+    "TOY",
+    "FROM",
+    "GPUS",
+    "LAUNCH",
+    "NNODES",
+    "NODE_RANK",
+    "DRY_RUN",
+    "TREEBANK",
+    "ROWS",
+    "CPU_WORKERS",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "DIST_TIMEOUT",
+    "DATA_ONLY",
+    "CONFIG",
+    "PRECISION",
+    "VENV_PYTHON",
+    "GLOO_SOCKET_IFNAME",
+    "MAX_UPDATE",
+    "EXTRA_TRAIN_ARGS",
+)
 
 
 def user_env(assignments=(), **variables) -> dict:
@@ -242,8 +274,14 @@ def user_env(assignments=(), **variables) -> dict:
 
 def run_recipe(script, work, *args, **variables):
     """bash recipes/SCRIPT ARGS with WORK=work and the given variables, from the repository root."""
-    return subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=REPO,
-                          env=user_env(WORK=work, **variables), capture_output=True, text=True, timeout=1200)  # fmt: skip
+    return subprocess.run(
+        ["bash", os.path.join(REPO, "recipes", script), *args],
+        cwd=REPO,
+        env=user_env(WORK=work, **variables),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
 
 
 ONE_STAGE = """set -euo pipefail
@@ -261,8 +299,14 @@ def one_stage(directory, *command, **variables):
     with open(script, "w") as f:
         f.write(ONE_STAGE)
     env = user_env(REPO=REPO, WORK=os.path.join(directory, "work"), **variables)
-    return subprocess.Popen(["bash", script, *command], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        ["bash", script, *command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def processes_naming(text):
@@ -287,7 +331,7 @@ def commands(output, program):
             words = shlex.split(line[2:])
             starts = [i for i, w in enumerate(words) if os.path.basename(w) == program]
             if starts:
-                found.append(words[starts[0]:])
+                found.append(words[starts[0] :])
     return found
 
 
@@ -298,9 +342,15 @@ def flag(words, name):
 def copy_repository(directory):
     """The repository's files as a clone of it gives them (tracked files, and new ones git does not
     ignore: nothing built, no runs/) copied into directory."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, check=True).stdout.split(b"\0")  # fmt: skip
-    tar = subprocess.Popen(["tar", "-cf", "-", "--null", "-T", "-"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    tar = subprocess.Popen(
+        ["tar", "-cf", "-", "--null", "-T", "-"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     untar = subprocess.Popen(["tar", "-xf", "-"], cwd=directory, stdin=tar.stdout)
     tar.stdin.write(b"\0".join(f for f in files if f and os.path.exists(os.path.join(REPO, f.decode()))))
     tar.stdin.close()
@@ -333,15 +383,23 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     def d256(layers, tokens):
         return layout_probe("vaswani_base", SHORT_FLAGS.format(n=layers), vocab, tokens, 0, 2)
 
-    known = {layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", vocab, 4096, 0, 2): 4.0,
-             d256(3, 4096): 1.5, d256(3, 2048): 1.0, d256(2, 4096): 1.5, d256(2, 2048): 0.75,
-             layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5}  # fmt: skip
+    known = {
+        layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", vocab, 4096, 0, 2): 4.0,
+        d256(3, 4096): 1.5,
+        d256(3, 2048): 1.0,
+        d256(2, 4096): 1.5,
+        d256(2, 2048): 0.75,
+        layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5,
+    }
     for init in parents:  # the parent's model and vocabulary, as the recipe reads them (vaswani-parent settings)
         parent = read_parent(str(init), "en", "de", "runs").assignments("en", "de")
-        known[layout_probe("vaswani_base", parent["PARENT_MODEL_FLAGS"], int(parent["PARENT_VOCAB_SIZE"]), 4096, 0, 2)] = 0.5
+        known[
+            layout_probe("vaswani_base", parent["PARENT_MODEL_FLAGS"], int(parent["PARENT_VOCAB_SIZE"]), 4096, 0, 2)
+        ] = 0.5
     (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)
     (cache / "transformer_plugin" / "speed.json").write_text(
-        json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()} for probe, seconds in known.items()}))
+        json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()} for probe, seconds in known.items()})
+    )
 
 
 # ---- real text -----------------------------------------------------------------------------------------
@@ -362,13 +420,17 @@ def real_english_german(n=None):
         with open(path, "rb") as f:
             data = f.read()
         try:
-            pairs += [(debian_l10n.clean_text(en), debian_l10n.clean_text(de)) for en, de in debian_l10n.messages(data, path)]
+            pairs += [
+                (debian_l10n.clean_text(en), debian_l10n.clean_text(de)) for en, de in debian_l10n.messages(data, path)
+            ]
         except debian_l10n.DataError:
             continue  # a catalogue in another encoding
     pairs = [(en, de) for en, de in pairs if en and de and en != de]
     if len(pairs) < (n or 3000):
-        pytest.skip(f"{CATALOGUES} holds {len(pairs)} translated messages; the test needs {n or 3000} (install more "
-                    "programs' German translations, e.g. apt-get install git coreutils)")
+        pytest.skip(
+            f"{CATALOGUES} holds {len(pairs)} translated messages; the test needs {n or 3000} (install more "
+            "programs' German translations, e.g. apt-get install git coreutils)"
+        )
     return pairs[:n] if n else pairs
 
 
@@ -417,10 +479,24 @@ def marian_directory(path, separate=False, seed=0, **overrides):
     spm_model, ordinary = marian_sentencepiece()
     pieces = ["</s>", "<unk>"] + ordinary + ["<pad>"]
     target = ["</s>", "<unk>"] + ordinary[::-1] + ["<pad>"] if separate else pieces  # other ids for the same pieces
-    shape = dict(vocab_size=MARIAN_V, decoder_vocab_size=len(target), d_model=32, encoder_layers=2, decoder_layers=2,
-                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                 activation_function="swish", max_position_embeddings=64, pad_token_id=MARIAN_V - 1, eos_token_id=0,
-                 decoder_start_token_id=MARIAN_V - 1, share_encoder_decoder_embeddings=not separate, scale_embedding=True)  # fmt: skip
+    shape = dict(
+        vocab_size=MARIAN_V,
+        decoder_vocab_size=len(target),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="swish",
+        max_position_embeddings=64,
+        pad_token_id=MARIAN_V - 1,
+        eos_token_id=0,
+        decoder_start_token_id=MARIAN_V - 1,
+        share_encoder_decoder_embeddings=not separate,
+        scale_embedding=True,
+    )
     config = transformers.MarianConfig(**{**shape, **overrides})
     model = transformers.MarianMTModel(config)
     with torch.no_grad():
@@ -453,20 +529,42 @@ def marian_sentencepiece():
     rng = random.Random(0)
     words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 4))) for _ in range(300)]
     model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(" ".join(rng.choice(words) for _ in range(8)) for _ in range(2000)),
-                                             model_writer=model, vocab_size=MARIAN_V, model_type="bpe", minloglevel=2)  # fmt: skip
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(" ".join(rng.choice(words) for _ in range(8)) for _ in range(2000)),
+        model_writer=model,
+        vocab_size=MARIAN_V,
+        model_type="bpe",
+        minloglevel=2,
+    )
     processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
     return model.getvalue(), [processor.id_to_piece(i) for i in range(3, processor.get_piece_size())]
 
 
 # ---- parallel text: a corpus of distinct pairs, and a speed for each candidate of the budget rule ----
-ENGLISH = ["The file could not be opened.", "Save the document before you close it.", "Open a new window.",
-           "The printer is not ready.", "Delete the selected files?", "Check your network connection.",
-           "The password is wrong.", "Select a folder to import.", "Your changes were saved.", "Quit the program."]
-GERMAN = ["Die Datei konnte nicht geöffnet werden.", "Speichern Sie das Dokument, bevor Sie es schließen.",
-          "Ein neues Fenster öffnen.", "Der Drucker ist nicht bereit.", "Die ausgewählten Dateien löschen?",
-          "Prüfen Sie Ihre Netzwerkverbindung.", "Das Passwort ist falsch.", "Wählen Sie einen Ordner zum Importieren.",
-          "Ihre Änderungen wurden gespeichert.", "Das Programm beenden."]  # fmt: skip
+ENGLISH = [
+    "The file could not be opened.",
+    "Save the document before you close it.",
+    "Open a new window.",
+    "The printer is not ready.",
+    "Delete the selected files?",
+    "Check your network connection.",
+    "The password is wrong.",
+    "Select a folder to import.",
+    "Your changes were saved.",
+    "Quit the program.",
+]
+GERMAN = [
+    "Die Datei konnte nicht geöffnet werden.",
+    "Speichern Sie das Dokument, bevor Sie es schließen.",
+    "Ein neues Fenster öffnen.",
+    "Der Drucker ist nicht bereit.",
+    "Die ausgewählten Dateien löschen?",
+    "Prüfen Sie Ihre Netzwerkverbindung.",
+    "Das Passwort ist falsch.",
+    "Wählen Sie einen Ordner zum Importieren.",
+    "Ihre Änderungen wurden gespeichert.",
+    "Das Programm beenden.",
+]
 
 
 def corpus(directory, pairs, name="train", gz=False):
@@ -486,6 +584,7 @@ def many(n, start=0):
 def speeds(full: float, short: float, halved: float = 1.0):
     """A candidate's seconds per update: the size class's model, or one of d_model 256 at 4,096 tokens an update,
     ``halved`` times that at 2,048."""
+
     def seconds(candidate, vocab_size):
         if "--d-model 256" not in candidate.model_flags:
             return full

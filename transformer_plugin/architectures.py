@@ -8,9 +8,19 @@ every start of a recipe), so this module imports nothing.
 from typing import Dict
 
 # Table 3, row "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=d_model/h=64, P_drop=0.1 (65M parameters)
-BASE: Dict[str, object] = dict(encoder_layers=6, decoder_layers=6, d_model=512, d_ff=2048, attention_heads=8, d_k=None,
-                               d_v=None, dropout=0.1, positional_encoding="sinusoidal", max_source_positions=1024,
-                               max_target_positions=1024)  # fmt: skip
+BASE: Dict[str, object] = dict(
+    encoder_layers=6,
+    decoder_layers=6,
+    d_model=512,
+    d_ff=2048,
+    attention_heads=8,
+    d_k=None,
+    d_v=None,
+    dropout=0.1,
+    positional_encoding="sinusoidal",
+    max_source_positions=1024,
+    max_target_positions=1024,
+)
 
 ARCHITECTURES: Dict[str, Dict[str, object]] = {
     # Table 3, row "base": the dataclass's defaults (BASE)

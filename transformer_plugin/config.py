@@ -16,7 +16,7 @@ The paper's other training and decoding settings are fairseq's own flags (Adam's
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Optional
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
@@ -34,12 +34,18 @@ DECODER_STARTS = ChoiceEnum(["eos", "pad"])
 class VaswaniTransformerConfig(FairseqDataclass):
     encoder_layers: int = field(default=BASE["encoder_layers"], metadata={"help": "N, number of encoder layers"})
     decoder_layers: int = field(default=BASE["decoder_layers"], metadata={"help": "N, number of decoder layers"})
-    d_model: int = field(default=BASE["d_model"], metadata={"help": "d_model, width of embeddings and every sub-layer output"})
+    d_model: int = field(
+        default=BASE["d_model"], metadata={"help": "d_model, width of embeddings and every sub-layer output"}
+    )
     d_ff: int = field(default=BASE["d_ff"], metadata={"help": "d_ff, inner size of the feed-forward network (Eq. 2)"})
     attention_heads: int = field(default=BASE["attention_heads"], metadata={"help": "h, number of attention heads"})
-    d_k: Optional[int] = field(default=BASE["d_k"], metadata={"help": "d_k, query/key width per head (default d_model/h)"})
+    d_k: Optional[int] = field(
+        default=BASE["d_k"], metadata={"help": "d_k, query/key width per head (default d_model/h)"}
+    )
     d_v: Optional[int] = field(default=BASE["d_v"], metadata={"help": "d_v, value width per head (default d_model/h)"})
-    dropout: float = field(default=BASE["dropout"], metadata={"help": "P_drop, residual and embedding dropout (Section 5.4)"})
+    dropout: float = field(
+        default=BASE["dropout"], metadata={"help": "P_drop, residual and embedding dropout (Section 5.4)"}
+    )
     attention_dropout: float = field(
         default=0.0, metadata={"help": "dropout on attention weights (not in the paper; default 0)"}
     )
@@ -55,7 +61,9 @@ class VaswaniTransformerConfig(FairseqDataclass):
     )
     share_all_embeddings: bool = field(
         default=False,
-        metadata={"help": "one matrix for source, target and output embeddings (Section 3.4; needs a joined dictionary)"},
+        metadata={
+            "help": "one matrix for source, target and output embeddings (Section 3.4; needs a joined dictionary)"
+        },
     )
     share_decoder_input_output_embed: bool = field(
         default=False, metadata={"help": "share only the target embedding and the pre-softmax projection"}
@@ -68,36 +76,50 @@ class VaswaniTransformerConfig(FairseqDataclass):
         },
     )
     normalize_before: bool = field(
-        default=False, metadata={"help": "pre-norm x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's post-norm"}
+        default=False,
+        metadata={"help": "pre-norm x + Dropout(Sublayer(LayerNorm(x))) instead of the paper's post-norm"},
     )
     activation_fn: ACTIVATIONS = field(
         default="relu",
-        metadata={"help": "the FFN's activation: relu, max(0, x) (Eq. 2); swish, x * sigmoid(x), as published MarianMT"
-                  " / OPUS-MT models have it (not in the paper)"},
-    )  # fmt: skip
+        metadata={
+            "help": "the FFN's activation: relu, max(0, x) (Eq. 2); swish, x * sigmoid(x), as published MarianMT"
+            " / OPUS-MT models have it (not in the paper)"
+        },
+    )
     output_bias: bool = field(
         default=False,
-        metadata={"help": "a learned bias added to the output logits, MarianMT's final_logits_bias (not in the paper,"
-                  " whose pre-softmax projection has none)"},
-    )  # fmt: skip
+        metadata={
+            "help": "a learned bias added to the output logits, MarianMT's final_logits_bias (not in the paper,"
+            " whose pre-softmax projection has none)"
+        },
+    )
     decoder_start: DECODER_STARTS = field(
         default="eos",
-        metadata={"help": "the token embedding at the decoder's first position: eos, fairseq's start token; pad, the"
-                  " padding row's, where MarianMT starts (its decoder_start_token_id; not in the paper)"},
-    )  # fmt: skip
-    max_source_positions: int = field(default=BASE["max_source_positions"], metadata={"help": "longest source sentence, in tokens"})
-    max_target_positions: int = field(default=BASE["max_target_positions"], metadata={"help": "longest target sentence, in tokens"})
+        metadata={
+            "help": "the token embedding at the decoder's first position: eos, fairseq's start token; pad, the"
+            " padding row's, where MarianMT starts (its decoder_start_token_id; not in the paper)"
+        },
+    )
+    max_source_positions: int = field(
+        default=BASE["max_source_positions"], metadata={"help": "longest source sentence, in tokens"}
+    )
+    max_target_positions: int = field(
+        default=BASE["max_target_positions"], metadata={"help": "longest target sentence, in tokens"}
+    )
     checkpoint_activations: bool = field(
         default=False,
-        metadata={"help": "keep only each layer's input and recompute the layer in the backward pass"
-                  " (less memory, more compute)"},
-    )  # fmt: skip
+        metadata={
+            "help": "keep only each layer's input and recompute the layer in the backward pass"
+            " (less memory, more compute)"
+        },
+    )
     offload_activations: bool = field(
         default=False,
-        metadata={"help": "with activation checkpointing, keep the layers' inputs in CPU memory"
-                  " (implies --checkpoint-activations)"},
-    )  # fmt: skip
-
+        metadata={
+            "help": "with activation checkpointing, keep the layers' inputs in CPU memory"
+            " (implies --checkpoint-activations)"
+        },
+    )
 
 
 @dataclass

@@ -14,7 +14,7 @@ commands. Each tool is a console script and runs with ``python -m`` too:
     serving/  vaswani-export-ct2           a checkpoint into a CTranslate2 model
               vaswani-translate            translate text with that model
               vaswani-export-hf            a checkpoint into a Hugging Face Transformers MarianMT model
-              vaswani-import-marian        a MarianMT model (OPUS-MT's) into a checkpoint, dictionaries and sentencepiece models
+              vaswani-import-marian        a MarianMT model (OPUS-MT's) into a checkpoint, dictionaries, sentencepiece
     parsing/  vaswani-evalb                EVALB-conformant bracket scores of parses (Section 6.3)
     paper.py  vaswani-paper-flags          the paper's fairseq-train / fairseq-generate flags
 

@@ -133,7 +133,9 @@ def exits_on_a_full_disk(main: Callable) -> Callable:
             while not os.path.exists(existing):
                 existing = os.path.dirname(existing)
             free = shutil.disk_usage(existing).free
-            sys.exit(f"{where}: {cause.strerror} ({free / 1e6:,.1f} MB free there): nothing was left half-written; make "
-                     "room and run the same command again")  # fmt: skip
+            sys.exit(
+                f"{where}: {cause.strerror} ({free / 1e6:,.1f} MB free there): nothing was left half-written; make "
+                "room and run the same command again"
+            )
 
     return wrapper

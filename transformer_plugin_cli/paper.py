@@ -74,13 +74,30 @@ def training_flags(warmup_updates: Optional[int] = None, label_smoothing: Option
         warmup_updates = plugin_default("VaswaniInverseSqrtConfig", "warmup_updates")
     if label_smoothing is None:
         label_smoothing = plugin_default("VaswaniLabelSmoothedCrossEntropyConfig", "label_smoothing")
-    return ["--optimizer", "adam", "--adam-betas", ADAM_BETAS, "--adam-eps", ADAM_EPS,
-            "--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", str(warmup_updates),
-            "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", str(label_smoothing)]  # fmt: skip
+    return [
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        ADAM_BETAS,
+        "--adam-eps",
+        ADAM_EPS,
+        "--lr-scheduler",
+        "vaswani_inverse_sqrt",
+        "--warmup-updates",
+        str(warmup_updates),
+        "--criterion",
+        "vaswani_label_smoothed_cross_entropy",
+        "--label-smoothing",
+        str(label_smoothing),
+    ]
 
 
-def decoding_flags(beam: Optional[int] = None, lenpen: Optional[float] = None, max_len_b: Optional[int] = None,
-                   settings: Decoding = DECODING) -> List[str]:  # fmt: skip
+def decoding_flags(
+    beam: Optional[int] = None,
+    lenpen: Optional[float] = None,
+    max_len_b: Optional[int] = None,
+    settings: Decoding = DECODING,
+) -> List[str]:
     """fairseq-generate's flags for ``settings`` (Section 6.1 by default), with any of them changed."""
     beam = settings.beam if beam is None else beam
     lenpen = settings.lenpen if lenpen is None else lenpen
@@ -105,7 +122,9 @@ def main(argv=None) -> int:
     decoding.add_argument("--beam", type=int)
     decoding.add_argument("--lenpen", type=number)
     decoding.add_argument("--max-len-b", type=int)
-    decoding.add_argument("--parsing", action="store_true", help="Section 6.3's settings (English constituency parsing)")
+    decoding.add_argument(
+        "--parsing", action="store_true", help="Section 6.3's settings (English constituency parsing)"
+    )
     a = parser.parse_args(argv)
     if a.which == "training":
         flags = training_flags(a.warmup_updates, a.label_smoothing)

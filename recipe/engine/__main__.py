@@ -1,7 +1,7 @@
 """The engine's command line, as recipes/lib.sh runs it:
 
-    python -m recipe.engine run --work W --repo R --python PY ... < PLAN
-    python -m recipe.engine layout --launch local --gpus 8 ... --tokens 25000 --cap 4096
+python -m recipe.engine run --work W --repo R --python PY ... < PLAN
+python -m recipe.engine layout --launch local --gpus 8 ... --tokens 25000 --cap 4096
 """
 
 import argparse
@@ -22,17 +22,37 @@ def main_run(args) -> int:
     ctx = Context(args.work, args.repo, args.python, args.launch, args.node_rank, int(args.dist_timeout), settings)
     ctx.digest_cache = DigestCache(os.path.join(ctx.stamp_dir, "digests.json"))  # each node its own
     layout_vars = {k: variables.get(k, "") for k in ("MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "NNODES")}
-    runner = Runner(stages, ctx, args.dry_run, layout_vars, gpus=int(variables.get("GPUS") or 0),
-                    per_node=int(variables.get("PER_NODE") or 1), grace=args.grace, parent_pid=args.parent_pid)  # fmt: skip
+    runner = Runner(
+        stages,
+        ctx,
+        args.dry_run,
+        layout_vars,
+        gpus=int(variables.get("GPUS") or 0),
+        per_node=int(variables.get("PER_NODE") or 1),
+        grace=args.grace,
+        parent_pid=args.parent_pid,
+    )
     return runner.run(check_only=args.check)
 
 
 def main_layout(args) -> int:
     try:
-        found = layout(args.launch, args.nnodes, args.node_rank, args.master_addr, args.master_port, args.gpus,
-                       args.cpu_workers, args.dist_timeout, args.tokens, args.cap, real=args.real,
-                       slurm_job_id=os.environ.get("SLURM_JOB_ID", ""),
-                       slurm_job_num_nodes=os.environ.get("SLURM_JOB_NUM_NODES", ""), cuda_devices=cuda_devices)  # fmt: skip
+        found = layout(
+            args.launch,
+            args.nnodes,
+            args.node_rank,
+            args.master_addr,
+            args.master_port,
+            args.gpus,
+            args.cpu_workers,
+            args.dist_timeout,
+            args.tokens,
+            args.cap,
+            real=args.real,
+            slurm_job_id=os.environ.get("SLURM_JOB_ID", ""),
+            slurm_job_num_nodes=os.environ.get("SLURM_JOB_NUM_NODES", ""),
+            cuda_devices=cuda_devices,
+        )
     except LayoutError as e:
         print(e, file=sys.stderr)
         return 2
@@ -53,8 +73,12 @@ def parse(argv: Sequence[str]):
     run.add_argument("--dist-timeout", default="600")
     run.add_argument("--dry-run", action="store_true")
     run.add_argument("--check", action="store_true", help="decide every stage, run none; exit 3 if a run would stop")
-    run.add_argument("--grace", type=float, default=float(os.environ.get("RECIPE_STOP_GRACE", "10")),
-                     help="seconds between SIGTERM and SIGKILL when a stage is stopped")  # fmt: skip
+    run.add_argument(
+        "--grace",
+        type=float,
+        default=float(os.environ.get("RECIPE_STOP_GRACE", "10")),
+        help="seconds between SIGTERM and SIGKILL when a stage is stopped",
+    )
     run.add_argument("--parent-pid", type=int, default=0, help="the recipe's shell: if it is gone already, stop")
     run.set_defaults(main=main_run)
     lay = sub.add_parser("layout", help="the training's layout and batch as shell assignments")

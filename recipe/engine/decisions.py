@@ -68,7 +68,9 @@ def changed_settings(before: Sequence[str], after: Sequence[str], old: Dict[str,
 
 def _files_changed(old: Sequence[Dict], new: Sequence[Dict]) -> List[str]:
     before = {i["path"]: i["digest"] for i in old}
-    return [i["path"] for i in new if before.get(i["path"]) != i["digest"]] + [p for p in before if p not in {i["path"] for i in new}]
+    return [i["path"] for i in new if before.get(i["path"]) != i["digest"]] + [
+        p for p in before if p not in {i["path"] for i in new}
+    ]
 
 
 def why_changed(done: Done, stage: Stage, ctx: Context, now: Dict) -> Tuple[str, bool]:
@@ -80,15 +82,26 @@ def why_changed(done: Done, stage: Stage, ctx: Context, now: Dict) -> Tuple[str,
         if before == current:
             return "", True
         found = changed_settings(before, current, done.settings, ctx.settings)
-        return (CHANGED + found if found else f"its settings or inputs changed since it was done: {changed_words(before, current)}"), False
+        return (
+            CHANGED + found
+            if found
+            else f"its settings or inputs changed since it was done: {changed_words(before, current)}"
+        ), False
     before, after = done.identity["command"], now["command"]
     if before != after:
         found = changed_settings(before, after, done.settings, ctx.settings)
-        return (CHANGED + found if found else f"its settings or inputs changed since it was done: {changed_words(before, after)}"), False
+        return (
+            CHANGED + found
+            if found
+            else f"its settings or inputs changed since it was done: {changed_words(before, after)}"
+        ), False
     old_inputs, new_inputs = done.identity["inputs"], now["inputs"]
     changed = [new["path"] for old, new in zip(old_inputs, new_inputs) if old["digest"] != new["digest"]]
     if changed or len(old_inputs) != len(new_inputs):
-        return f"its inputs changed since it was done: the content of {', '.join(changed) or 'its inputs'} changed", False
+        return (
+            f"its inputs changed since it was done: the content of {', '.join(changed) or 'its inputs'} changed",
+            False,
+        )
     if "reads" not in done.identity:  # a stamp from before the engine digested declared reads (version 2)
         return "", True
     changed = _files_changed(done.identity["reads"], now["reads"])
@@ -99,7 +112,9 @@ def why_changed(done: Done, stage: Stage, ctx: Context, now: Dict) -> Tuple[str,
 
 def _related(output: str, name: str) -> bool:
     """Whether naming ``name`` reads ``output`` (both absolute): the same, one inside the other, or a prefix of it."""
-    return output == name or any(a.startswith(b + sep) for a, b in ((output, name), (name, output)) for sep in (os.sep, "."))
+    return output == name or any(
+        a.startswith(b + sep) for a, b in ((output, name), (name, output)) for sep in (os.sep, ".")
+    )
 
 
 def reads_from(stage: Stage, earlier: Stage, work: str) -> Optional[str]:
@@ -153,7 +168,11 @@ def decide(stages: Sequence[Stage], ctx: Context) -> List[Decision]:
                 if path is not None:
                     origin = decision.origin
                     where = "" if origin[0] == earlier.id else f", in stage {origin[0]}"
-                    reads = f"whose outputs it reads ({ctx.placed(path)})" if path else "whose outputs it may read (it declares none)"
+                    reads = (
+                        f"whose outputs it reads ({ctx.placed(path)})"
+                        if path
+                        else "whose outputs it may read (it declares none)"
+                    )
                     why = f"stage {earlier.id}, {reads}, is redone ({origin[1]}{where})"
                     break
         if done and not why:
@@ -177,11 +196,15 @@ def stop_message(stage: Stage, why: str, ctx: Context, begun: bool = False) -> s
     checkpoints = shlex.quote(save_dir(stage))
     if begun:
         stamp = shlex.quote(os.path.join(ctx.stamp_dir, stage.id + BEGUN))
-        return (f"stage {stage.id} (training) was begun and stopped before it was done, but {why}. Its checkpoints in\n"
-                f"{checkpoints} were trained under the old settings, and fairseq-train would continue them under the new.\n"
-                f"Run with the old settings to continue them. To train from scratch, delete {checkpoints} and {stamp};\n"
-                f"to continue them under the new settings deliberately, delete {stamp} only. Or set another WORK.")  # fmt: skip
+        return (
+            f"stage {stage.id} (training) was begun and stopped before it was done, but {why}. Its checkpoints in\n"
+            f"{checkpoints} were trained under the old settings, and fairseq-train would continue them under the new.\n"
+            f"Run with the old settings to continue them. To train from scratch, delete {checkpoints} and {stamp};\n"
+            f"to continue them under the new settings deliberately, delete {stamp} only. Or set another WORK."
+        )
     stamp = shlex.quote(os.path.join(ctx.stamp_dir, stage.id))
-    return (f"stage {stage.id} (training) was done, but {why}. fairseq-train would continue its checkpoints under the new\n"
-            f"settings. To train from scratch, delete {checkpoints} and {stamp}; to continue those checkpoints\n"
-            f"deliberately (a larger MAX_UPDATE, say), delete {stamp} only. Or set another WORK.")  # fmt: skip
+    return (
+        f"stage {stage.id} (training) was done, but {why}. fairseq-train would continue its checkpoints under the new\n"
+        f"settings. To train from scratch, delete {checkpoints} and {stamp}; to continue those checkpoints\n"
+        f"deliberately (a larger MAX_UPDATE, say), delete {stamp} only. Or set another WORK."
+    )

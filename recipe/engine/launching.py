@@ -31,24 +31,32 @@ def shown(argv: Sequence[str]) -> str:
 def set_aside_earlier_log(log: str, argv: Sequence[str]) -> Optional[str]:
     """A training that starts from nothing (no checkpoint_last.pt in its --save-dir) writes a log of its own: the log
     an earlier run left at LOG (and its ranks' LOG.rank*) is renamed LOG.<its last write's date and time> first, so
-    that the report reads one run's clocks, curves and early stop. A resumed run appends to LOG. Returns the new name."""
+    that the report reads one run's clocks, curves and early stop. A resumed run appends to LOG. Returns the new
+    name."""
     save_dir = flag(argv, "--save-dir")  # the recipes give one; without it, nothing is set aside
     if save_dir is None or os.path.exists(os.path.join(save_dir, "checkpoint_last.pt")):
         return None
     if not os.path.exists(log) or os.path.getsize(log) == 0:
         return None
     kept = f"{log}.{time.strftime('%Y%m%d-%H%M%S', time.localtime(os.path.getmtime(log)))}"
-    ranks = [p for p in glob.glob(glob.escape(log) + ".rank*") if p[len(log) + len(".rank"):].isdigit()]
+    ranks = [p for p in glob.glob(glob.escape(log) + ".rank*") if p[len(log) + len(".rank") :].isdigit()]
     for path in [log, *sorted(ranks)]:
-        os.replace(path, kept + path[len(log):])
+        os.replace(path, kept + path[len(log) :])
     return kept
 
 
 class Launcher:
     """Runs a stage's command under ``supervisor``; ``say`` prints for people."""
 
-    def __init__(self, ctx: Context, supervisor: Supervisor, say: Callable[..., None], layout_vars: Dict[str, str],
-                 gpus: int = 0, per_node: int = 1):  # fmt: skip
+    def __init__(
+        self,
+        ctx: Context,
+        supervisor: Supervisor,
+        say: Callable[..., None],
+        layout_vars: Dict[str, str],
+        gpus: int = 0,
+        per_node: int = 1,
+    ):
         self.ctx, self.supervisor, self.say = ctx, supervisor, say
         self.layout_vars, self.gpus, self.per_node = layout_vars, gpus, per_node
         self.deadline: Optional[float] = None  # node 0's data: DIST_TIMEOUT from the first wait
@@ -132,7 +140,9 @@ class Launcher:
                 procs = []
                 for r, command in enumerate(worker_commands(n, argv, str(free_port()))):
                     if r == 0:
-                        procs.append(self.supervisor.start(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+                        procs.append(
+                            self.supervisor.start(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                        )
                     else:
                         sink = open(f"{log}.rank{r}", "ab")
                         sinks.append(sink)
@@ -148,7 +158,10 @@ class Launcher:
             lost = self._logged(log, tees, main_log)
         if status != 0:
             where = f"see {log} and {log}.rank*" if n > 1 else f"see {log}"
-            raise StageFailed(exit_status(status), f"a training {'worker' if n > 1 else 'process'} failed (exit {exit_status(status)}): {where}{lost}")
+            raise StageFailed(
+                exit_status(status),
+                f"a training {'worker' if n > 1 else 'process'} failed (exit {exit_status(status)}): {where}{lost}",
+            )
         if lost:
             self.say(f"warning: {lost.strip(' ()')}", err=True)
 
@@ -175,9 +188,11 @@ class Launcher:
                 output = f.read().decode("utf-8", errors="replace")
             launch = self.ctx.launch
             again = " on every machine" if launch == "torchrun" else " (sbatch)" if launch == "slurm" else ""
-            raise StageFailed(exit_status(status),
-                              f"training stopped: {training_failure(output, self.layout_vars)}. Once the cause is gone, run the "
-                              f"same command again{again}: training resumes from checkpoint_last.pt (full log: {log}){lost}")  # fmt: skip
+            raise StageFailed(
+                exit_status(status),
+                f"training stopped: {training_failure(output, self.layout_vars)}. Once the cause is gone, run the "
+                f"same command again{again}: training resumes from checkpoint_last.pt (full log: {log}){lost}",
+            )
         if lost:
             self.say(f"warning: {lost.strip(' ()')}", err=True)
 
@@ -198,10 +213,16 @@ class Launcher:
             if self.supervisor.signum is not None:
                 raise Interrupted(self.supervisor.signum)
             if time.monotonic() >= self.deadline:
-                raise StageFailed(1, f"node {rank} waited DIST_TIMEOUT={timeout} s for node 0's stage {stage.id} ({stamp}): start "
-                                     "node 0 first, on storage every machine sees, or prepare the data beforehand (DATA_ONLY=1 on node 0)")  # fmt: skip
+                raise StageFailed(
+                    1,
+                    f"node {rank} waited DIST_TIMEOUT={timeout} s for node 0's stage {stage.id} ({stamp}): start "
+                    "node 0 first, on storage every machine sees, or prepare the data beforehand (DATA_ONLY=1 on node "
+                    "0)",
+                )
             if not said:
-                self.say(f"node {rank}: waiting for node 0 to do this stage ({stamp}), at most DIST_TIMEOUT={timeout} s")
+                self.say(
+                    f"node {rank}: waiting for node 0 to do this stage ({stamp}), at most DIST_TIMEOUT={timeout} s"
+                )
                 said = True
             time.sleep(0.5)
         done = read_stamp(stamp)
@@ -213,6 +234,9 @@ class Launcher:
             theirs, ours = normalised_legacy(done.legacy), normalised_legacy(stage.argv)
             same = theirs[: len(ours)] == ours and all(re.match(r"^.+=[0-9a-f]{16}$", w) for w in theirs[len(ours) :])
         if not same:
-            raise StageFailed(2, f"node 0 did stage {stage.id} with other settings: {changed_words(theirs, ours)}. "
-                                 "Run every machine with the same variables and WORK")  # fmt: skip
+            raise StageFailed(
+                2,
+                f"node 0 did stage {stage.id} with other settings: {changed_words(theirs, ours)}. "
+                "Run every machine with the same variables and WORK",
+            )
         self.say("node 0 has done it with these settings")

@@ -9,7 +9,10 @@ from typing import List, Sequence
 from recipe.engine.stamps import Context, Stage, as_torchrun, without_how_only
 
 # data preparation that moved to preprocess/: a stamp that names the old module is the same stage
-MOVED_MODULES = re.compile(r"^transformer_plugin_cli\.(?:data|parsing)\.(wmt14|sentencepiece_vocab|synthetic_pair|debian_l10n|ptb)$")
+MOVED_MODULES = re.compile(
+    r"^transformer_plugin_cli\.(?:data|parsing)\.(wmt14|sentencepiece_vocab|synthetic_pair|debian_l10n|ptb)$"
+)
+
 
 def legacy_words(stage: Stage, ctx: Context) -> List[str]:
     """The words an old stamp of this stage would hold today (recipes/lib.sh before this module: the
@@ -23,13 +26,21 @@ def legacy_words(stage: Stage, ctx: Context) -> List[str]:
         real = os.path.realpath(arg)
         if any(real + "/" == p + "/" or (real + "/").startswith(p + "/") for p in (work, repo)):
             continue
-        old = subprocess.run(["bash", "-c", "find -L \"$0\" -type f -printf '%P %s %T@\\n' 2> /dev/null | sort | md5sum | cut -c1-16", real],
-                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        old = subprocess.run(
+            [
+                "bash",
+                "-c",
+                "find -L \"$0\" -type f -printf '%P %s %T@\\n' 2> /dev/null | sort | md5sum | cut -c1-16",
+                real,
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         words.append(f"{arg}={old}")
     return normalised_legacy(words)
 
 
 def normalised_legacy(words: Sequence[str]) -> List[str]:
-    return [f"preprocess.{m.group(1)}" if (m := MOVED_MODULES.match(w)) else w for w in as_torchrun(without_how_only(words))]
-
-
+    return [
+        f"preprocess.{m.group(1)}" if (m := MOVED_MODULES.match(w)) else w for w in as_torchrun(without_how_only(words))
+    ]

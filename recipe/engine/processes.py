@@ -104,8 +104,9 @@ class Supervisor:
             if os.getppid() != us:
                 os._exit(1)
 
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, env=env, process_group=group,
-                                preexec_fn=in_the_child, **kwargs)  # fmt: skip
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, env=env, process_group=group, preexec_fn=in_the_child, **kwargs
+        )
         self.children.add(proc.pid)
         if self.group is None:
             self.group = proc.pid
@@ -133,7 +134,9 @@ class Supervisor:
         self._reap()
         return _group_runs(self.group)
 
-    def wait(self, procs: Sequence[subprocess.Popen], grace: Optional[float] = None) -> Tuple[int, Optional[subprocess.Popen]]:
+    def wait(
+        self, procs: Sequence[subprocess.Popen], grace: Optional[float] = None
+    ) -> Tuple[int, Optional[subprocess.Popen]]:
         """Wait for ``procs``; returns (status, the first that failed). The first failure stops the others;
         a signal stops them all and raises Interrupted once none is left (after SIGKILL if need be)."""
         grace = max(self.grace, grace or 0)

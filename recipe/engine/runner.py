@@ -26,20 +26,35 @@ def say(text: str, err: bool = False) -> None:
 class Runner:
     """Runs (or, in a dry run, shows) the plan's stages in order, after deciding every one of them."""
 
-    def __init__(self, stages: Sequence[Stage], ctx: Context, dry_run: bool, layout_vars: Dict[str, str],
-                 gpus: int = 0, per_node: int = 1, grace: float = 10.0, parent_pid: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        stages: Sequence[Stage],
+        ctx: Context,
+        dry_run: bool,
+        layout_vars: Dict[str, str],
+        gpus: int = 0,
+        per_node: int = 1,
+        grace: float = 10.0,
+        parent_pid: int = 0,
+    ):
         self.stages, self.ctx, self.dry_run, self.parent_pid = list(stages), ctx, dry_run, parent_pid
         self.supervisor = Supervisor(grace)
         self.launcher = Launcher(ctx, self.supervisor, say, layout_vars, gpus, per_node)
 
     def check(self) -> Tuple[List[Decision], List[str]]:
         decisions = decide(self.stages, self.ctx)
-        stops = [stop_message(s, d.why, self.ctx, d.begun) for s, d in zip(self.stages, decisions) if d.action == "stop"]
+        stops = [
+            stop_message(s, d.why, self.ctx, d.begun) for s, d in zip(self.stages, decisions) if d.action == "stop"
+        ]
         return decisions, stops
 
     def space(self, decisions: Sequence[Decision]) -> Tuple[space.Plan, int]:
         """What the stages that will run write under WORK, and how much WORK's disk has free."""
-        runs = [(s.id, s.argv, d.action in ("run", "redo", "stop"), s.reads) for s, d in zip(self.stages, decisions) if d.action != "wait"]
+        runs = [
+            (s.id, s.argv, d.action in ("run", "redo", "stop"), s.reads)
+            for s, d in zip(self.stages, decisions)
+            if d.action != "wait"
+        ]
         vocabulary = self.ctx.settings.get("VOCAB_SIZE", "")
         plan = space.estimate(runs, int(vocabulary) if vocabulary.isdigit() else None)
         where = self.ctx.work_abs
@@ -56,16 +71,23 @@ class Runner:
         if stops and not self.dry_run:
             for message in stops:
                 say(message, err=True)
-            say("FAILED: stopped before any work (nothing was changed): a training stage would have to be redone", err=True)
+            say(
+                "FAILED: stopped before any work (nothing was changed): a training stage would have to be redone",
+                err=True,
+            )
             return 3
         plan, free = self.space(decisions)
         if self.dry_run:
             say("\n==== space ====\n" + "\n".join(space.lines(plan, free, self.ctx.work)))
         elif plan.needed > free and os.environ.get("IGNORE_FREE_SPACE", "0") != "1":
             say("\n".join(space.lines(plan, free, self.ctx.work)), err=True)
-            say(f"FAILED: stopped before any work: {self.ctx.work} needs about {space.size(plan.needed)} free and its disk has "
+            say(
+                f"FAILED: stopped before any work: {self.ctx.work} needs about {space.size(plan.needed)} free and its "
+                "disk has "
                 f"{space.size(free)}. Make room, set WORK to a larger disk, or keep fewer checkpoints (AVERAGE_LAST); "
-                "IGNORE_FREE_SPACE=1 goes on regardless", err=True)  # fmt: skip
+                "IGNORE_FREE_SPACE=1 goes on regardless",
+                err=True,
+            )
             return 4
         if not self.dry_run:
             self.supervisor.install()
@@ -89,7 +111,11 @@ class Runner:
             say(f"FAILED: stage {current.id}: {current.title} (exit {e.status})", err=True)
             return e.status
         except OSError as e:  # the stage's stamp, log or output could not be written
-            say(f"FAILED: stage {current.id}: {current.title}: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", err=True)
+            say(
+                f"FAILED: stage {current.id}: {current.title}: "
+                f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}",
+                err=True,
+            )
             return 1
         finally:
             if self.ctx.digest_cache and not self.dry_run:
@@ -102,10 +128,15 @@ class Runner:
         name = signal.Signals(signum).name
         if stage is None:
             return f"FAILED: stopped by {name} between stages"
-        resume = "training continues from the last checkpoint it saved (checkpoint_last.pt)" if stage.trains else \
-            "this stage starts over, and the stages done before it are kept"  # fmt: skip
-        return (f"FAILED: stage {stage.id}: {stage.title}: stopped by {name}; every process it started has ended. "
-                f"Run the same command again to resume: {resume}")  # fmt: skip
+        resume = (
+            "training continues from the last checkpoint it saved (checkpoint_last.pt)"
+            if stage.trains
+            else "this stage starts over, and the stages done before it are kept"
+        )
+        return (
+            f"FAILED: stage {stage.id}: {stage.title}: stopped by {name}; every process it started has ended. "
+            f"Run the same command again to resume: {resume}"
+        )
 
     def one(self, stage: Stage, decision: Decision) -> None:
         if decision.action == "wait":
@@ -124,7 +155,10 @@ class Runner:
             say(f"{'a real run redoes this stage' if self.dry_run else 'redoing it'}: {decision.why}")
         if self.dry_run:
             if not stage.outputs():
-                say("(it declares no outputs: every stage after it is taken to read them; stage --writes PATH says what it writes)")
+                say(
+                    "(it declares no outputs: every stage after it is taken to read them; stage --writes PATH says "
+                    "what it writes)"
+                )
             if stage.clears:
                 say(shown(["rm", "-rf", stage.clears]))
             self.launcher.show(stage.argv)

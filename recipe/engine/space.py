@@ -44,9 +44,14 @@ CLEANED_RATIO = 0.8  # the text kept (train, valid, test; both languages) agains
 SYNTHETIC_PAIR = 130  # bytes of a sentence pair of the demo's synthetic language pair, both sides
 # commands whose outputs are small (a generation, scores, a report, an export of a model already counted)
 SMALL_PROGRAMS = ("fairseq-generate", "fairseq-validate", "fairseq-interactive", "fairseq-score")
-SMALL_MODULES = ("transformer_plugin_cli.tools.evaluate", "transformer_plugin_cli.tools.report", "transformer_plugin_cli.parsing.evalb",
-                 "transformer_plugin_cli.serving.export_ctranslate2", "transformer_plugin_cli.serving.export_transformers",
-                 "transformer_plugin_cli.parsing.trees")  # fmt: skip
+SMALL_MODULES = (
+    "transformer_plugin_cli.tools.evaluate",
+    "transformer_plugin_cli.tools.report",
+    "transformer_plugin_cli.parsing.evalb",
+    "transformer_plugin_cli.serving.export_ctranslate2",
+    "transformer_plugin_cli.serving.export_transformers",
+    "transformer_plugin_cli.parsing.trees",
+)
 
 
 @dataclass
@@ -136,10 +141,18 @@ def flag(words: Sequence[str], name: str, default=None):
     return found
 
 
-MODEL_FLAGS = {"--encoder-layers": "encoder_layers", "--decoder-layers": "decoder_layers", "--d-model": "d_model",
-               "--d-ff": "d_ff", "--attention-heads": "attention_heads", "--d-k": "d_k", "--d-v": "d_v",
-               "--positional-encoding": "positional_encoding", "--max-source-positions": "max_source_positions",
-               "--max-target-positions": "max_target_positions"}  # fmt: skip
+MODEL_FLAGS = {
+    "--encoder-layers": "encoder_layers",
+    "--decoder-layers": "decoder_layers",
+    "--d-model": "d_model",
+    "--d-ff": "d_ff",
+    "--attention-heads": "attention_heads",
+    "--d-k": "d_k",
+    "--d-v": "d_v",
+    "--positional-encoding": "positional_encoding",
+    "--max-source-positions": "max_source_positions",
+    "--max-target-positions": "max_target_positions",
+}
 
 
 def parameters(words: Sequence[str], source_vocab: int, target_vocab: int) -> Optional[int]:
@@ -214,8 +227,10 @@ def checkpoints_written(words: Sequence[str], plan: Plan) -> Written:
     last = 0 if "--no-last-checkpoints" in words else 1
     best = 0 if "--disable-validation" in words else 1
     kept = numbered + epochs + last + best
-    how = (f"checkpoints: {kept} of {one / 1e6:,.1f} MB ({params:,} parameters x {10 if half else 12} bytes): "
-           f"{numbered} by update, {epochs} by epoch, {last} last, {best} best; 2 more while one is saved")  # fmt: skip
+    how = (
+        f"checkpoints: {kept} of {one / 1e6:,.1f} MB ({params:,} parameters x {10 if half else 12} bytes): "
+        f"{numbered} by update, {epochs} by epoch, {last} last, {best} best; 2 more while one is saved"
+    )
     save_dir = flag(words, "--save-dir", "checkpoints")
     there = size_of(save_dir) if os.path.isdir(save_dir) else 0  # a training that resumes has some already
     return Written(max(0.0, kept * one - there), 2 * one, how, "checkpoints")
@@ -251,8 +266,14 @@ def preprocess_vocabulary(words: Sequence[str], plan: Plan) -> Optional[int]:
     trainpref, srcdict = flag(words, "--trainpref"), flag(words, "--srcdict")
     if srcdict:
         return plan.vocabulary.get(os.path.dirname(os.path.realpath(srcdict)))
-    return next((v for prefix, v in plan.vocabulary.items()
-                 if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)), None)  # fmt: skip
+    return next(
+        (
+            v
+            for prefix, v in plan.vocabulary.items()
+            if trainpref and os.path.dirname(os.path.realpath(trainpref)) == os.path.dirname(prefix)
+        ),
+        None,
+    )
 
 
 def stage_writes(argv: Sequence[str], plan: Plan, reads: Sequence[str] = ()) -> Written:
@@ -270,9 +291,13 @@ def stage_writes(argv: Sequence[str], plan: Plan, reads: Sequence[str] = ()) -> 
             plan.vocabulary[os.path.realpath(flag(words, "--destdir", "data-bin"))] = vocab
         return Written(SMALL, 0, "a dictionary")
     if any(os.path.basename(w) == "fairseq-preprocess" for w in words):
-        inputs = sum(size_of(f"{prefix}.{lang}", plan) for name in ("--trainpref", "--validpref", "--testpref")
-                     for prefix in [flag(words, name)] if prefix
-                     for lang in (flag(words, "--source-lang"), flag(words, "--target-lang")))  # fmt: skip
+        inputs = sum(
+            size_of(f"{prefix}.{lang}", plan)
+            for name in ("--trainpref", "--validpref", "--testpref")
+            for prefix in [flag(words, name)]
+            if prefix
+            for lang in (flag(words, "--source-lang"), flag(words, "--target-lang"))
+        )
         written = BINARIZED_RATIO * inputs
         dest = os.path.realpath(flag(words, "--destdir", "data-bin"))
         plan.sizes[dest] = written
@@ -289,10 +314,14 @@ def stage_writes(argv: Sequence[str], plan: Plan, reads: Sequence[str] = ()) -> 
         return Written(120 * 1024, 0, "toy archives", "data")
     if module == "preprocess.parallel_text" and args[:1] == ["prepare"]:
         # the corpora's files, as the recipe declares them (the prefix form names none); else the TSVs named
-        files = [p for p in reads if os.path.isfile(p)] or [p for p in values_after(args, "--train") if os.path.isfile(p)]
+        files = [p for p in reads if os.path.isfile(p)] or [
+            p for p in values_after(args, "--train") if os.path.isfile(p)
+        ]
         text = sum(unpacked_size(path) for path in files)
         src, tgt, out = flag(args, "--src"), flag(args, "--tgt"), os.path.realpath(flag(args, "--out"))
-        plan.sizes[os.path.join(out, f"train.{src}")] = plan.sizes[os.path.join(out, f"train.{tgt}")] = CLEANED_RATIO * text / 2
+        plan.sizes[os.path.join(out, f"train.{src}")] = plan.sizes[os.path.join(out, f"train.{tgt}")] = (
+            CLEANED_RATIO * text / 2
+        )
         return Written(CLEANED_RATIO * text, text, "your text, cleaned (a copy of it while it is split)", "data")
     if module == "preprocess.shards" and args[:1] == ["split"]:
         prefix, out, shards = flag(args, "--prefix"), flag(args, "--out"), int(flag(args, "--shards", 1))
@@ -300,7 +329,9 @@ def stage_writes(argv: Sequence[str], plan: Plan, reads: Sequence[str] = ()) -> 
         for lang in values_after(args, "--langs"):
             text = size_of(f"{prefix}.{lang}", plan)
             for i in range(shards):
-                plan.sizes[os.path.realpath(os.path.join(out, f"{os.path.basename(prefix)}.shard{i}.{lang}"))] = text / shards
+                plan.sizes[os.path.realpath(os.path.join(out, f"{os.path.basename(prefix)}.shard{i}.{lang}"))] = (
+                    text / shards
+                )
             written += text
         return Written(written, 0, "the training text again, in shards", "data")
     if module == "preprocess.synthetic_pair":
@@ -323,7 +354,9 @@ def stage_writes(argv: Sequence[str], plan: Plan, reads: Sequence[str] = ()) -> 
     program = os.path.basename(words[0]) if words else ""
     if module in SMALL_MODULES or program in SMALL_PROGRAMS:
         return Written(SMALL, 0, "a small output")
-    return Written(SMALL, 0, f"no estimate for {module or program or 'this command'}: counted as {size(SMALL)}", "unknown")
+    return Written(
+        SMALL, 0, f"no estimate for {module or program or 'this command'}: counted as {size(SMALL)}", "unknown"
+    )
 
 
 def _padded(n: int) -> int:
@@ -343,8 +376,11 @@ def wmt14_written(args: Sequence[str], plan: Plan) -> Written:
     them, and the cleaned text, train/valid/test of both languages."""
     out, pair, origin = flag(args, "--out"), flag(args, "--pair", "en-de"), flag(args, "--from")
     if origin and os.path.isdir(origin):
-        text = sum(unpacked_size(os.path.join(origin, name)) for name in os.listdir(origin)
-                   if os.path.isfile(os.path.join(origin, name)))  # fmt: skip
+        text = sum(
+            unpacked_size(os.path.join(origin, name))
+            for name in os.listdir(origin)
+            if os.path.isfile(os.path.join(origin, name))
+        )
         archives = 0.0
     elif origin:  # archives an earlier stage will write
         text, archives = size_of(origin, plan) / ARCHIVE_RATIO, 0.0
@@ -357,14 +393,18 @@ def wmt14_written(args: Sequence[str], plan: Plan) -> Written:
     real = os.path.realpath(out)
     plan.sizes[os.path.join(real, f"train.{src}")] = cleaned / 2
     plan.sizes[os.path.join(real, f"train.{tgt}")] = cleaned / 2
-    return Written(archives + text + cleaned, 0,
-                   f"WMT14 {pair}: {'downloaded archives, ' if archives else ''}the text unpacked and the text kept", "data")  # fmt: skip
+    return Written(
+        archives + text + cleaned,
+        0,
+        f"WMT14 {pair}: {'downloaded archives, ' if archives else ''}the text unpacked and the text kept",
+        "data",
+    )
 
 
 def estimate(stages: Sequence[Tuple], vocabulary: Optional[int] = None) -> Plan:
-    """The plan of stages (id, argv, whether it runs[, the files it declares reading]); a stage that does not run writes nothing, but what it
-    made is read from disk by the stages after it. ``vocabulary``: the recipe's VOCAB_SIZE, for a training
-    whose data the plan cannot follow to its sentencepiece model."""
+    """The plan of stages (id, argv, whether it runs[, the files it declares reading]); a stage that does not run writes
+    nothing, but what it made is read from disk by the stages after it. ``vocabulary``: the recipe's VOCAB_SIZE, for a
+    training whose data the plan cannot follow to its sentencepiece model."""
     plan = Plan(fallback_vocabulary=_padded(vocabulary + 4) if vocabulary else None)
     for sid, argv, runs, *reads in stages:
         written = stage_writes(argv, plan, reads[0] if reads else ())
@@ -378,8 +418,16 @@ def estimate(stages: Sequence[Tuple], vocabulary: Optional[int] = None) -> Plan:
 
 def lines(plan: Plan, free: int, work: str) -> List[str]:
     """The estimate for people: in all, then stage by stage (those that write, and those it has no estimate for)."""
-    out = [f"this run writes about {size(plan.kept)} under {work} (data {size(plan.total('data'))}, checkpoints "
-           f"{size(plan.total('checkpoints'))}) and needs about {size(plan.needed)} free at its peak; {size(free)} is free there"]  # fmt: skip
-    out += [f"  stage {sid}: {size(w.kept)}" + (f" (+{size(w.transient)} at its peak)" if w.transient else "") + f": {w.how}"
-            for sid, w in plan.stages if w.kept > SMALL or w.transient or w.kind in ("checkpoints", "unknown")]  # fmt: skip
+    out = [
+        f"this run writes about {size(plan.kept)} under {work} (data {size(plan.total('data'))}, checkpoints "
+        f"{size(plan.total('checkpoints'))}) and needs about {size(plan.needed)} free at its peak; {size(free)} is "
+        "free there"
+    ]
+    out += [
+        f"  stage {sid}: {size(w.kept)}"
+        + (f" (+{size(w.transient)} at its peak)" if w.transient else "")
+        + f": {w.how}"
+        for sid, w in plan.stages
+        if w.kept > SMALL or w.transient or w.kind in ("checkpoints", "unknown")
+    ]
     return out

@@ -28,13 +28,32 @@ from recipe.engine.verbs import call
 # unigram model's scores differ in the sixth digit and the one made stays, consistent with what was made
 # from it), where and how long the machines of a training wait for each other, and which of its epochs'
 # checkpoints a training keeps beside those averaging reads (the recipes kept them until 2026-11-26).
-HOW_ONLY_OPTIONS = ("--workers", "--threads", "--heartbeat-timeout", "--rdzv-conf", "--master-addr",
-                    "--master-port", "--distributed-port", "--keep-last-epochs", "--input-sentence-size-name")  # fmt: skip
+HOW_ONLY_OPTIONS = (
+    "--workers",
+    "--threads",
+    "--heartbeat-timeout",
+    "--rdzv-conf",
+    "--master-addr",
+    "--master-port",
+    "--distributed-port",
+    "--keep-last-epochs",
+    "--input-sentence-size-name",
+)
 HOW_ONLY_FLAGS = ("--no-epoch-checkpoints",)
 # The options by which a command names what it writes (one value; --outputs: every value up to the next option).
 # A stage declares anything else it writes with ``stage --writes PATH``.
-OUTPUT_OPTIONS = ("--out", "--output", "--outputs", "--destdir", "--save-dir", "--model-prefix", "--out-dir",
-                  "--output_dir", "--hypotheses-out", "--json")  # fmt: skip
+OUTPUT_OPTIONS = (
+    "--out",
+    "--output",
+    "--outputs",
+    "--destdir",
+    "--save-dir",
+    "--model-prefix",
+    "--out-dir",
+    "--output_dir",
+    "--hypotheses-out",
+    "--json",
+)
 STAMP_VERSION = 3  # 3: the declared reads' digests ("reads"); 2: without them (a stamp of 2 that holds is rewritten)
 
 
@@ -189,7 +208,9 @@ def identity(stage: Stage, ctx: Context) -> Dict:
         if real in seen or ctx.inside(real, ctx.work_abs):
             continue
         seen.add(real)
-        reads.append({"path": ctx.placed(path), "digest": digest(real, ctx.digest_cache) if os.path.exists(real) else "missing"})
+        reads.append(
+            {"path": ctx.placed(path), "digest": digest(real, ctx.digest_cache) if os.path.exists(real) else "missing"}
+        )
     return {"command": command, "inputs": inputs, "reads": reads}
 
 
@@ -298,14 +319,23 @@ def read_stamp(path: str) -> Optional[Done]:
 
 def write_stamp(path: str, stage: Stage, ident: Dict, ctx: Context) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_json(path, {
-        "stamp": STAMP_VERSION, "stage": stage.id, "title": stage.title,
-        "command": ident["command"], "inputs": ident["inputs"], "reads": ident["reads"], "settings": ctx.settings,
-        # where and when it was made: for people, not part of its identity
-        "made": {"at": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                 "host": socket.gethostname(), "argv": stage.argv},
-    })  # fmt: skip
+    write_json(
+        path,
+        {
+            "stamp": STAMP_VERSION,
+            "stage": stage.id,
+            "title": stage.title,
+            "command": ident["command"],
+            "inputs": ident["inputs"],
+            "reads": ident["reads"],
+            "settings": ctx.settings,
+            # where and when it was made: for people, not part of its identity
+            "made": {
+                "at": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                "host": socket.gethostname(),
+                "argv": stage.argv,
+            },
+        },
+    )
     with contextlib.suppress(FileNotFoundError):
         os.remove(path + ".settings")  # an old stamp's
-
-

@@ -75,8 +75,9 @@ def two_host_run(network, clone, work, tmp_path_factory):
 def reference(two_host_run, clone, work, tmp_path_factory):
     """The parameters of the same toy training on one host with the same world size (2 gloo workers)."""
     env = user_env({**TOY, "WORK": str(work), "CONFIG": "reference", "CPU_WORKERS": "2"})
-    proc = subprocess.run(["bash", "recipes/wmt14_en_de_base.sh"], cwd=clone, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "recipes/wmt14_en_de_base.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 CPU workers ====" in proc.stdout
     return parameters(work / "reference" / "checkpoints" / "checkpoint_last.pt")

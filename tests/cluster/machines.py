@@ -69,15 +69,33 @@ class Host:
 
     def command(self, argv) -> list:
         """argv as run on this host."""
-        return ["nsenter", f"--net=/run/netns/{self.netns}", "unshare", "--mount", "--propagation", "private",
-                "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', self.hosts_file, *argv]  # fmt: skip
+        return [
+            "nsenter",
+            f"--net=/run/netns/{self.netns}",
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount --bind "$0" /etc/hosts && exec "$@"',
+            self.hosts_file,
+            *argv,
+        ]
 
     def start(self, argv, env, log_path, cwd=None) -> subprocess.Popen:
         """argv started on this host in a session of its own, its output (both streams) into log_path."""
         log = open(log_path, "w")
         try:
-            return subprocess.Popen(self.command(argv), env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            return subprocess.Popen(
+                self.command(argv),
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             log.close()
 
@@ -233,13 +251,30 @@ class Slurm:
         os.chmod(key, 0o400)
         nodes = "\n".join(f"NodeName={h.name} NodeAddr={h.address} CPUs={cpus} State=UNKNOWN" for h in network.hosts)
         with open(self.conf, "w") as f:
-            f.write(SLURM_CONF.format(controller=socket.gethostname().split(".")[0], address=network.hosts[0].address,
-                                      munge_socket=self.munge_socket, d=directory, nodes=nodes,
-                                      node_names=",".join(h.name for h in network.hosts)))  # fmt: skip
+            f.write(
+                SLURM_CONF.format(
+                    controller=socket.gethostname().split(".")[0],
+                    address=network.hosts[0].address,
+                    munge_socket=self.munge_socket,
+                    d=directory,
+                    nodes=nodes,
+                    node_names=",".join(h.name for h in network.hosts),
+                )
+            )
         try:
-            self._start("munged", ["munged", "--force", "--foreground", f"--socket={self.munge_socket}",
-                                   f"--key-file={key}", f"--log-file={directory}/munged.log",
-                                   f"--pid-file={directory}/munged.pid", f"--seed-file={directory}/munged.seed"])  # fmt: skip
+            self._start(
+                "munged",
+                [
+                    "munged",
+                    "--force",
+                    "--foreground",
+                    f"--socket={self.munge_socket}",
+                    f"--key-file={key}",
+                    f"--log-file={directory}/munged.log",
+                    f"--pid-file={directory}/munged.pid",
+                    f"--seed-file={directory}/munged.seed",
+                ],
+            )
             wait_for(lambda: os.path.exists(self.munge_socket), 20, "munged's socket")
             self._start("slurmctld", network.hosts[0].command(["slurmctld", "-D", "-f", self.conf]))
             wait_for(lambda: self.client(["scontrol", "ping"]).stdout.count("UP") > 0, 30, "slurmctld answering")
@@ -252,8 +287,14 @@ class Slurm:
 
     def _start(self, name, argv):
         log = open(os.path.join(self.d, f"{name.replace(' ', '-')}.out"), "w")
-        self.daemons.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                                    stdin=subprocess.DEVNULL, start_new_session=True)))  # fmt: skip
+        self.daemons.append(
+            (
+                name,
+                subprocess.Popen(
+                    argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                ),
+            )
+        )
         log.close()
 
     def env(self, base=None) -> dict:
@@ -284,8 +325,9 @@ class Slurm:
 
     def wait_done(self, job_id: int, timeout: float) -> str:
         ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
-        return wait_for(lambda: self.state(job_id) in ended and self.state(job_id), timeout, f"job {job_id} ended",
-                        every=0.5)  # fmt: skip
+        return wait_for(
+            lambda: self.state(job_id) in ended and self.state(job_id), timeout, f"job {job_id} ended", every=0.5
+        )
 
     def daemon_pids(self) -> set:
         """The daemons this cluster started, and slurmctld's helper daemon (slurmscriptd)."""

@@ -15,8 +15,15 @@ from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
 # The toy size every run of the tier uses: the same data, batches, seed and updates, so that every run
 # ends with the reference's parameters. A checkpoint every 10 updates, 100 updates (about 10 s of training).
-TOY = dict(TOY="1", IGNORE_PINNED_MD5="1", TOY_MAX_UPDATE="100", TOY_WARMUP="50", TOY_SAVE_INTERVAL_UPDATES="10",
-           TOY_AVERAGE_LAST="2", OMP_NUM_THREADS="1")  # fmt: skip
+TOY = dict(
+    TOY="1",
+    IGNORE_PINNED_MD5="1",
+    TOY_MAX_UPDATE="100",
+    TOY_WARMUP="50",
+    TOY_SAVE_INTERVAL_UPDATES="10",
+    TOY_AVERAGE_LAST="2",
+    OMP_NUM_THREADS="1",
+)
 
 
 def documented_command(*needles):

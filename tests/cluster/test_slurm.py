@@ -23,7 +23,11 @@ def sbatch_line(work, config):
     options[options.index("--cpus-per-task") + 1] = "1"
     typed, command = split_assignments(shlex.split(wrapped))
     variables = {**typed, **TOY, "WORK": str(work), "CONFIG": config}
-    return [*options, "--wrap", " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items()) + " " + shlex.join(command)]
+    return [
+        *options,
+        "--wrap",
+        " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items()) + " " + shlex.join(command),
+    ]
 
 
 def job_output(clone, job):
@@ -32,8 +36,9 @@ def job_output(clone, job):
 
 
 def wait_for_training(slurm, job, log, past):
-    wait_for(lambda: updates_in(log) > past or slurm.state(job) not in ("PENDING", "RUNNING"), 240,
-             f"update {past} in {log}")  # fmt: skip
+    wait_for(
+        lambda: updates_in(log) > past or slurm.state(job) not in ("PENDING", "RUNNING"), 240, f"update {past} in {log}"
+    )
     assert slurm.state(job) == "RUNNING", slurm.job(job)
 
 
@@ -76,11 +81,15 @@ def test_a_task_that_dies_ends_the_job_within_seconds(slurm, network, two_host_r
     print(f"the job ended {time.monotonic() - killed:.1f} s after task 1 was killed")
     assert state == "FAILED" and time.monotonic() - killed < 20
     output = job_output(clone, job)
-    assert "training stopped: a task failed (node1: task 1: Killed), and srun ended the others" in output, output[-3000:]
+    assert "training stopped: a task failed (node1: task 1: Killed), and srun ended the others" in output, output[
+        -3000:
+    ]
     no_job_processes_left(network, slurm)
 
 
-def test_scancel_and_requeue_resume_and_end_as_an_uninterrupted_run(slurm, network, two_host_run, clone, work, reference):
+def test_scancel_and_requeue_resume_and_end_as_an_uninterrupted_run(
+    slurm, network, two_host_run, clone, work, reference
+):
     log = work / "slurm-preempted" / "train.log"
     first = slurm.submit(sbatch_line(work, "slurm-preempted"), env=user_env({}), cwd=clone)
     wait_for_training(slurm, first, log, past=20)

@@ -121,11 +121,18 @@ def test_a_cut_link_stops_both_hosts_within_dist_timeout(two_host_run, network, 
     resume_and_compare(network, clone, work, "cut", tmp_path, reference, DIST_TIMEOUT=str(timeout))
 
 
-@pytest.mark.parametrize("alone, data, says", [
-    (1, True, "training stopped: node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=8 s"),
-    (0, True, "training stopped: not every machine joined torchrun's rendezvous at node0:29500 within DIST_TIMEOUT=8 s"),
-    (1, False, "node 1 waited DIST_TIMEOUT=8 s for node 0's stage 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "alone, data, says",
+    [
+        (1, True, "training stopped: node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=8 s"),
+        (
+            0,
+            True,
+            "training stopped: not every machine joined torchrun's rendezvous at node0:29500 within DIST_TIMEOUT=8 s",
+        ),
+        (1, False, "node 1 waited DIST_TIMEOUT=8 s for node 0's stage 0"),
+    ],
+)
 def test_a_node_alone_stops_within_dist_timeout(two_host_run, network, clone, work, tmp_path, alone, data, says):
     """Node 0 dead before training (node 1 alone), node 1 never started (node 0 alone), node 1 started
     where node 0 never prepares the data: each stops after DIST_TIMEOUT, saying what it waited for."""

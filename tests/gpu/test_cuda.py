@@ -17,8 +17,19 @@ def runs(data_bin):
     out = {}
     for name, flags in PRECISIONS.items():
         save_dir = data_bin / f"gpu_{name}"
-        log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "20",
-                       *flags, "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
+        log = run_tool(
+            "fairseq-train",
+            str(data_bin / "bin"),
+            "--user-dir",
+            PLUGIN,
+            *TRAIN_FLAGS,
+            "--max-update",
+            "20",
+            *flags,
+            "--save-dir",
+            str(save_dir),
+            "--no-epoch-checkpoints",
+        )
         assert "capabilities =" in log, log[-2000:]  # fairseq lists the CUDA devices it trains on
         out[name] = logged_losses(log), save_dir / "checkpoint_last.pt"
     return out
@@ -39,8 +50,17 @@ def test_generates_in_half_precision(data_bin, runs, precision):
     _, checkpoint = runs[precision]
     hypotheses = {}
     for name, flags in (("fp32", []), (precision, PRECISIONS[precision])):
-        out = run_tool("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path", str(checkpoint),
-                       "--beam", "4", *flags)  # fmt: skip
+        out = run_tool(
+            "fairseq-generate",
+            str(data_bin / "bin"),
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            str(checkpoint),
+            "--beam",
+            "4",
+            *flags,
+        )
         hypotheses[name] = {i: fields[1] for i, fields in sentence_lines(out, "H").items()}
     assert len(hypotheses["fp32"]) == len(hypotheses[precision]) == 12
     same = sum(hypotheses["fp32"][i] == hypotheses[precision][i] for i in hypotheses["fp32"])
@@ -82,6 +102,8 @@ def test_every_attention_runs_a_fused_kernel(S, T):
 
     calls = survey("vaswani_base", device="cuda", dtype=torch.bfloat16, S=S, T=T)
     kernels = {(phase, kind): kernel for phase, kind, _, kernel in calls}
-    assert all(kernel not in ("math", "explicit (matmul, softmax, matmul)", "cuDNN") for kernel in kernels.values()), kernels
+    assert all(kernel not in ("math", "explicit (matmul, softmax, matmul)", "cuDNN") for kernel in kernels.values()), (
+        kernels
+    )
     for phase in ("training, padded batch", "training, no padding"):
         assert kernels[(phase, "decoder self-attention")] == "flash", kernels

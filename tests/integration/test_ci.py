@@ -29,38 +29,66 @@ def test_ci_runs_every_tier_the_readme_names_and_each_is_a_make_target():
 @pytest.mark.parametrize("failing", [None, "avx2"])
 def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_path, failing):
     test = tmp_path / "test_path.py"
-    test.write_text(f"import os\n\nimport pytest\n\n\ndef test_path():\n    assert os.environ.get('ATEN_CPU_CAPABILITY') != {failing!r}\n"
-                    "\n\n@pytest.mark.kernel_free\ndef test_a_count():\n    assert False, 'the kernel paths ran a kernel_free test'\n")
+    test.write_text(
+        "import os\n\nimport pytest\n\n\ndef test_path():\n    assert os.environ.get('ATEN_CPU_CAPABILITY') != "
+        f"{failing!r}\n"
+        "\n\n@pytest.mark.kernel_free\ndef test_a_count():\n    assert False, 'the kernel paths ran a kernel_free "
+        "test'\n"
+    )
     stamp = tmp_path / "installed"  # newer than setup.py and requirements.txt: make installs nothing
     stamp.touch()
     proc = subprocess.run(
-        ["make", "-s", "test-kernels", f"KERNEL_TESTS={test}", f"STAMP={stamp}", f"VENV={sys.prefix}",
-         f"PYTHON={sys.executable}", "TEST_WORKERS=0", "PYTEST_ARGS=-p no:cacheprovider"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            "make",
+            "-s",
+            "test-kernels",
+            f"KERNEL_TESTS={test}",
+            f"STAMP={stamp}",
+            f"VENV={sys.prefix}",
+            f"PYTHON={sys.executable}",
+            "TEST_WORKERS=0",
+            "PYTEST_ARGS=-p no:cacheprovider",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     kept = re.search(r"each path's files are kept under (\S+)", proc.stderr)
     if kept:
         shutil.rmtree(kept.group(1))
     default, avx2 = proc.stdout.split("==== ATEN_CPU_CAPABILITY=default")[1].split("==== ATEN_CPU_CAPABILITY=avx2")
     assert "1 passed, 1 deselected" in default
     if failing:
-        assert proc.returncode != 0 and "1 failed, 1 deselected" in avx2 and kept, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert proc.returncode != 0 and "1 failed, 1 deselected" in avx2 and kept, (
+            proc.stdout[-2000:] + proc.stderr[-2000:]
+        )
     else:
-        assert proc.returncode == 0 and "1 passed, 1 deselected" in avx2 and not kept, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert proc.returncode == 0 and "1 passed, 1 deselected" in avx2 and not kept, (
+            proc.stdout[-2000:] + proc.stderr[-2000:]
+        )
 
 
 def test_install_pythons_makes_the_environments_test_pythons_uses():
     """CI installs Python 3.12 ahead, beside make test's own install (make install-pythons): test-pythons must find
     that environment made, so both must name the same interpreter and environment for each version."""
+
     def chosen(target):
         # -n: make prints the installs; a line that calls make runs, so test-pythons' pytest runs: --version only
-        proc = subprocess.run(["make", "-n", target, "PYTHONS=3.11 3.12 3.13 3.99", f"VENV={sys.prefix}",
-                               "PYTHON_TESTS=--version"], cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+        proc = subprocess.run(
+            ["make", "-n", target, "PYTHONS=3.11 3.12 3.13 3.99", f"VENV={sys.prefix}", "PYTHON_TESTS=--version"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return re.findall(r"^==== (Python .*)$", proc.stdout, flags=re.M), proc.stdout + proc.stderr
 
     installed, out = chosen("install-pythons")
     tested, _ = chosen("test-pythons")
     assert installed and installed == tested, out[-2000:]
     ours = "%d.%d" % sys.version_info[:2]
-    assert [line for line in installed if line.startswith(f"Python {ours} (") and line.endswith(f"environment {sys.prefix}")]
+    assert [
+        line for line in installed if line.startswith(f"Python {ours} (") and line.endswith(f"environment {sys.prefix}")
+    ]
     assert "Python 3.99: skipped, not on this machine" in out

@@ -23,9 +23,17 @@ def trained(data_bin):
     """Six updates with --user-dir given relative to the repository root, as the README shows."""
     save_dir = data_bin / "ckpt"
     log = run_tool(
-        "fairseq-train", str(data_bin / "bin"), "--user-dir", "transformer_plugin", *TRAIN_FLAGS,
-        "--max-update", "6", "--save-dir", str(save_dir), cwd=REPO,
-    )  # fmt: skip
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        "transformer_plugin",
+        *TRAIN_FLAGS,
+        "--max-update",
+        "6",
+        "--save-dir",
+        str(save_dir),
+        cwd=REPO,
+    )
     return save_dir, log
 
 
@@ -53,18 +61,36 @@ def test_installed_copy_works_from_any_directory(data_bin, trained, tmp_path):
     console = subprocess.run([os.path.join(BIN, "vaswani-user-dir")], capture_output=True, text=True, check=True)
     assert console.stdout.strip() == plugin_dir
     out = run_tool(
-        "fairseq-generate", str(data_bin / "bin"), "--user-dir", plugin_dir, "--path",
-        str(save_dir / "checkpoint_last.pt"), "--beam", "2", "--batch-size", "8", cwd=tmp_path,
-    )  # fmt: skip
+        "fairseq-generate",
+        str(data_bin / "bin"),
+        "--user-dir",
+        plugin_dir,
+        "--path",
+        str(save_dir / "checkpoint_last.pt"),
+        "--beam",
+        "2",
+        "--batch-size",
+        "8",
+        cwd=tmp_path,
+    )
     assert len([line for line in out.splitlines() if line.startswith("H-")]) == 12
 
 
 def test_restore_file_continues_training(data_bin, trained, tmp_path):
     save_dir, _ = trained
     log = run_in_process(
-        "fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "8",
-        "--save-dir", str(tmp_path), "--restore-file", str(save_dir / "checkpoint_last.pt"),
-    )  # fmt: skip
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        "8",
+        "--save-dir",
+        str(tmp_path),
+        "--restore-file",
+        str(save_dir / "checkpoint_last.pt"),
+    )
     assert "Loaded checkpoint" in log and "@ 6 updates" in log
     assert sorted(logged_lr(log)) == [7, 8]
 
@@ -92,8 +118,19 @@ def test_unsafe_checkpoint_is_refused_by_fairseq_generate(data_bin, tmp_path):
 def fp32_run(data_bin):
     """4 float32 updates: the losses and the checkpoint the half-precision runs are compared with."""
     save_dir = data_bin / "fp32"
-    log = run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
-                         "--cpu", "--save-dir", str(save_dir), "--no-epoch-checkpoints")  # fmt: skip
+    log = run_in_process(
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        "4",
+        "--cpu",
+        "--save-dir",
+        str(save_dir),
+        "--no-epoch-checkpoints",
+    )
     return logged_losses(log), save_dir / "checkpoint_last.pt"
 
 
@@ -113,15 +150,35 @@ def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, preci
     seed but not equal (rounding), and fairseq-generate with the same flag translates in that
     precision (its scores differ from float32's for the same checkpoint)."""
     fp32_losses, fp32_checkpoint = fp32_run
-    log = run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "4",
-                   "--cpu", *precision, "--save-dir", str(tmp_path), "--no-epoch-checkpoints")  # fmt: skip
+    log = run_tool(
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        "4",
+        "--cpu",
+        *precision,
+        "--save-dir",
+        str(tmp_path),
+        "--no-epoch-checkpoints",
+    )
     losses = logged_losses(log)
     assert len(losses) == len(fp32_losses) == 4 and losses != fp32_losses, (losses, fp32_losses)
     assert all(abs(a - b) < 0.2 for a, b in zip(losses, fp32_losses)), (losses, fp32_losses)
     scores = {}
     for name, flags in (("fp32", []), ("half", precision[:1])):
-        out = run_in_process("fairseq-generate", str(data_bin / "bin"), "--user-dir", PLUGIN, "--path",
-                             str(fp32_checkpoint), "--cpu", *flags)  # fmt: skip
+        out = run_in_process(
+            "fairseq-generate",
+            str(data_bin / "bin"),
+            "--user-dir",
+            PLUGIN,
+            "--path",
+            str(fp32_checkpoint),
+            "--cpu",
+            *flags,
+        )
         scores[name] = sentence_lines(out, "H")
         assert len(scores[name]) == 12
     assert scores["half"] != scores["fp32"]
@@ -130,16 +187,31 @@ def test_half_precision_trains_and_generates(data_bin, fp32_run, tmp_path, preci
 def _train_two_workers(data_bin, save_dir, max_update):
     port = str(free_port())
     flags = [
-        str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(max_update),
-        "--save-dir", str(save_dir), "--distributed-world-size", "2", "--distributed-backend", "gloo",
-        "--ddp-backend", "legacy_ddp", "--distributed-no-spawn",
-        "--distributed-init-method", f"tcp://127.0.0.1:{port}",
-    ]  # fmt: skip
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        str(max_update),
+        "--save-dir",
+        str(save_dir),
+        "--distributed-world-size",
+        "2",
+        "--distributed-backend",
+        "gloo",
+        "--ddp-backend",
+        "legacy_ddp",
+        "--distributed-no-spawn",
+        "--distributed-init-method",
+        f"tcp://127.0.0.1:{port}",
+    ]
     procs = [
         subprocess.Popen(
             [os.path.join(BIN, "fairseq-train"), *flags, "--distributed-rank", str(rank)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for rank in range(2)
     ]
     outputs = [p.communicate(timeout=600)[0] for p in procs]
@@ -163,16 +235,49 @@ def test_average_of_a_run_whose_saves_all_land_on_epoch_ends(data_bin, tmp_path)
     """With --save-interval-updates equal to an epoch, fairseq writes every state only as checkpoint{epoch}.pt
     (checkpoint_last.pt with --no-epoch-checkpoints), never as checkpoint_{epoch}_{update}.pt; "the last 3" are
     still the states at the last three saves, the final one included."""
-    log = run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-epoch", "1",
-                         "--no-save", "--disable-validation")  # fmt: skip
+    log = run_in_process(
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-epoch",
+        "1",
+        "--no-save",
+        "--disable-validation",
+    )
     per_epoch = int(re.findall(r"epoch 001 \|.*num_updates (\d+)", log)[-1])
     save_dir = tmp_path / "ckpt"
-    run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", str(4 * per_epoch),
-                   "--save-interval-updates", str(per_epoch), "--keep-interval-updates", "3", "--keep-last-epochs", "3",
-                   "--save-dir", str(save_dir))  # fmt: skip
+    run_in_process(
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        str(4 * per_epoch),
+        "--save-interval-updates",
+        str(per_epoch),
+        "--keep-interval-updates",
+        "3",
+        "--keep-last-epochs",
+        "3",
+        "--save-dir",
+        str(save_dir),
+    )
     assert not [p for p in os.listdir(save_dir) if re.fullmatch(r"checkpoint_\d+_\d+\.pt", p)]
-    output = run_tool(sys.executable, "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs", str(save_dir),
-                 "--num-update-checkpoints", "3", "--output", str(tmp_path / "average.pt"), cwd=REPO)  # fmt: skip
+    output = run_tool(
+        sys.executable,
+        "-m",
+        "transformer_plugin_cli.tools.average_checkpoints",
+        "--inputs",
+        str(save_dir),
+        "--num-update-checkpoints",
+        "3",
+        "--output",
+        str(tmp_path / "average.pt"),
+        cwd=REPO,
+    )
     averaged = re.findall(r"update (\d+): ", output)
     assert averaged == [str(k * per_epoch) for k in (4, 3, 2)], output
 
@@ -193,12 +298,24 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
 
     added, shared = CT2_VARIANTS[variant]
     flags = [f for f in TRAIN_FLAGS if shared or f != "--share-all-embeddings"] + added
-    run_in_process("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *flags, "--max-update", "80",
-        "--save-dir", str(tmp_path / "ckpt"), "--no-epoch-checkpoints")  # fmt: skip
+    run_in_process(
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *flags,
+        "--max-update",
+        "80",
+        "--save-dir",
+        str(tmp_path / "ckpt"),
+        "--no-epoch-checkpoints",
+    )
     ckpt = str(tmp_path / "ckpt" / "checkpoint_last.pt")
     from transformer_plugin_cli.serving.export_ctranslate2 import main as export
 
-    assert export(["--model_path", ckpt, "--data_dir", str(data_bin / "bin"), "--output_dir", str(tmp_path / "ct2")]) == 0
+    assert (
+        export(["--model_path", ckpt, "--data_dir", str(data_bin / "bin"), "--output_dir", str(tmp_path / "ct2")]) == 0
+    )
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     common = ["--user-dir", PLUGIN, "--path", ckpt, "--batch-size", "16", "--gen-subset", "test"]
     # the same log-probability for every reference token (fairseq prints base 2, CTranslate2 base e)
@@ -211,11 +328,23 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
         assert result.log_probs == pytest.approx(expected, abs=2e-4)
     # the same translations, greedy and with the paper's beam
     for beam in ("1", "4"):
-        out = run_in_process("fairseq-generate", str(data_bin / "bin"), *common, "--beam", beam, "--lenpen", "0.6",
-                  "--max-len-a", "0", "--max-len-b", "30")  # fmt: skip
+        out = run_in_process(
+            "fairseq-generate",
+            str(data_bin / "bin"),
+            *common,
+            "--beam",
+            beam,
+            "--lenpen",
+            "0.6",
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            "30",
+        )
         hypotheses = sentence_lines(out, "H")
-        translated = translator.translate_batch([sources[i][0].split() for i in ids], beam_size=int(beam),
-                                                length_penalty=0.6, max_decoding_length=30)  # fmt: skip
+        translated = translator.translate_batch(
+            [sources[i][0].split() for i in ids], beam_size=int(beam), length_penalty=0.6, max_decoding_length=30
+        )
         # sentences where either system reached the length cap of 30 are left out: these 80-update models
         # loop on some inputs, and the two end a search cut at the cap differently (fairseq forces </s>)
         pairs = {i: (r.hypotheses[0], hypotheses[i][1].split()) for i, r in zip(ids, translated)}
@@ -247,14 +376,49 @@ def test_a_test_sentence_longer_than_1024_positions_is_translated(data_bin, trai
     long_line = " ".join(WORDS[i % len(WORDS)] for i in range(1100))
     for side in ("src", "tgt"):
         (tmp_path / f"test.{side}").write_text(f"{WORDS[0]} {WORDS[1]}\n{long_line}\n{WORDS[2]}\n")
-    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--testpref", str(tmp_path / "test"),
-             "--srcdict", str(data_bin / "bin" / "dict.src.txt"), "--tgtdict", str(data_bin / "bin" / "dict.tgt.txt"),
-             "--destdir", str(tmp_path / "bin"), "--workers", "1")  # fmt: skip
-    generate = ("fairseq-generate", str(tmp_path / "bin"), "--user-dir", PLUGIN, "--path", str(save_dir / "checkpoint_last.pt"),
-                "--beam", "2", "--max-len-a", "0", "--max-len-b", "20", "--batch-size", "8")  # fmt: skip
+    run_tool(
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--testpref",
+        str(tmp_path / "test"),
+        "--srcdict",
+        str(data_bin / "bin" / "dict.src.txt"),
+        "--tgtdict",
+        str(data_bin / "bin" / "dict.tgt.txt"),
+        "--destdir",
+        str(tmp_path / "bin"),
+        "--workers",
+        "1",
+    )
+    generate = (
+        "fairseq-generate",
+        str(tmp_path / "bin"),
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        str(save_dir / "checkpoint_last.pt"),
+        "--beam",
+        "2",
+        "--max-len-a",
+        "0",
+        "--max-len-b",
+        "20",
+        "--batch-size",
+        "8",
+    )
     code, refused = run_tool(*generate, expect_ok=False)
     assert code != 0 and "is invalid" in refused and "max_positions=(1024, 1024)" in refused  # fairseq's task limit
-    out = run_tool(*generate, "--max-source-positions", "100000", "--max-target-positions", "100000",
-                   "--model-overrides", "{'max_source_positions': 100000, 'max_target_positions': 100000}")
+    out = run_tool(
+        *generate,
+        "--max-source-positions",
+        "100000",
+        "--max-target-positions",
+        "100000",
+        "--model-overrides",
+        "{'max_source_positions': 100000, 'max_target_positions': 100000}",
+    )
     hypotheses = sentence_lines(out, "H")
     assert sorted(hypotheses) == [0, 1, 2]

@@ -10,16 +10,29 @@ import torch
 from helpers import REPO, user_env
 
 SMALL = dict(
-    TRAIN_PAIRS="2000", VALID_PAIRS="40", TEST_PAIRS="60", VOCAB_SIZE="300", MAX_TOKENS="1500",
-    MAX_UPDATE="40", WARMUP="20", SAVE_INTERVAL_UPDATES="10", LOG_INTERVAL="5", AVERAGE_LAST="3", BLEU_BAR="0",
-)  # fmt: skip
+    TRAIN_PAIRS="2000",
+    VALID_PAIRS="40",
+    TEST_PAIRS="60",
+    VOCAB_SIZE="300",
+    MAX_TOKENS="1500",
+    MAX_UPDATE="40",
+    WARMUP="20",
+    SAVE_INTERVAL_UPDATES="10",
+    LOG_INTERVAL="5",
+    AVERAGE_LAST="3",
+    BLEU_BAR="0",
+)
 
 
 def run_demo(work, DRY="0", **variables):
     return subprocess.run(
-        ["bash", os.path.join(REPO, "recipes", "demo.sh"), *(["--dry-run"] if DRY == "1" else [])], cwd=REPO,
-        env=user_env(WORK=work, **variables), capture_output=True, text=True, timeout=3600,
-    )  # fmt: skip
+        ["bash", os.path.join(REPO, "recipes", "demo.sh"), *(["--dry-run"] if DRY == "1" else [])],
+        cwd=REPO,
+        env=user_env(WORK=work, **variables),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +46,18 @@ def small_demo(tmp_path_factory):
 @pytest.mark.e2e
 def test_every_stage_runs_and_reports(small_demo):
     work, output = small_demo
-    for header in ("stage 1:", "stage 2:", "stage 3:", "stage 4:", "stage 5:", "stage 6-last:", "stage 6-average:",
-                   "stage 7-last:", "stage 7-average:", "stage 8:"):  # fmt: skip
+    for header in (
+        "stage 1:",
+        "stage 2:",
+        "stage 3:",
+        "stage 4:",
+        "stage 5:",
+        "stage 6-last:",
+        "stage 6-average:",
+        "stage 7-last:",
+        "stage 7-average:",
+        "stage 8:",
+    ):
         assert f"==== {header}" in output
     assert "distributed init (rank 1)" in open(work / "train.log.rank1").read()
     results = work / "results"
@@ -82,13 +105,20 @@ def test_a_changed_vocabulary_stops_before_any_work(small_demo):
     work, _ = small_demo
     before = {p: p.stat().st_mtime_ns for p in (work / "data" / "spm.model", work / "checkpoints" / "average.pt")}
     dry = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"), DRY="1")
-    assert "a real run redoes this stage: its settings changed since it was done: VOCAB_SIZE was 300, now 301" in dry.stdout
-    why = ("stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (VOCAB_SIZE was "
-           "300, now 301, in stage 2)")  # fmt: skip
+    assert (
+        "a real run redoes this stage: its settings changed since it was done: VOCAB_SIZE was 300, now 301"
+        in dry.stdout
+    )
+    why = (
+        "stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (VOCAB_SIZE was "
+        "300, now 301, in stage 2)"
+    )
     assert f"(a real run stops here: {why}" in dry.stdout
     proc = run_demo(work, **dict(SMALL, VOCAB_SIZE="301"))
     assert proc.returncode == 3
-    assert why in proc.stderr and f"delete '{work / 'checkpoints'}' and '{work / '.done' / '4'}';" in proc.stderr  # quoted: a space
+    assert (
+        why in proc.stderr and f"delete '{work / 'checkpoints'}' and '{work / '.done' / '4'}';" in proc.stderr
+    )  # quoted: a space
     assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
     assert {p: p.stat().st_mtime_ns for p in before} == before
 

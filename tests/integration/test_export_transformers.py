@@ -35,16 +35,34 @@ Model = argparse.Namespace  # root, bin, checkpoint, source spm, target spm, exp
 
 
 def export(model, out, *extra):
-    return export_transformers.main(["--model_path", str(model.checkpoint), "--data_dir", str(model.bin),
-                                     "--spm", str(model.spm), "--target_spm", str(model.target_spm),
-                                     "--output_dir", str(out), *extra])  # fmt: skip
+    return export_transformers.main(
+        [
+            "--model_path",
+            str(model.checkpoint),
+            "--data_dir",
+            str(model.bin),
+            "--spm",
+            str(model.spm),
+            "--target_spm",
+            str(model.target_spm),
+            "--output_dir",
+            str(out),
+            *extra,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
 def shared(served):
     root, spm, _ = served
-    model = Model(root=root, bin=root / "bin", checkpoint=root / "ckpt" / "checkpoint_last.pt", spm=spm,
-                  target_spm=spm, hf=root / "hf")  # fmt: skip
+    model = Model(
+        root=root,
+        bin=root / "bin",
+        checkpoint=root / "ckpt" / "checkpoint_last.pt",
+        spm=spm,
+        target_spm=spm,
+        hf=root / "hf",
+    )
     assert export(model, model.hf) == 0
     return model
 
@@ -58,19 +76,56 @@ def pair(tmp_path_factory):
     for side, paths in splits.items():
         spm = train([paths[0]], str(root / f"spm.{side}"), 200)
         encode(spm, paths, [p.replace(f"{root}/", f"{root}/sp.") for p in paths])
-    run_in_process("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(root / "sp.train"),
-             "--validpref", str(root / "sp.valid"), "--testpref", str(root / "sp.test"), "--destdir", str(root / "bin"),
-             "--workers", "1")  # fmt: skip
+    run_in_process(
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        str(root / "sp.train"),
+        "--validpref",
+        str(root / "sp.valid"),
+        "--testpref",
+        str(root / "sp.test"),
+        "--destdir",
+        str(root / "bin"),
+        "--workers",
+        "1",
+    )
     return root
 
 
 def _train_on_pair(root, name, updates, *flags):
     separate = [f for f in TRAIN_FLAGS if f != "--share-all-embeddings"]
-    run_in_process("fairseq-train", str(root / "bin"), "--user-dir", PLUGIN, *separate, *flags, "--max-update", str(updates),
-             "--warmup-updates", "100", "--lr-multiplier", "0.5", "--dropout", "0", "--save-dir", str(root / name),
-             "--no-epoch-checkpoints", "--disable-validation")  # fmt: skip
-    model = Model(root=root, bin=root / "bin", checkpoint=root / name / "checkpoint_last.pt",
-                  spm=root / "spm.src.model", target_spm=root / "spm.tgt.model", hf=root / f"hf-{name}")  # fmt: skip
+    run_in_process(
+        "fairseq-train",
+        str(root / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *separate,
+        *flags,
+        "--max-update",
+        str(updates),
+        "--warmup-updates",
+        "100",
+        "--lr-multiplier",
+        "0.5",
+        "--dropout",
+        "0",
+        "--save-dir",
+        str(root / name),
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+    )
+    model = Model(
+        root=root,
+        bin=root / "bin",
+        checkpoint=root / name / "checkpoint_last.pt",
+        spm=root / "spm.src.model",
+        target_spm=root / "spm.tgt.model",
+        hf=root / f"hf-{name}",
+    )
     assert export(model, model.hf) == 0
     return model
 
@@ -93,8 +148,9 @@ def exported(request):
 def fairseq_model(model):
     from fairseq import checkpoint_utils
 
-    (fs,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(model.checkpoint)],
-                                                                  arg_overrides={"data": str(model.bin)})  # fmt: skip
+    (fs,), _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(model.checkpoint)], arg_overrides={"data": str(model.bin)}
+    )
     return fs.eval(), task
 
 
@@ -112,8 +168,16 @@ def test_the_directory_loads_with_no_missing_or_unexpected_weights(exported, cap
     tied = marian.get_output_embeddings().weight is marian.get_decoder().embed_tokens.weight
     assert tied is (exported.checkpoint.parent.name != "untied")
     files = set(os.listdir(exported.hf))
-    assert {"config.json", "generation_config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json",
-            "tokenizer_config.json", "README.md"} <= files  # fmt: skip
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "source.spm",
+        "target.spm",
+        "vocab.json",
+        "tokenizer_config.json",
+        "README.md",
+    } <= files
     assert ("target_vocab.json" in files) is not shared
     generation = json.loads((exported.hf / "generation_config.json").read_text())
     assert (generation["num_beams"], generation["length_penalty"], generation["decoder_start_token_id"]) == (4, 0.6, 2)
@@ -123,7 +187,10 @@ def test_the_directory_loads_with_no_missing_or_unexpected_weights(exported, cap
     # the default bound: fairseq's (input + 50, then </s>) for the longest source binarized in the data dir
     from fairseq.data import data_utils
 
-    splits = [data_utils.load_indexed_dataset(str(exported.bin / f"{s}.src-tgt.src"), None) for s in ("train", "valid", "test")]
+    splits = [
+        data_utils.load_indexed_dataset(str(exported.bin / f"{s}.src-tgt.src"), None)
+        for s in ("train", "valid", "test")
+    ]
     longest = max(int(split.sizes.max()) for split in splits)
     assert generation["max_new_tokens"] == longest + 51 and "max_length" not in generation
 
@@ -156,8 +223,9 @@ def reference_log_probs(model, marian):
     with torch.no_grad():
         for s in samples:
             prev = torch.cat([torch.tensor([eos]), s["target"][:-1]]).unsqueeze(0)
-            lprobs = fs.get_normalized_probs(fs(s["source"].unsqueeze(0), torch.tensor([len(s["source"])]), prev),
-                                             log_probs=True)[0]  # fmt: skip
+            lprobs = fs.get_normalized_probs(
+                fs(s["source"].unsqueeze(0), torch.tensor([len(s["source"])]), prev), log_probs=True
+            )[0]
             ours.append(lprobs.gather(-1, s["target"].unsqueeze(-1)).squeeze(-1))
         for i in range(0, len(samples), 16):
             batch = samples[i : i + 16]
@@ -188,10 +256,23 @@ def test_generate_gives_fairseq_generates_hypotheses(name, request):
     from transformers import MarianMTModel, MarianTokenizer
 
     exported = request.getfixturevalue(name)
-    out = run_in_process("fairseq-generate", str(exported.bin), "--user-dir", PLUGIN, "--path", str(exported.checkpoint),
-                   "--gen-subset", "test", *decoding_flags(), "--batch-size", "32")  # fmt: skip
+    out = run_in_process(
+        "fairseq-generate",
+        str(exported.bin),
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        str(exported.checkpoint),
+        "--gen-subset",
+        "test",
+        *decoding_flags(),
+        "--batch-size",
+        "32",
+    )
     fairseq_hyps = {i: fields[1].split() for i, fields in sentence_lines(out, "H").items()}
-    fairseq_scores = {i: float(fields[0]) * math.log(2) for i, fields in sentence_lines(out, "H").items()}  # printed in bits
+    fairseq_scores = {
+        i: float(fields[0]) * math.log(2) for i, fields in sentence_lines(out, "H").items()
+    }  # printed in bits
     sources = {i: fields[0].split() for i, fields in sentence_lines(out, "S").items()}
     marian = MarianMTModel.from_pretrained(exported.hf).eval()
     tokenizer = MarianTokenizer.from_pretrained(exported.hf)
@@ -202,14 +283,22 @@ def test_generate_gives_fairseq_generates_hypotheses(name, request):
     with torch.no_grad():
         for i in range(0, len(lines), 64):
             batch = tokenizer(lines[i : i + 64], return_tensors="pt", padding=True)
-            generated = marian.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + 51,
-                                        return_dict_in_generate=True, output_scores=True)  # fmt: skip
-            ours += [[target[t] for t in row[1:].tolist() if t not in (target.eos(), target.pad())]
-                     for row in generated.sequences]  # fmt: skip
+            generated = marian.generate(
+                **batch,
+                max_new_tokens=batch["input_ids"].shape[1] + 51,
+                return_dict_in_generate=True,
+                output_scores=True,
+            )
+            ours += [
+                [target[t] for t in row[1:].tolist() if t not in (target.eos(), target.pad())]
+                for row in generated.sequences
+            ]
             scores += generated.sequences_scores.tolist()
             bounds += [batch["input_ids"].shape[1] + 51] * len(generated.sequences)
     # the sentences that neither cut at its bound (fairseq's batches are others, and so are their bounds)
-    uncut = [i for i in range(len(lines)) if len(fairseq_hyps[i]) < len(sources[i]) + 1 + 50 and len(ours[i]) < bounds[i] - 1]
+    uncut = [
+        i for i in range(len(lines)) if len(fairseq_hyps[i]) < len(sources[i]) + 1 + 50 and len(ours[i]) < bounds[i] - 1
+    ]
     assert len(uncut) >= 0.9 * len(lines)
     same = [i for i in uncut if ours[i] == fairseq_hyps[i]]
     assert len(same) >= 0.99 * len(uncut), [(fairseq_hyps[i], ours[i]) for i in uncut if ours[i] != fairseq_hyps[i]][:3]
@@ -221,10 +310,28 @@ def test_generate_gives_fairseq_generates_hypotheses(name, request):
 def interactive(shared):
     """(test lines, fairseq-interactive --bpe sentencepiece's translations of them)."""
     lines = (shared.root / "test.src").read_text().splitlines()
-    out = run_in_process("fairseq-interactive", str(shared.bin), "--user-dir", PLUGIN, "--path", str(shared.checkpoint),
-                   "--source-lang", "src", "--target-lang", "tgt", "--bpe", "sentencepiece",
-                   "--sentencepiece-model", str(shared.spm), *decoding_flags(), "--buffer-size", "64",
-                   "--batch-size", "64", stdin="".join(line + "\n" for line in lines))  # fmt: skip
+    out = run_in_process(
+        "fairseq-interactive",
+        str(shared.bin),
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        str(shared.checkpoint),
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--bpe",
+        "sentencepiece",
+        "--sentencepiece-model",
+        str(shared.spm),
+        *decoding_flags(),
+        "--buffer-size",
+        "64",
+        "--batch-size",
+        "64",
+        stdin="".join(line + "\n" for line in lines),
+    )
     return lines, [fields[1] for _, fields in sorted(sentence_lines(out, "D").items())]
 
 
@@ -244,14 +351,40 @@ def test_raw_text_translates_as_fairseq_interactive(shared, interactive):
 
 
 def test_the_console_script_and_the_model_card(shared, tmp_path):
-    (tmp_path / "scores.json").write_text(json.dumps({"sentences": 64, "sacrebleu": 71.25, "chrf": 80.5,
-                                                      "sacrebleu_signature": "nrefs:1|case:mixed|tok:13a",
-                                                      "chrf_signature": "nrefs:1|nc:6"}))  # fmt: skip
-    result = subprocess.run([os.path.join(BIN, "vaswani-export-hf"), "--model_path", str(shared.checkpoint),
-                             "--data_dir", str(shared.bin), "--spm", str(shared.spm), "--output_dir", str(tmp_path / "m"),
-                             "--scores", f"copy test={tmp_path / 'scores.json'}", "--dataset", "a copying task",
-                             "--beam", "5", "--lenpen", "1.0"],
-                            capture_output=True, text=True)  # fmt: skip
+    (tmp_path / "scores.json").write_text(
+        json.dumps(
+            {
+                "sentences": 64,
+                "sacrebleu": 71.25,
+                "chrf": 80.5,
+                "sacrebleu_signature": "nrefs:1|case:mixed|tok:13a",
+                "chrf_signature": "nrefs:1|nc:6",
+            }
+        )
+    )
+    result = subprocess.run(
+        [
+            os.path.join(BIN, "vaswani-export-hf"),
+            "--model_path",
+            str(shared.checkpoint),
+            "--data_dir",
+            str(shared.bin),
+            "--spm",
+            str(shared.spm),
+            "--output_dir",
+            str(tmp_path / "m"),
+            "--scores",
+            f"copy test={tmp_path / 'scores.json'}",
+            "--dataset",
+            "a copying task",
+            "--beam",
+            "5",
+            "--lenpen",
+            "1.0",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "log-probabilities within" in result.stdout
     card = (tmp_path / "m" / "README.md").read_text()
@@ -265,13 +398,16 @@ def test_the_console_script_and_the_model_card(shared, tmp_path):
     assert (generation["num_beams"], generation["length_penalty"]) == (5, 1.0)
 
 
-@pytest.mark.parametrize("setting, value, flag", [
-    ("normalize_before", True, "--normalize-before"),
-    ("positional_encoding", "learned", "--positional-encoding learned"),
-    ("sinusoid_variant", "fairseq", "--sinusoid-variant fairseq"),
-    ("d_k", 8, "--d-k 8 with --attention-heads 4 and --d-model 64: MarianMT needs d_k = d_model / h = 16"),
-    ("_name", "transformer", "is a transformer checkpoint, not vaswani_transformer"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "setting, value, flag",
+    [
+        ("normalize_before", True, "--normalize-before"),
+        ("positional_encoding", "learned", "--positional-encoding learned"),
+        ("sinusoid_variant", "fairseq", "--sinusoid-variant fairseq"),
+        ("d_k", 8, "--d-k 8 with --attention-heads 4 and --d-model 64: MarianMT needs d_k = d_model / h = 16"),
+        ("_name", "transformer", "is a transformer checkpoint, not vaswani_transformer"),
+    ],
+)
 def test_what_marian_cannot_hold_is_refused_before_anything_is_written(shared, tmp_path, capsys, setting, value, flag):
     state = torch.load(shared.checkpoint, weights_only=False)
     state["cfg"]["model"][setting] = value
@@ -368,8 +504,19 @@ def test_a_model_that_never_ends_stops_where_fairseq_stops(looping):
     longest source + 50), not at the model's 1,024 positions."""
     from transformers import MarianMTModel, MarianTokenizer
 
-    out = run_in_process("fairseq-generate", str(looping.bin), "--user-dir", PLUGIN, "--path", str(looping.checkpoint),
-                         "--gen-subset", "test", *decoding_flags(), "--batch-size", "1")  # fmt: skip
+    out = run_in_process(
+        "fairseq-generate",
+        str(looping.bin),
+        "--user-dir",
+        PLUGIN,
+        "--path",
+        str(looping.checkpoint),
+        "--gen-subset",
+        "test",
+        *decoding_flags(),
+        "--batch-size",
+        "1",
+    )
     fairseq_lengths = {i: len(fields[1].split()) for i, fields in sentence_lines(out, "H").items()}
     sources = {i: len(fields[0].split()) + 1 for i, fields in sentence_lines(out, "S").items()}  # with </s>
     assert all(fairseq_lengths[i] == sources[i] + 50 for i in sources)  # every hypothesis ran to fairseq's bound
@@ -395,11 +542,18 @@ def test_pipeline_translation_under_transformers_4(shared, interactive):
         pytest.skip("needs transformers 4 beside the pinned 5: make test-transformers4")
     lines, expected = interactive
     # one sentence per call, each bounded as fairseq bounds it: its input + 50 tokens, then </s>
-    code = ("import json, sys, transformers; t = transformers.pipeline('translation', model=sys.argv[1]);"
-            "print(transformers.__version__); print(json.dumps([t(line, max_new_tokens=len(t.tokenizer(line).input_ids)"
-            " + 51)[0]['translation_text'] for line in json.load(sys.stdin)]))")
-    result = subprocess.run([sys.executable, "-c", code, str(shared.hf)], input=json.dumps(lines), capture_output=True,
-                            text=True, env={**os.environ, "PYTHONPATH": os.path.abspath(path)})  # fmt: skip
+    code = (
+        "import json, sys, transformers; t = transformers.pipeline('translation', model=sys.argv[1]);"
+        "print(transformers.__version__); print(json.dumps([t(line, max_new_tokens=len(t.tokenizer(line).input_ids)"
+        " + 51)[0]['translation_text'] for line in json.load(sys.stdin)]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(shared.hf)],
+        input=json.dumps(lines),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.path.abspath(path)},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     version, translated = result.stdout.splitlines()[-2:]
     assert version.startswith("4.") and json.loads(translated) == expected

@@ -33,12 +33,28 @@ MODELS = ("transformer", "vaswani")
 ARCH_FLAGS = {
     "vaswani": ["--arch", "vaswani_tiny", "--d-model", "32", "--d-ff", "128"],
     "transformer": [  # the same sizes in fairseq's names; Eq. (3) needs d_model from the command line
-        "--arch", "transformer", "--encoder-layers", "2", "--decoder-layers", "2",
-        "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "128",
-        "--decoder-ffn-embed-dim", "128", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
-        "--d-model", "32",
+        "--arch",
+        "transformer",
+        "--encoder-layers",
+        "2",
+        "--decoder-layers",
+        "2",
+        "--encoder-embed-dim",
+        "32",
+        "--decoder-embed-dim",
+        "32",
+        "--encoder-ffn-embed-dim",
+        "128",
+        "--decoder-ffn-embed-dim",
+        "128",
+        "--encoder-attention-heads",
+        "4",
+        "--decoder-attention-heads",
+        "4",
+        "--d-model",
+        "32",
     ],
-}  # fmt: skip
+}
 WORDS = [f"w{i}" for i in range(24)]
 
 
@@ -65,9 +81,24 @@ def write_corpus(root):
 
 
 def common_flags(data):
-    return [str(data), "--user-dir", PLUGIN, "--share-all-embeddings", *training_flags(warmup_updates=80),
-            "--lr-multiplier", "1.5", "--max-tokens", "2000", "--seed", "1", "--num-workers", "0",
-            "--no-progress-bar", "--log-format", "simple"]  # fmt: skip
+    return [
+        str(data),
+        "--user-dir",
+        PLUGIN,
+        "--share-all-embeddings",
+        *training_flags(warmup_updates=80),
+        "--lr-multiplier",
+        "1.5",
+        "--max-tokens",
+        "2000",
+        "--seed",
+        "1",
+        "--num-workers",
+        "0",
+        "--no-progress-bar",
+        "--log-format",
+        "simple",
+    ]
 
 
 # Updates of the two models: far enough that every premise below holds with a margin whatever kernels the
@@ -84,10 +115,25 @@ def pair(tmp_path_factory):
     write_corpus(root)
     data = root / "bin"
     run_tool(
-        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(root / "train"),
-        "--validpref", str(root / "valid"), "--testpref", str(root / "test"), "--joined-dictionary",
-        "--thresholdsrc", "3", "--destdir", str(data), "--workers", "1",
-    )  # fmt: skip
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        str(root / "train"),
+        "--validpref",
+        str(root / "valid"),
+        "--testpref",
+        str(root / "test"),
+        "--joined-dictionary",
+        "--thresholdsrc",
+        "3",
+        "--destdir",
+        str(data),
+        "--workers",
+        "1",
+    )
     raw = root / "raw"  # fairseq reads a directory with raw text files as raw text: keep them apart
     raw.mkdir()
     for lang in ("src", "tgt"):
@@ -96,18 +142,36 @@ def pair(tmp_path_factory):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     procs = {
         name: subprocess.Popen(
-            [os.path.join(BIN, "fairseq-train"), *common_flags(data), *ARCH_FLAGS[name], "--max-update", UPDATES,
-             "--disable-validation", "--no-epoch-checkpoints", "--save-interval", "1000",
-             "--save-dir", str(root / name)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        )  # fmt: skip
+            [
+                os.path.join(BIN, "fairseq-train"),
+                *common_flags(data),
+                *ARCH_FLAGS[name],
+                "--max-update",
+                UPDATES,
+                "--disable-validation",
+                "--no-epoch-checkpoints",
+                "--save-interval",
+                "1000",
+                "--save-dir",
+                str(root / name),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         for name in MODELS
     }
     for name, proc in procs.items():
         out = proc.communicate(timeout=900)[0]
         if proc.returncode != 0:
             pytest.fail(f"training {name} failed:\n{out[-4000:]}")
-    return {"data": data, "raw": raw, "root": root, **{name: str(root / name / "checkpoint_last.pt") for name in MODELS}}
+    return {
+        "data": data,
+        "raw": raw,
+        "root": root,
+        **{name: str(root / name / "checkpoint_last.pt") for name in MODELS},
+    }
 
 
 def lines(output, kind):
@@ -131,8 +195,18 @@ def references(output):
 def tool(name, pair, model, *flags, data=None, expect_ok=True):
     """fairseq's tool ``name`` on ``model``'s checkpoint (or on the checkpoint file ``model``) with the
     plugin, the binarized pair (or ``data``) and ``flags``: its output (and exit code if not expect_ok)."""
-    return run_in_process(name, str(data or pair["data"]), "--user-dir", PLUGIN, "--num-workers", "0",
-                          "--path", pair.get(model, model), *flags, expect_ok=expect_ok)  # fmt: skip
+    return run_in_process(
+        name,
+        str(data or pair["data"]),
+        "--user-dir",
+        PLUGIN,
+        "--num-workers",
+        "0",
+        "--path",
+        pair.get(model, model),
+        *flags,
+        expect_ok=expect_ok,
+    )
 
 
 def generate(pair, model, *flags, data=None):
@@ -175,14 +249,19 @@ def test_sampling(pair, model):
     assert hypotheses(generate(pair, model, "--sampling", "--sampling-topk", "1", "--beam", "1")) == greedy
     assert hypotheses(generate(pair, model, "--sampling", "--sampling-topp", "0.05", "--beam", "1")) == greedy
     sample = ["--sampling", "--temperature", "3", "--beam", "2", "--nbest", "2"]
-    runs = [hypotheses(generate(pair, model, *sample, "--sampling-topk", "5", "--seed", seed)) for seed in ("1", "2", "1")]
+    runs = [
+        hypotheses(generate(pair, model, *sample, "--sampling-topk", "5", "--seed", seed)) for seed in ("1", "2", "1")
+    ]
     assert runs[0] != runs[1] and runs[0] == runs[2] and runs[0] != greedy
     assert hypotheses(generate(pair, model, *sample, "--sampling-topp", "0.99", "--seed", "1")) != greedy
 
 
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("diversity", [["--diverse-beam-groups", "2", "--diverse-beam-strength", "5"], ["--diversity-rate", "3"]],
-                         ids=["diverse-beam-groups", "diversity-rate"])  # fmt: skip
+@pytest.mark.parametrize(
+    "diversity",
+    [["--diverse-beam-groups", "2", "--diverse-beam-strength", "5"], ["--diversity-rate", "3"]],
+    ids=["diverse-beam-groups", "diversity-rate"],
+)
 def test_diverse_beam_search(pair, model, diversity):
     """Both change which hypotheses the beam keeps, and each sentence still gets 4."""
     plain = lines(generate(pair, model, "--beam", "4", "--nbest", "4"), "H")
@@ -208,13 +287,40 @@ def test_lexically_constrained_decoding(pair, model, tmp_path):
     """fairseq-interactive --constraints: the constraint appears in every translation; without it, not."""
     sources = ["w1 w2 w3", "w4 w5 w6 w7", "w8 w9", "w10 w11 w12 w13 w14"]
     (tmp_path / "in").write_text("".join(f"{s}\tv23\n" for s in sources))
-    out = tool("fairseq-interactive", pair, model, "--source-lang", "src", "--target-lang", "tgt", "--constraints",
-               "--beam", "4", "--input", str(tmp_path / "in"), "--batch-size", "4", "--buffer-size", "4")  # fmt: skip
+    out = tool(
+        "fairseq-interactive",
+        pair,
+        model,
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--constraints",
+        "--beam",
+        "4",
+        "--input",
+        str(tmp_path / "in"),
+        "--batch-size",
+        "4",
+        "--buffer-size",
+        "4",
+    )
     found = hypotheses(out)
     assert len(found) == 4 and all("v23" in h for h in found.values()), found
     (tmp_path / "plain").write_text("".join(f"{s}\n" for s in sources))
-    out = tool("fairseq-interactive", pair, model, "--source-lang", "src", "--target-lang", "tgt", "--beam", "4",
-               "--input", str(tmp_path / "plain"))  # fmt: skip
+    out = tool(
+        "fairseq-interactive",
+        pair,
+        model,
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--beam",
+        "4",
+        "--input",
+        str(tmp_path / "plain"),
+    )
     assert not any("v23" in h for h in hypotheses(out).values())
 
 
@@ -279,20 +385,25 @@ def test_replace_unk(pair, model):
     with_unk = {i: h for i, h in hypotheses(plain).items() if "<unk>" in h}
     assert len(with_unk) >= 5
     for alignment in ("hard", "soft"):
-        out = generate(pair, model, "--dataset-impl", "raw", "--replace-unk", "--print-alignment", alignment,
-                       data=pair["raw"])  # fmt: skip
+        out = generate(
+            pair, model, "--dataset-impl", "raw", "--replace-unk", "--print-alignment", alignment, data=pair["raw"]
+        )
         sources, replaced, aligned = lines(out, "S"), hypotheses(out), lines(out, "A")
         rare_found = 0
         for i, hyp in with_unk.items():
             source = sources[i][0][0].split() + ["<eos>"]
             # what --replace-unk does: each <unk> becomes the source word its alignment points at
-            expected = [w if w != "<unk>" else source[aligned_source(aligned[i][0][0], alignment, t)] for t, w in enumerate(hyp)]
+            expected = [
+                w if w != "<unk>" else source[aligned_source(aligned[i][0][0], alignment, t)] for t, w in enumerate(hyp)
+            ]
             assert replaced[i] == expected, (alignment, sources[i], hyp, replaced[i])
             rare_found += all(w.startswith("r") for w, h in zip(replaced[i], hyp) if h == "<unk>")
-        # and the model aligns an <unk> with the rare word it stands for (measured: all of them; 93% to 100% at d_model 64)
+        # and the model aligns an <unk> with the rare word it stands for (measured: all of them; 93% to 100% at d_model
+        # 64)
         assert rare_found >= 0.6 * len(with_unk), (alignment, rare_found, len(with_unk))
-    code, out = tool("fairseq-generate", pair, model, "--dataset-impl", "raw", "--replace-unk", data=pair["raw"],
-                     expect_ok=False)  # fmt: skip
+    code, out = tool(
+        "fairseq-generate", pair, model, "--dataset-impl", "raw", "--replace-unk", data=pair["raw"], expect_ok=False
+    )
     assert code != 0 and "--replace-unk needs the alignment of each hypothesis: add --print-alignment" in out
 
 
@@ -347,11 +458,24 @@ def test_retain_dropout(pair, model):
 def test_retain_dropout_modules_by_class_name(pair):
     """--retain-dropout-modules names the classes that hold the dropout to keep; a name the model
     does not have is refused with the names it has."""
-    decoder = [hypotheses(generate(pair, "vaswani", "--retain-dropout", "--retain-dropout-modules",
-                                   "['DecoderLayer']", "--seed", seed)) for seed in ("1", "2")]  # fmt: skip
+    decoder = [
+        hypotheses(
+            generate(
+                pair, "vaswani", "--retain-dropout", "--retain-dropout-modules", "['DecoderLayer']", "--seed", seed
+            )
+        )
+        for seed in ("1", "2")
+    ]
     assert decoder[0] != decoder[1]
-    code, out = tool("fairseq-generate", pair, "vaswani", "--retain-dropout", "--retain-dropout-modules",
-                     "['TransformerDecoderLayer']", expect_ok=False)  # fmt: skip
+    code, out = tool(
+        "fairseq-generate",
+        pair,
+        "vaswani",
+        "--retain-dropout",
+        "--retain-dropout-modules",
+        "['TransformerDecoderLayer']",
+        expect_ok=False,
+    )
     assert code != 0 and "['TransformerDecoderLayer']" in out and "'DecoderLayer'" in out
 
 
@@ -359,6 +483,7 @@ def test_retain_dropout_modules_by_class_name(pair):
 def test_match_source_len(pair, model):
     """Each translation has as many tokens as its source, the source's </s> counted (fairseq's
     definition); without the flag they end where the model ends them."""
+
     def lengths_match(out):
         sources = lines(out, "S")
         return [len(h) == len(sources[i][0][0].split()) + 1 for i, h in hypotheses(out).items()]
@@ -372,6 +497,7 @@ def test_no_repeat_ngram_size(pair, model):
     """With --no-repeat-ngram-size 2 no pair of tokens appears twice in a translation; without it,
     the test sources that repeat a pair are translated with the pair repeated. (fairseq's size 1
     blocks nothing, for every model: its check compares the whole sentence with an empty n-gram.)"""
+
     def repeats(out):
         return sum(len(set(zip(h, h[1:]))) < len(h) - 1 for h in hypotheses(out).values())
 
@@ -391,8 +517,23 @@ def test_batch_size_does_not_change_translations(pair, model):
 def test_interactive_with_a_buffer_translates_as_generate(pair, model):
     """fairseq-interactive reading 4 lines at a time gives fairseq-generate's translations, in order."""
     sources = (pair["root"] / "test.src").read_text().splitlines()
-    out = tool("fairseq-interactive", pair, model, "--source-lang", "src", "--target-lang", "tgt", "--beam", "4",
-               "--buffer-size", "4", "--batch-size", "4", "--input", str(pair["root"] / "test.src"))  # fmt: skip
+    out = tool(
+        "fairseq-interactive",
+        pair,
+        model,
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--beam",
+        "4",
+        "--buffer-size",
+        "4",
+        "--batch-size",
+        "4",
+        "--input",
+        str(pair["root"] / "test.src"),
+    )
     interactive = hypotheses(out)
     assert [lines(out, "S")[i][0][0] for i in range(len(sources))] == [
         " ".join(w if not w.startswith("r") else "<unk>" for w in s.split()) for s in sources
@@ -405,8 +546,17 @@ def test_validate(pair, model):
     """fairseq-validate reports the loss of a subset, the same in small batches as in one."""
     losses = []
     for max_tokens in ("100", "4000"):
-        out = tool("fairseq-validate", pair, model, "--task", "translation", "--valid-subset", "valid",
-                   "--max-tokens", max_tokens)  # fmt: skip
+        out = tool(
+            "fairseq-validate",
+            pair,
+            model,
+            "--task",
+            "translation",
+            "--valid-subset",
+            "valid",
+            "--max-tokens",
+            max_tokens,
+        )
         losses.append(re.search(r"valid on 'valid' subset \| loss ([0-9.]+) \| nll_loss ([0-9.]+)", out).groups())
     assert losses[0] == losses[1] and 0 < float(losses[0][1]) < 1.5
 
@@ -415,8 +565,15 @@ def test_validate(pair, model):
 def test_model_overrides(pair, model):
     """--model-overrides changes the loaded model's configuration: with 6 target positions fairseq
     translates only the sentences whose reference fits, in at most 5 tokens."""
-    out = generate(pair, model, "--model-overrides", "{'max_target_positions': 6}",
-                   "--skip-invalid-size-inputs-valid-test", "--max-len-b", "50")  # fmt: skip
+    out = generate(
+        pair,
+        model,
+        "--model-overrides",
+        "{'max_target_positions': 6}",
+        "--skip-invalid-size-inputs-valid-test",
+        "--max-len-b",
+        "50",
+    )
     references = (pair["root"] / "test.tgt").read_text().splitlines()
     found = hypotheses(out)
     assert sorted(found) == [i for i, ref in enumerate(references) if len(ref.split()) + 1 <= 6]
@@ -440,8 +597,19 @@ def test_a_source_longer_than_the_models_positions(pair, model):
 
 def train(pair, model, tmp_path, *flags, updates=4):
     """fairseq-train for ``updates`` updates from scratch (or as ``flags`` say); returns its log."""
-    return run_in_process("fairseq-train", *common_flags(pair["data"]), *ARCH_FLAGS[model], "--max-update", str(updates),
-                          "--log-interval", "1", "--save-dir", str(tmp_path), "--no-epoch-checkpoints", *flags)  # fmt: skip
+    return run_in_process(
+        "fairseq-train",
+        *common_flags(pair["data"]),
+        *ARCH_FLAGS[model],
+        "--max-update",
+        str(updates),
+        "--log-interval",
+        "1",
+        "--save-dir",
+        str(tmp_path),
+        "--no-epoch-checkpoints",
+        *flags,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -475,9 +643,21 @@ def test_checkpoint_activations(pair, baseline, model, tmp_path):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_eval_bleu_keeps_the_best_checkpoint_by_bleu(pair, model, tmp_path):
-    log = train(pair, model, tmp_path, "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 12}',
-                "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
-                "--validate-interval-updates", "2", "--save-interval-updates", "2")  # fmt: skip
+    log = train(
+        pair,
+        model,
+        tmp_path,
+        "--eval-bleu",
+        "--eval-bleu-args",
+        '{"beam": 1, "max_len_b": 12}',
+        "--best-checkpoint-metric",
+        "bleu",
+        "--maximize-best-checkpoint-metric",
+        "--validate-interval-updates",
+        "2",
+        "--save-interval-updates",
+        "2",
+    )
     bleus = [float(b) for b in re.findall(r"valid on 'valid' subset .*\| bleu ([0-9.]+)", log)]
     assert len(bleus) >= 2
     from transformer_plugin.patches.checkpoint_allowlist import load_checked
@@ -492,8 +672,18 @@ def test_eval_bleu_keeps_the_best_checkpoint_by_bleu(pair, model, tmp_path):
 def test_fine_tuning_from_a_trained_checkpoint(pair, baseline, model, tmp_path):
     """--restore-file with the resets starts a new run from the trained weights: update 1 again, at a
     far lower loss than from scratch."""
-    log = train(pair, model, tmp_path, "--restore-file", pair[model], "--reset-optimizer", "--reset-dataloader",
-                "--reset-meters", "--reset-lr-scheduler", "--disable-validation")  # fmt: skip
+    log = train(
+        pair,
+        model,
+        tmp_path,
+        "--restore-file",
+        pair[model],
+        "--reset-optimizer",
+        "--reset-dataloader",
+        "--reset-meters",
+        "--reset-lr-scheduler",
+        "--disable-validation",
+    )
     assert "Loaded checkpoint" in log
     assert re.search(r"epoch 001: +1 / \d+ .*num_updates=1\b", log)
     assert logged_losses(log)[0] < 0.6 * logged_losses(baseline[model])[0]
@@ -513,9 +703,14 @@ def test_tensorboard_logdir(pair, model, tmp_path):
 # fp16 on a CPU: fairseq flattens the fp32 master weights on a CUDA device (--fp16-no-flatten-grads
 # avoids it), and a gradient overflow stops its trainer (it puts the zero gradient norm on CUDA), so
 # the loss scale starts low enough not to overflow in these updates.
-@pytest.mark.parametrize("precision,dtype", [(["--memory-efficient-bf16"], "bfloat16"),
-                                             (["--fp16", "--fp16-no-flatten-grads", "--fp16-init-scale", "16"], "float16")],
-                         ids=["memory-efficient-bf16", "fp16"])  # fmt: skip
+@pytest.mark.parametrize(
+    "precision,dtype",
+    [
+        (["--memory-efficient-bf16"], "bfloat16"),
+        (["--fp16", "--fp16-no-flatten-grads", "--fp16-init-scale", "16"], "float16"),
+    ],
+    ids=["memory-efficient-bf16", "fp16"],
+)
 def test_half_precision_on_a_cpu(pair, baseline, model, precision, dtype, tmp_path):
     """Trains in half precision: every weight it saves is a half-precision number (fairseq writes them as
     float32), and its losses are close to float32's from the same seed. (Not necessarily different in the
@@ -537,11 +732,27 @@ def test_half_precision_on_a_cpu(pair, baseline, model, precision, dtype, tmp_pa
 def test_multilingual_task_with_language_tokens(pair, model, tmp_path):
     """translation_multi_simple_epoch: the source gets its language token, the decoder starts from
     the target's, and the translations come without it."""
-    task = ["--task", "translation_multi_simple_epoch", "--lang-pairs", "src-tgt", "--encoder-langtok", "src",
-            "--decoder-langtok"]  # fmt: skip
+    task = [
+        "--task",
+        "translation_multi_simple_epoch",
+        "--lang-pairs",
+        "src-tgt",
+        "--encoder-langtok",
+        "src",
+        "--decoder-langtok",
+    ]
     train(pair, model, tmp_path, *task, "--disable-validation", "--sampling-method", "temperature")
-    out = generate(pair, str(tmp_path / "checkpoint_last.pt"), *task, "--source-lang", "src", "--target-lang", "tgt",
-                   "--max-len-b", "5")  # fmt: skip
+    out = generate(
+        pair,
+        str(tmp_path / "checkpoint_last.pt"),
+        *task,
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--max-len-b",
+        "5",
+    )
     sources, found = lines(out, "S"), hypotheses(out)
     assert len(found) == 40 and all(s[0][0].startswith("__src__ ") for s in sources.values())
     assert not any("__tgt__" in h for h in found.values())
@@ -549,7 +760,8 @@ def test_multilingual_task_with_language_tokens(pair, model, tmp_path):
 
 HYDRA_MODEL = {
     "vaswani": "model:\n  _name: vaswani_tiny\n  share_all_embeddings: true\n  d_model: 32\n  d_ff: 128\n",
-    "transformer": "model:\n  _name: transformer\n  share_all_embeddings: true\n  encoder_layers: 2\n  decoder_layers: 2\n"
+    "transformer": "model:\n  _name: transformer\n  share_all_embeddings: true\n"
+    "  encoder_layers: 2\n  decoder_layers: 2\n"
     "  encoder_embed_dim: 32\n  decoder_embed_dim: 32\n  encoder_ffn_embed_dim: 128\n  decoder_ffn_embed_dim: 128\n"
     "  encoder_attention_heads: 4\n  decoder_attention_heads: 4\n",
 }
@@ -588,11 +800,24 @@ def test_hydra_train_with_a_yaml_config(pair, baseline, model, tmp_path):
     """fairseq-hydra-train with a YAML config naming the architecture: the same model as --arch
     (its parameter count), Eq. (3) with its d_model (taken from the model config for vaswani_*), and
     the same losses as the command line from the same seed."""
-    config = HYDRA_CONFIG.format(plugin=PLUGIN, data=pair["data"], model=HYDRA_MODEL[model], save_dir=tmp_path / "ckpt",
-                                 d_model="  d_model: 32\n" if model == "transformer" else "")  # fmt: skip
+    config = HYDRA_CONFIG.format(
+        plugin=PLUGIN,
+        data=pair["data"],
+        model=HYDRA_MODEL[model],
+        save_dir=tmp_path / "ckpt",
+        d_model="  d_model: 32\n" if model == "transformer" else "",
+    )
     (tmp_path / "run.yaml").write_text(config)
-    log = run_tool("fairseq-hydra-train", "--config-dir", str(tmp_path), "--config-name", "run",
-                   f"hydra.run.dir={tmp_path / 'hydra'}", "dataset.disable_validation=true", cwd=tmp_path)  # fmt: skip
+    log = run_tool(
+        "fairseq-hydra-train",
+        "--config-dir",
+        str(tmp_path),
+        "--config-name",
+        "run",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+        "dataset.disable_validation=true",
+        cwd=tmp_path,
+    )
     params = re.compile(r"num\. shared model params: ([0-9,]+)")
     assert params.search(log).group(1) == params.search(baseline[model]).group(1)
     assert "Eq. (3) with d_model=32" in log
@@ -608,20 +833,45 @@ def test_hydra_train_with_a_yaml_config(pair, baseline, model, tmp_path):
     [
         (["--encoder-layerdrop", "0.1"], "argument --encoder-layerdrop: LayerDrop"),
         (["--quant-noise-pq", "0.1"], "argument --quant-noise-pq: Quant-Noise"),
-        (["--encoder-embed-dim", "128"], "argument --encoder-embed-dim: vaswani_transformer names this setting --d-model"),
+        (
+            ["--encoder-embed-dim", "128"],
+            "argument --encoder-embed-dim: vaswani_transformer names this setting --d-model",
+        ),
         (["--activation-fn", "gelu"], "argument --activation-fn: invalid choice: 'gelu' (choose from 'relu', 'swish')"),
-        (["--no-scale-embedding"], "argument --no-scale-embedding: Section 3.4 multiplies the embeddings by sqrt(d_model)"),
+        (
+            ["--no-scale-embedding"],
+            "argument --no-scale-embedding: Section 3.4 multiplies the embeddings by sqrt(d_model)",
+        ),
         (["--layernorm-embedding"], "argument --layernorm-embedding:"),
     ],
 )
 def test_fairseq_transformer_flags_are_refused_with_the_reason(pair, flags, message, tmp_path):
-    code, out = run_in_process("fairseq-train", *common_flags(pair["data"]), "--arch", "vaswani_tiny", *flags,
-                               "--max-update", "1", "--save-dir", str(tmp_path), expect_ok=False)  # fmt: skip
+    code, out = run_in_process(
+        "fairseq-train",
+        *common_flags(pair["data"]),
+        "--arch",
+        "vaswani_tiny",
+        *flags,
+        "--max-update",
+        "1",
+        "--save-dir",
+        str(tmp_path),
+        expect_ok=False,
+    )
     assert code == 2 and message in out, out[-2000:]
     assert not (tmp_path / "checkpoint_last.pt").exists()
 
 
 def test_fairseq_transformer_flags_that_change_nothing_are_accepted(pair, tmp_path):
-    log = train(pair, "vaswani", tmp_path, "--encoder-layerdrop", "0", "--activation-fn", "relu", "--disable-validation",
-                updates=1)  # fmt: skip
+    log = train(
+        pair,
+        "vaswani",
+        tmp_path,
+        "--encoder-layerdrop",
+        "0",
+        "--activation-fn",
+        "relu",
+        "--disable-validation",
+        updates=1,
+    )
     assert len(logged_losses(log)) == 1

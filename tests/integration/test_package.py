@@ -16,12 +16,21 @@ import pytest
 from helpers import BIN, PLUGIN, REPO, TRAIN_FLAGS, user_env
 
 LIGHT_TOOLS = [
-    "transformer_plugin_cli.parsing.evalb", "transformer_plugin_cli.parsing.trees",
-    "transformer_plugin_cli.tools.table3", "transformer_plugin_cli.tools.evaluate", "transformer_plugin_cli.tools.user_dir",
-    "transformer_plugin_cli.paper", "transformer_plugin_cli.fairseq_output", "transformer_plugin_cli.files",
-    "preprocess.wmt14", "preprocess.synthetic_pair", "preprocess.sentencepiece_vocab", "preprocess.debian_l10n",
-    "preprocess.ptb", "preprocess.parallel_text",
-]  # fmt: skip
+    "transformer_plugin_cli.parsing.evalb",
+    "transformer_plugin_cli.parsing.trees",
+    "transformer_plugin_cli.tools.table3",
+    "transformer_plugin_cli.tools.evaluate",
+    "transformer_plugin_cli.tools.user_dir",
+    "transformer_plugin_cli.paper",
+    "transformer_plugin_cli.fairseq_output",
+    "transformer_plugin_cli.files",
+    "preprocess.wmt14",
+    "preprocess.synthetic_pair",
+    "preprocess.sentencepiece_vocab",
+    "preprocess.debian_l10n",
+    "preprocess.ptb",
+    "preprocess.parallel_text",
+]
 PACKAGES = ("recipe", "preprocess", "transformer_plugin_cli")  # the ones with console scripts
 
 
@@ -39,29 +48,54 @@ def test_tools_that_do_not_need_fairseq_do_not_import_it(tool):
 @pytest.mark.parametrize("fairseq_first", [False, True])
 def test_fairseq_finds_the_plugin_registered_whichever_is_imported_first(fairseq_first):
     imports = ["import transformer_plugin", "import fairseq.models, fairseq.criterions, fairseq.optim.lr_scheduler"]
-    code = "; ".join(imports[::-1] if fairseq_first else imports) + """
+    code = (
+        "; ".join(imports[::-1] if fairseq_first else imports)
+        + """
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.criterions import CRITERION_REGISTRY
 from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY
 import fairseq.checkpoint_utils as cu
 print('vaswani_big' in ARCH_MODEL_REGISTRY, 'vaswani_label_smoothed_cross_entropy' in CRITERION_REGISTRY,
-      'vaswani_inverse_sqrt' in LR_SCHEDULER_REGISTRY, bool(getattr(cu.load_checkpoint_to_cpu, '__transformer_plugin_patch__', False)))"""
+      'vaswani_inverse_sqrt' in LR_SCHEDULER_REGISTRY,
+      bool(getattr(cu.load_checkpoint_to_cpu, '__transformer_plugin_patch__', False)))"""
+    )
     assert python(code).splitlines()[-1] == "True True True True"
 
 
 def test_the_papers_flags_print_without_fairseq():
     """The recipes ask for them while they plan every stage: Table 3's 20 rows, each planned twice."""
-    out = python("import sys; from transformer_plugin_cli import paper; paper.main(['decoding']); print('fairseq' in sys.modules)")
+    out = python(
+        "import sys; from transformer_plugin_cli import paper; paper.main(['decoding']); print('fairseq' in "
+        "sys.modules)"
+    )
     assert out.splitlines() == ["--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50", "False"]
-    out = python("import sys; from transformer_plugin_cli import paper; paper.main(['training']); print('fairseq' in sys.modules)")
-    assert out.splitlines()[-6:-1] == ["4000", "--criterion", "vaswani_label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
+    out = python(
+        "import sys; from transformer_plugin_cli import paper; paper.main(['training']); print('fairseq' in "
+        "sys.modules)"
+    )
+    assert out.splitlines()[-6:-1] == [
+        "4000",
+        "--criterion",
+        "vaswani_label_smoothed_cross_entropy",
+        "--label-smoothing",
+        "0.1",
+    ]
     assert out.splitlines()[-1] == "False"
 
 
 def test_the_plugin_holds_what_user_dir_registers_and_nothing_else():
     root = os.path.join(REPO, "transformer_plugin")
     entries = sorted(e for e in os.listdir(root) if not e.startswith((".", "__pycache__")))
-    assert entries == ["__init__.py", "architectures.py", "config.py", "criterions", "lr_scheduler", "models", "modules", "patches"]
+    assert entries == [
+        "__init__.py",
+        "architectures.py",
+        "config.py",
+        "criterions",
+        "lr_scheduler",
+        "models",
+        "modules",
+        "patches",
+    ]
 
 
 def _tool_modules(package):
@@ -77,7 +111,11 @@ def _tool_modules(package):
 
 
 def test_every_tool_is_a_console_script_named_in_its_package_docstring():
-    scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts") if e.name.startswith("vaswani-")}
+    scripts = {
+        e.name: e.value
+        for e in importlib.metadata.entry_points(group="console_scripts")
+        if e.name.startswith("vaswani-")
+    }
     assert {value.split(":")[0] for value in scripts.values()} == set().union(*map(_tool_modules, PACKAGES))
     assert all(value.endswith(":main") for value in scripts.values())
     for package in PACKAGES:
@@ -91,8 +129,17 @@ def test_the_top_level_is_the_designs():
     for entry in ("transformer_plugin", "preprocess", "recipe", "recipes", "tests", "setup.py", "README.md"):
         assert os.path.exists(os.path.join(REPO, entry)), entry
     modules = sorted(f for f in os.listdir(os.path.join(REPO, "preprocess")) if f.endswith(".py"))
-    assert modules == ["__init__.py", "corpora.py", "debian_l10n.py", "parallel_text.py", "ptb.py", "sentencepiece_vocab.py",
-                       "shards.py", "synthetic_pair.py", "wmt14.py"]  # fmt: skip
+    assert modules == [
+        "__init__.py",
+        "corpora.py",
+        "debian_l10n.py",
+        "parallel_text.py",
+        "ptb.py",
+        "sentencepiece_vocab.py",
+        "shards.py",
+        "synthetic_pair.py",
+        "wmt14.py",
+    ]
     tests = sorted(f for f in os.listdir(os.path.join(REPO, "tests", "unit", "preprocess")) if f.endswith(".py"))
     assert tests == [f"test_{m}" for m in modules[1:]]  # mirrored
 
@@ -111,8 +158,9 @@ def test_the_tools_never_import_the_data_preparation():
 @pytest.mark.parametrize("script", ["vaswani-user-dir", "vaswani-evalb --help", "vaswani-paper-flags training"])
 def test_console_scripts_run(script):
     name, *args = script.split()
-    result = subprocess.run([os.path.join(os.path.dirname(sys.executable), name), *args], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), name), *args], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     if name == "vaswani-user-dir":
         assert result.stdout.strip() == os.path.join(REPO, "transformer_plugin")
@@ -125,12 +173,26 @@ def test_console_scripts_run(script):
 
 def test_the_import_graph_keeps_its_contracts():
     """import-linter's reading of every import (in functions too) against .importlinter: the packages in layers
-    (benchmarks, the recipes' Python, preprocess, the tools, the plugin, each importing only those below it), the plugin importing
-    none of the others, and no cycle among the modules or subpackages of any package."""
-    result = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-cache"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    (benchmarks, the recipes' Python, preprocess, the tools, the plugin, each importing only those below it), the plugin
+    importing none of the others, and no cycle among the modules or subpackages of any package."""
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-cache"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "Contracts: 3 kept, 0 broken." in result.stdout
+
+
+@pytest.mark.parametrize("check", [["format", "--check"], ["check"]], ids=["formatted", "linted"])
+def test_the_code_is_as_the_formatter_and_the_linter_leave_it(check):
+    """make lint: ``ruff format --check`` and ``ruff check`` over the whole checkout, as pyproject.toml configures them
+    (120 columns; pyflakes and pycodestyle): a file the formatter would change, or a warning, fails here."""
+    ruff = os.path.join(os.path.dirname(sys.executable), "ruff")
+    result = subprocess.run([ruff, *check, "--no-cache", "."], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"`make format` mends it:\n{result.stdout[-3000:]}{result.stderr[-2000:]}"
 
 
 def imported_names(path):
@@ -157,8 +219,11 @@ def test_no_private_name_is_imported_from_another_package():
                 path = os.path.join(directory, name)
                 for module, imported in imported_names(path):
                     top = module.split(".")[0]
-                    if top != package and top in PACKAGES + ("transformer_plugin", "benchmarks") and (
-                            private(imported) or any(map(private, module.split(".")))):  # fmt: skip
+                    if (
+                        top != package
+                        and top in PACKAGES + ("transformer_plugin", "benchmarks")
+                        and (private(imported) or any(map(private, module.split("."))))
+                    ):
                         crossing.append(f"{os.path.relpath(path, REPO)}: from {module} import {imported}")
     assert not crossing, "\n".join(crossing)
 
@@ -192,9 +257,28 @@ def test_the_plugin_copied_alone_trains_with_user_dir(data_bin, tmp_path):
     alone = tmp_path / "elsewhere"
     shutil.copytree(PLUGIN, alone / "transformer_plugin", ignore=shutil.ignore_patterns("__pycache__"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-c", ALONE, str(data_bin / "bin"), "--user-dir", str(alone / "transformer_plugin"),
-                             *TRAIN_FLAGS, "--max-update", "3", "--save-dir", str(tmp_path / "ckpt"), "--no-epoch-checkpoints",
-                             "--disable-validation"], cwd=alone, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            ALONE,
+            str(data_bin / "bin"),
+            "--user-dir",
+            str(alone / "transformer_plugin"),
+            *TRAIN_FLAGS,
+            "--max-update",
+            "3",
+            "--save-dir",
+            str(tmp_path / "ckpt"),
+            "--no-epoch-checkpoints",
+            "--disable-validation",
+        ],
+        cwd=alone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert f"plugin loaded from {alone}/transformer_plugin/__init__.py" in output
@@ -204,13 +288,18 @@ def test_the_plugin_copied_alone_trains_with_user_dir(data_bin, tmp_path):
 
 # ---- output closed early: every command ends quietly (transformer_plugin_cli/console.py) -----------------
 
+
 def vaswani_scripts():
-    return {e.name: e for e in importlib.metadata.entry_points(group="console_scripts") if e.name.startswith("vaswani-")}
+    return {
+        e.name: e for e in importlib.metadata.entry_points(group="console_scripts") if e.name.startswith("vaswani-")
+    }
 
 
 def test_every_command_is_a_console_script_of_console_py():
     """Each main that a vaswani-* script calls is wrapped by ``@console_script`` (one place for all)."""
-    unwrapped = [name for name, entry in vaswani_scripts().items() if not getattr(entry.load(), "__console_script__", False)]
+    unwrapped = [
+        name for name, entry in vaswani_scripts().items() if not getattr(entry.load(), "__console_script__", False)
+    ]
     assert not unwrapped
 
 
@@ -222,12 +311,22 @@ def printing_commands(tmp_path):
     (tmp_path / "generate.out").write_text("".join(f"S-{i}\tein Satz\nD-{i}\t-0.5\ta sentence\n" for i in range(3)))
     (tmp_path / "reference").write_text("a sentence\n" * 3)
     return [
-        ["vaswani-user-dir"], ["vaswani-paper-flags", "training"], ["vaswani-paper-flags", "decoding"],
-        ["vaswani-prepare-debian-l10n", "packages"], ["vaswani-table3", "rows"], ["vaswani-table3", "plan"],
+        ["vaswani-user-dir"],
+        ["vaswani-paper-flags", "training"],
+        ["vaswani-paper-flags", "decoding"],
+        ["vaswani-prepare-debian-l10n", "packages"],
+        ["vaswani-table3", "rows"],
+        ["vaswani-table3", "plan"],
         ["vaswani-synthetic-pair", "--out-dir", str(tmp_path / "pair"), "--train", "50", "--valid", "5", "--test", "5"],
         ["vaswani-evalb", "--gold", str(tmp_path / "gold"), "--test", str(tmp_path / "gold")],
-        ["vaswani-evaluate", "--generate-output", str(tmp_path / "generate.out"), "--reference", str(tmp_path / "reference")],
-    ]  # fmt: skip
+        [
+            "vaswani-evaluate",
+            "--generate-output",
+            str(tmp_path / "generate.out"),
+            "--reference",
+            str(tmp_path / "reference"),
+        ],
+    ]
 
 
 def test_commands_end_quietly_when_their_output_is_closed_early(tmp_path):
@@ -240,8 +339,9 @@ def test_commands_end_quietly_when_their_output_is_closed_early(tmp_path):
     runs = {}
     try:
         for name, *args in printing_commands(tmp_path):
-            runs[" ".join([name, *args])] = subprocess.Popen([os.path.join(BIN, name), *args], stdout=write,
-                                                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+            runs[" ".join([name, *args])] = subprocess.Popen(
+                [os.path.join(BIN, name), *args], stdout=write, stderr=subprocess.PIPE, text=True
+            )
     finally:
         os.close(write)
     results = {command: (proc.wait(timeout=300), proc.stderr.read()) for command, proc in runs.items()}
@@ -250,8 +350,13 @@ def test_commands_end_quietly_when_their_output_is_closed_early(tmp_path):
 
 def test_a_command_piped_into_head_prints_its_first_lines_and_no_error():
     """The same through the shell, as typed: head's lines, and nothing else on the terminal."""
-    result = subprocess.run(["bash", "-o", "pipefail", "-c", "vaswani-prepare-debian-l10n packages | head -2"],
-                            capture_output=True, text=True, timeout=120, env=user_env())  # fmt: skip
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", "vaswani-prepare-debian-l10n packages | head -2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=user_env(),
+    )
     assert len(result.stdout.splitlines()) == 2 and result.stderr == "" and result.returncode in (0, 141)
 
 
@@ -262,7 +367,9 @@ def elf_section_names(path) -> list:
     assert data[:6] == b"\x7fELF\x02\x01", f"{path}: not a 64-bit little-endian ELF file"
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]  # name, type, flags, addr, offset, size
+    headers = [
+        struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)
+    ]  # name, type, flags, addr, offset, size
     table = headers[shstrndx][4]
     return [data[table + name : data.index(b"\0", table + name)].decode() for name, *_ in headers]
 
@@ -281,7 +388,9 @@ def test_fairseqs_extensions_built_here_carry_no_debug_information():
         names = elf_section_names(dist.locate_file(extension))
         debug = [n for n in names if n.startswith(".debug")]
         assert ".text" in names and not debug, (
-            f"{dist.locate_file(extension)} has {', '.join(debug)}: fairseq was built with FAIRSEQ_CFLAGS= or before the "
-            f"Makefile added -g0 (2026-11-29); `{sys.executable} -m pip uninstall -y fairseq-fixed && rm {sys.prefix}/.installed`, "
+            f"{dist.locate_file(extension)} has {', '.join(debug)}: fairseq was built with FAIRSEQ_CFLAGS= or before "
+            "the "
+            f"Makefile added -g0 (2026-11-29); `{sys.executable} -m pip uninstall -y fairseq-fixed && rm "
+            f"{sys.prefix}/.installed`, "
             "then make install, builds it again"
         )

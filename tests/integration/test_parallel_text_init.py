@@ -15,10 +15,18 @@ import torch
 
 pytest.importorskip("transformers")
 
-from helpers import marian_directory, run_recipe, run_tool  # noqa: E402
+from helpers import marian_directory, run_recipe, run_tool
 
-TOY = dict(TOY="1", TOY_MAX_UPDATE="30", TOY_SAVE_INTERVAL_UPDATES="10", TOY_AVERAGE_LAST="2", SRC="en", TGT="de",
-           LANGID="0", OMP_NUM_THREADS="1")  # fmt: skip
+TOY = dict(
+    TOY="1",
+    TOY_MAX_UPDATE="30",
+    TOY_SAVE_INTERVAL_UPDATES="10",
+    TOY_AVERAGE_LAST="2",
+    SRC="en",
+    TGT="de",
+    LANGID="0",
+    OMP_NUM_THREADS="1",
+)
 
 
 @pytest.fixture(scope="module")
@@ -71,29 +79,58 @@ def parameters(path):
 def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fine_tuned, parent, corpus):
     work, out = fine_tuned
     stages = re.findall(r"^==== stage (\S+):", out, flags=re.M)
-    assert stages == ["1", "2p", "2b-en", "2b-de", "3", "3p", "3q", "4", "5", "6", "7", "8", "9-hf"]  # no sentencepiece trained
+    assert stages == [
+        "1",
+        "2p",
+        "2b-en",
+        "2b-de",
+        "3",
+        "3p",
+        "3q",
+        "4",
+        "5",
+        "6",
+        "7",
+        "8",
+        "9-hf",
+    ]  # no sentencepiece trained
     # the corpus in the parent's pieces and dictionaries
     for lang in ("en", "de"):
         assert filecmp.cmp(work / "data-bin" / f"dict.{lang}.txt", work / "parent" / f"dict.{lang}.txt", shallow=False)
     unknown = json.loads((work / "spm" / "unknown.en.json").read_text())
     assert unknown["inputs"]["train.en"]["unknown"] > 0 and unknown["commonest"][0][0] == "xyz"
-    assert re.search(r"^  train\.en: [\d,]+ of [\d,]+ pieces \(\d\.\d\d%\) not in the parent's dictionary \(<unk>\)$", out, re.M)
+    assert re.search(
+        r"^  train\.en: [\d,]+ of [\d,]+ pieces \(\d\.\d\d%\) not in the parent's dictionary \(<unk>\)$", out, re.M
+    )
     assert re.search(r"^  train\.de: [\d,]+ of [\d,]+ pieces", out, re.M)  # the target side's share is said too
     # scored before and after, side by side in the report and at the end
     parent_scores = json.loads((work / "results" / "scores.parent.json").read_text())
     assert parent_scores["sentences"] == json.loads((work / "results" / "scores.test.json").read_text())["sentences"]
     report = (work / "results" / "report.md").read_text()
     assert "| the parent, before fine-tuning |" in report
-    assert re.search(r"^- train\.en: [\d,]+ of [\d,]+ pieces \(\d\.\d\d%\) not in the parent's dictionary \(dict\.en\.txt\): <unk>$", report, re.M)
+    assert re.search(
+        r"^- train\.en: [\d,]+ of [\d,]+ pieces \(\d\.\d\d%\) not in the parent's dictionary \(dict\.en\.txt\): <unk>$",
+        report,
+        re.M,
+    )
     assert re.search(r"^the parent before fine-tuning: sacreBLEU \d+\.\d\d  chrF \d+\.\d\d$", out, re.M)
     # trained from the parent's weights: every tensor moved, by little (a fresh model would differ by its whole size)
-    before, after = parameters(work / "parent" / "checkpoint.pt"), parameters(work / "checkpoints" / "checkpoint_last.pt")
+    before, after = (
+        parameters(work / "parent" / "checkpoint.pt"),
+        parameters(work / "checkpoints" / "checkpoint_last.pt"),
+    )
     assert before.keys() == after.keys()
-    moved = {k: (after[k].float() - before[k].float()).abs().max().item() for k in before if before[k].is_floating_point()}
+    moved = {
+        k: (after[k].float() - before[k].float()).abs().max().item() for k in before if before[k].is_floating_point()
+    }
     assert max(moved.values()) < 0.01 and moved["decoder.output_bias"] > 0
-    # at the fine-tuning's rate: Eq. (3) with warmup_steps 4,000 (FINETUNE_WARMUP), from update 1 (optimizer and scheduler afresh)
-    logged = [json.loads(line.split(" | train_inner | ")[1]) for line in (work / "train.log").read_text().splitlines()
-              if " | train_inner | " in line]  # fmt: skip
+    # at the fine-tuning's rate: Eq. (3) with warmup_steps 4,000 (FINETUNE_WARMUP), from update 1 (optimizer and
+    # scheduler afresh)
+    logged = [
+        json.loads(line.split(" | train_inner | ")[1])
+        for line in (work / "train.log").read_text().splitlines()
+        if " | train_inner | " in line
+    ]
     first = logged[0]
     # (the rate fairseq logs is the next update's: step n + 1 of Eq. (3))
     assert float(first["lr"]) == pytest.approx(32**-0.5 * (int(first["num_updates"]) + 1) * 4000**-1.5, rel=1e-4)
@@ -110,7 +147,9 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
 def test_a_rerun_skips_every_stage_and_another_parent_stops_before_training(fine_tuned, parent, corpus, tmp_path):
     work, _ = fine_tuned
     again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(parent[0]), EXPORT="hf", **TOY)
-    assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 13, again.stdout[-3000:]
+    assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 13, (
+        again.stdout[-3000:]
+    )
     other = tmp_path / "other"
     marian_directory(other, seed=4)  # the same shape and pieces, other weights
     changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(other), EXPORT="hf", **TOY)
@@ -125,14 +164,22 @@ def test_a_directory_the_import_wrote_is_used_as_it_is(parent, corpus, cache, tm
     assert f"--srcdict {imported}/dict.en.txt --tgtdict {imported}/dict.de.txt" in proc.stdout
     train = next(line for line in proc.stdout.splitlines() if line.startswith("+ env") and "fairseq-train" in line)
     assert f"--finetune-from-model {imported}/checkpoint.pt" in train
-    for flag in ("--activation-fn swish", "--output-bias", "--decoder-start pad", "--share-all-embeddings", "--d-model 32"):
+    for flag in (
+        "--activation-fn swish",
+        "--output-bias",
+        "--decoder-start pad",
+        "--share-all-embeddings",
+        "--d-model 32",
+    ):
         assert f" {flag} " in train, flag
     assert os.listdir(tmp_path / "w") == ["plan.json"]
 
 
 def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cache, tmp_path):
     variables = {k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"}
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(parent[0]), TIME="2m", **variables)
+    proc = run_recipe(
+        "parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(parent[0]), TIME="2m", **variables
+    )
     assert proc.returncode == 0, proc.stderr
     updates = int(re.search(r"^picked: the parent's model, (\d+) updates", proc.stdout, re.M)[1])
     said = re.search(r"^time: training about .* \(([\d,]+) updates of", proc.stdout, re.M)
@@ -142,12 +189,21 @@ def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cach
 
 
 REFUSED = {  # every other refusal of a parent: tests/unit/cli/serving/test_parent.py
-    "a parent of another pair": (lambda p, t: p[0], {"SRC": "de", "TGT": "en"},
-                                 "INIT: {dir}/tokenizer_config.json: the parent translates en-de, not de-en (SRC, TGT)"),
-    "a model setting": (lambda p, t: p[0], {"ARCH": "vaswani_big"},
-                        "INIT={dir} and ARCH=vaswani_big: the model and its vocabulary are the parent's"),
-    "an export that cannot hold it": (lambda p, t: p[0], {"EXPORT": "ct2"},
-                                      "EXPORT=ct2 and INIT={dir}: the parent decodes from <pad> (MarianMT's start)"),
+    "a parent of another pair": (
+        lambda p, t: p[0],
+        {"SRC": "de", "TGT": "en"},
+        "INIT: {dir}/tokenizer_config.json: the parent translates en-de, not de-en (SRC, TGT)",
+    ),
+    "a model setting": (
+        lambda p, t: p[0],
+        {"ARCH": "vaswani_big"},
+        "INIT={dir} and ARCH=vaswani_big: the model and its vocabulary are the parent's",
+    ),
+    "an export that cannot hold it": (
+        lambda p, t: p[0],
+        {"EXPORT": "ct2"},
+        "EXPORT=ct2 and INIT={dir}: the parent decodes from <pad> (MarianMT's start)",
+    ),
 }
 
 

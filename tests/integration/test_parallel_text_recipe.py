@@ -12,8 +12,18 @@ from helpers import REPO, commands, flag, known_speed_figures, real_english_germ
 from recipe.probe_arithmetic import updates_that_fit
 
 # validation by BLEU too (EVAL_BLEU=1): the toy runs validate as users who pick the best checkpoint by BLEU do
-TOY = dict(TOY="1", TOY_MAX_UPDATE="40", TOY_WARMUP="20", TOY_SAVE_INTERVAL_UPDATES="10", TOY_AVERAGE_LAST="2",
-           TOY_VOCAB_SIZE="500", SRC="en", TGT="de", OMP_NUM_THREADS="1", EVAL_BLEU="1")  # fmt: skip
+TOY = dict(
+    TOY="1",
+    TOY_MAX_UPDATE="40",
+    TOY_WARMUP="20",
+    TOY_SAVE_INTERVAL_UPDATES="10",
+    TOY_AVERAGE_LAST="2",
+    TOY_VOCAB_SIZE="500",
+    SRC="en",
+    TGT="de",
+    OMP_NUM_THREADS="1",
+    EVAL_BLEU="1",
+)
 PAIRS = 6000
 
 
@@ -65,8 +75,12 @@ def test_two_files_to_scores_a_report_and_exports(two_files_run):
     assert (work / "hf" / "config.json").exists()
     assert "small (under 100k pairs)" in out and "a joint vocabulary of 500" in out
     # fairseq-train's progress after each logged interval (patches/training_progress.py)
-    assert re.search(r"\| progress \| update 4 of 40 \(10%\) \| \d+ s elapsed \| about \d+ s left, ends \d\d:\d\d$", out, flags=re.M)
-    assert re.search(r"\| progress \| update 40 of 40 \(100%\) \| .* \| valid loss \d+\.\d\d valid bleu \d+\.\d\d$", out, flags=re.M)
+    assert re.search(
+        r"\| progress \| update 4 of 40 \(10%\) \| \d+ s elapsed \| about \d+ s left, ends \d\d:\d\d$", out, flags=re.M
+    )
+    assert re.search(
+        r"\| progress \| update 40 of 40 \(100%\) \| .* \| valid loss \d+\.\d\d valid bleu \d+\.\d\d$", out, flags=re.M
+    )
     # validation by BLEU on two workers: each sums its counts into float64 arrays, which the checkpoints hold
     assert '"valid_best_bleu"' in (work / "train.log").read_text()
 
@@ -96,8 +110,10 @@ def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(t
     assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 12
     changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), **dict(TOY, TOY_VOCAB_SIZE="400"))
     assert changed.returncode == 3
-    assert ("stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (VOCAB_SIZE was "
-            "500, now 400, in stage 2a)") in changed.stderr  # fmt: skip
+    assert (
+        "stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (VOCAB_SIZE was "
+        "500, now 400, in stage 2a)"
+    ) in changed.stderr
 
 
 @pytest.mark.e2e
@@ -110,12 +126,17 @@ def test_an_edited_corpus_redoes_what_reads_it_and_stops_before_training_naming_
     try:
         (corpus / "train.de").write_text("".join(lines[:-1000]) + "".join(lines[:1000]), encoding="utf-8")
         dry = run_recipe("parallel_text.sh", work, "--dry-run", TRAIN=str(corpus / "train"), **TOY)
-        assert f"a real run redoes this stage: its inputs changed since it was done: the content of {corpus}/train.de changed" \
-            in dry.stdout  # fmt: skip
+        assert (
+            f"a real run redoes this stage: its inputs changed since it was done: the content of {corpus}/train.de "
+            "changed" in dry.stdout
+        )
         proc = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), **TOY)
         assert proc.returncode == 3
-        assert (f"stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (the content "
-                f"of {corpus}/train.de changed, in stage 1)") in proc.stderr  # fmt: skip
+        assert (
+            "stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (the "
+            "content "
+            f"of {corpus}/train.de changed, in stage 1)"
+        ) in proc.stderr
     finally:
         (corpus / "train.de").write_bytes(original)
     again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), EXPORT="ct2 hf", **TOY)
@@ -131,8 +152,15 @@ def test_a_tsv_gives_the_data_of_the_two_files(two_files_run, corpus, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"DATA_ONLY=1: the data is ready in {tmp_path / 'w' / 'data-bin'}" in proc.stdout
     assert "==== stage 4:" not in proc.stdout and not (tmp_path / "w" / "checkpoints").exists()
-    for name in ("data/train.en", "data/train.de", "data/valid.de", "data/test.en", "spm/train.sp.de", "data-bin/dict.en.txt",
-                 "data-bin/train.en-de.de.bin"):  # fmt: skip
+    for name in (
+        "data/train.en",
+        "data/train.de",
+        "data/valid.de",
+        "data/test.en",
+        "spm/train.sp.de",
+        "data-bin/dict.en.txt",
+        "data-bin/train.en-de.de.bin",
+    ):
         assert (tmp_path / "w" / name).read_bytes() == (work / name).read_bytes(), name
 
 
@@ -156,36 +184,68 @@ def test_hostile_input_stops_at_its_stage_naming_the_file(corpus, tmp_path):
 
 def test_a_corpus_too_small_is_refused_before_any_work(corpus, tmp_path):
     for lang in ("en", "de"):
-        (tmp_path / f"small.{lang}").write_text("\n".join((corpus / f"train.{lang}").read_text().splitlines()[:500]) + "\n")
+        (tmp_path / f"small.{lang}").write_text(
+            "\n".join((corpus / f"train.{lang}").read_text().splitlines()[:500]) + "\n"
+        )
     proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(tmp_path / "small"), **TOY)
     assert proc.returncode == 2 and "TRAIN has 500 lines: too few to train a translation model" in proc.stderr
     assert not (tmp_path / "w").exists()
 
 
 def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                      MIN_PAIRS="5000")  # fmt: skip
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        SRC="en",
+        TGT="de",
+        MIN_PAIRS="5000",
+    )
     assert proc.returncode == 0, proc.stderr
-    assert f"en-de: {PAIRS} lines, small (under 100k pairs): vaswani_base --d-ff 1024 --attention-heads 4 P_drop 0.3, a " \
-           "joint vocabulary of 500" in proc.stdout  # fmt: skip (under 10k lines: 500 pieces)
+    assert (
+        f"en-de: {PAIRS} lines, small (under 100k pairs): vaswani_base --d-ff 1024 --attention-heads 4 P_drop 0.3, a "
+        "joint vocabulary of 500" in proc.stdout
+    )  # under 10k lines: 500 pieces
     assert "--patience" not in proc.stdout and os.listdir(tmp_path / "w") == ["plan.json"]  # the plan, nothing else
-    picked, said = (next(line for line in proc.stdout.splitlines() if line.startswith(s)) for s in ("picked: ", "time: "))
-    assert picked == "picked: full run (small): N=6, d_model 512, d_ff 1024, P_drop 0.3, BPE 500 joint, 4,096 tokens x 30,000 updates"
-    assert said == "time: training about 35.1 h here (30,000 updates of 4.00 s, 30 validations); data and test set not counted"
+    picked, said = (
+        next(line for line in proc.stdout.splitlines() if line.startswith(s)) for s in ("picked: ", "time: ")
+    )
+    assert (
+        picked == "picked: full run (small): N=6, d_model 512, d_ff 1024, P_drop 0.3, BPE 500 joint, "
+        "4,096 tokens x 30,000 updates"
+    )
+    assert (
+        said
+        == "time: training about 35.1 h here (30,000 updates of 4.00 s, 30 validations); data and test set not counted"
+    )
     [generate] = commands(proc.stdout, "fairseq-generate")  # every test line, however long (test_cli.py: 1,100 tokens)
     assert flag(generate, "--max-source-positions") == flag(generate, "--max-target-positions") == "100000"
     assert flag(generate, "--model-overrides") == "{'max_source_positions': 100000, 'max_target_positions': 100000}"
 
 
-@pytest.mark.parametrize("env,warmup,peak", [
-    (dict(), "4000", None),  # the default budget (30,000 updates) leaves room for the paper's warm-up
-    (dict(MAX_UPDATE="1200"), "200", "4000"),  # a sixth of a short budget, at the paper's peak
-    (dict(MAX_UPDATE="600"), "100", "4000"),  # and a log interval under 100
-    (dict(MAX_UPDATE="1200", WARMUP="300"), "300", None),  # a WARMUP given is Eq. (3)'s, as written
-])  # fmt: skip
-def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves_20_times(corpus, tmp_path, env, warmup, peak):
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                      MIN_PAIRS="5000", **env)  # fmt: skip
+@pytest.mark.parametrize(
+    "env,warmup,peak",
+    [
+        (dict(), "4000", None),  # the default budget (30,000 updates) leaves room for the paper's warm-up
+        (dict(MAX_UPDATE="1200"), "200", "4000"),  # a sixth of a short budget, at the paper's peak
+        (dict(MAX_UPDATE="600"), "100", "4000"),  # and a log interval under 100
+        (dict(MAX_UPDATE="1200", WARMUP="300"), "300", None),  # a WARMUP given is Eq. (3)'s, as written
+    ],
+)
+def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves_20_times(
+    corpus, tmp_path, env, warmup, peak
+):
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        SRC="en",
+        TGT="de",
+        MIN_PAIRS="5000",
+        **env,
+    )
     assert proc.returncode == 0, proc.stderr
     train = next(line for line in proc.stdout.splitlines() if "fairseq-train" in line and "--warmup-updates" in line)
     assert f"--warmup-updates {warmup} " in train
@@ -204,9 +264,18 @@ def test_a_short_budget_warms_up_over_a_sixth_of_it_at_the_papers_peak_and_saves
 def test_a_corpus_named_relatively_or_absolutely_is_the_same_corpus(corpus, tmp_path):
     """TRAIN=corpus/train and TRAIN=$PWD/corpus/train are the same files: the same commands, so a rerun skips what is
     done rather than redo stage 1 and stop before training ("its settings changed")."""
+
     def stages(train):
-        proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=train, SRC="en", TGT="de", MIN_PAIRS="5000",
-                          MAX_UPDATE="1200")  # fmt: skip
+        proc = run_recipe(
+            "parallel_text.sh",
+            tmp_path / "w",
+            "--dry-run",
+            TRAIN=train,
+            SRC="en",
+            TGT="de",
+            MIN_PAIRS="5000",
+            MAX_UPDATE="1200",
+        )
         assert proc.returncode == 0, proc.stderr
         return [line for line in proc.stdout.splitlines() if line.startswith("+ ")]
 
@@ -217,30 +286,66 @@ def test_a_corpus_named_relatively_or_absolutely_is_the_same_corpus(corpus, tmp_
 def test_the_data_stages_use_every_core_whatever_omp_num_threads_says(corpus, tmp_path):
     """OMP_NUM_THREADS=1 (meant for torch's threads) is what nproc answers where it is set: the data stages took one
     process and one thread on any machine. They take the cores the recipe may use."""
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                      MIN_PAIRS="5000", MAX_UPDATE="1200", OMP_NUM_THREADS="1")  # fmt: skip
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        SRC="en",
+        TGT="de",
+        MIN_PAIRS="5000",
+        MAX_UPDATE="1200",
+        OMP_NUM_THREADS="1",
+    )
     assert proc.returncode == 0, proc.stderr
     cores = str(len(os.sched_getaffinity(0)))
     [binarize] = commands(proc.stdout, "fairseq-preprocess")
     assert flag(binarize, "--workers") == cores and cores != "1"
-    encode = [shlex.split(line[2:]) for line in proc.stdout.splitlines() if line.startswith("+ ") and "sentencepiece_vocab encode" in line]
+    encode = [
+        shlex.split(line[2:])
+        for line in proc.stdout.splitlines()
+        if line.startswith("+ ") and "sentencepiece_vocab encode" in line
+    ]
     assert len(encode) == 2 and all(flag(words, "--threads") == cores for words in encode)
 
 
 def test_a_short_budget_keeps_the_settings_one_sets(corpus, tmp_path):
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                      MIN_PAIRS="5000", MAX_UPDATE="1200", DROPOUT="0.2", VOCAB_SIZE="4000", MODEL_FLAGS="--d-ff 512")  # fmt: skip
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        SRC="en",
+        TGT="de",
+        MIN_PAIRS="5000",
+        MAX_UPDATE="1200",
+        DROPOUT="0.2",
+        VOCAB_SIZE="4000",
+        MODEL_FLAGS="--d-ff 512",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "small (under 100k pairs): vaswani_base --d-ff 512 P_drop 0.2, a joint vocabulary of 4000" in proc.stdout
-    assert "picked: your settings (ARCH, MODEL_FLAGS, DROPOUT, TOKENS_PER_UPDATE or VOCAB_SIZE given), 1200 updates" in proc.stdout
+    assert (
+        "picked: your settings (ARCH, MODEL_FLAGS, DROPOUT, TOKENS_PER_UPDATE or VOCAB_SIZE given), 1200 updates"
+        in proc.stdout
+    )
 
 
 def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_path):
     """SHARDS=2 (lib.sh's binarize_stages, run at toy size by the WMT14 recipe's test): training reads the
     shards colon-joined; generation, the report and the exports read the first, which holds valid and test."""
     work = tmp_path / "w"
-    proc = run_recipe("parallel_text.sh", work, "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                      MIN_PAIRS="5000", SHARDS="2", EXPORT="ct2 hf")  # fmt: skip
+    proc = run_recipe(
+        "parallel_text.sh",
+        work,
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        SRC="en",
+        TGT="de",
+        MIN_PAIRS="5000",
+        SHARDS="2",
+        EXPORT="ct2 hf",
+    )
     assert proc.returncode == 0, proc.stderr
     for header in ("3a: the training text in 2 shards", "3b: one dictionary", "3c-shard0:", "3c-shard1:"):
         assert f"==== stage {header}" in proc.stdout
@@ -249,8 +354,16 @@ def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_p
     for command in ("fairseq-generate", "export_ctranslate2", "export_transformers", "tools.report"):
         line = next(line for line in proc.stdout.splitlines() if command in line and line.startswith("+ "))
         assert f"{work}/data-bin/shard0 " in line and bins not in line, line
-    bad = run_recipe("parallel_text.sh", work, "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                     MIN_PAIRS="5000", SHARDS="0")  # fmt: skip
+    bad = run_recipe(
+        "parallel_text.sh",
+        work,
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        SRC="en",
+        TGT="de",
+        MIN_PAIRS="5000",
+        SHARDS="0",
+    )
     assert bad.returncode == 2 and "SHARDS=0: a number of shards, 1 or more" in bad.stderr
 
 
@@ -265,7 +378,10 @@ def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(t
     for pairs, span in ((1_000_000, "| 1,000,000 or more |"), (50_000, "| 10,000 to 100,000 |")):
         found = settings_for(pairs, ("LATIN", "LATIN"))
         row = next(line for line in dry.stdout.splitlines() if line.startswith(span))
-        assert f"| {found.vocab_size:,} | {' '.join(filter(None, (found.arch, found.model_flags)))} | {found.dropout} |" in row
+        assert (
+            f"| {found.vocab_size:,} | {' '.join(filter(None, (found.arch, found.model_flags)))} | {found.dropout} |"
+            in row
+        )
     assert not (tmp_path / "w").exists()
     run = run_recipe("parallel_text.sh", tmp_path / "w")
     assert run.returncode == 2 and "TRAIN, SRC and TGT are needed" in run.stderr and not (tmp_path / "w").exists()
@@ -275,34 +391,72 @@ def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
     """TIME=3m at toy size: the toy model probed here (or read back: this module's other toy runs probe it too), the
     updates that fit, fairseq's stop at TIME; the same TIME again reads the figure back, and with REPROBE=1 measures
     again; a TIME beside a MAX_UPDATE, or that is no duration, is refused."""
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", "--explain", TRAIN=str(corpus / "train"), TIME="3m",
-                      **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        "--explain",
+        TRAIN=str(corpus / "train"),
+        TIME="3m",
+        **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"},
+    )
     assert proc.returncode == 0, proc.stderr
-    said = re.search(r"^training: about (3 min|1\d\d s) here: ([\d,]+) updates of (\d+\.\d\d) s \(a probe of this machine, "
-                     r"measured .*; kept in .*speed\.json\), and (\d+) validations of about ([\d,]+) target tokens",
-                     proc.stdout, flags=re.M)  # fmt: skip
+    said = re.search(
+        r"^training: about (3 min|1\d\d s) here: ([\d,]+) updates of (\d+\.\d\d) s \(a probe of this machine, "
+        r"measured .*; kept in .*speed\.json\), and (\d+) validations of about ([\d,]+) target tokens",
+        proc.stdout,
+        flags=re.M,
+    )
     assert said, proc.stdout[:3000]
     updates, valid_tokens = int(said[2].replace(",", "")), int(said[5].replace(",", ""))
     # the dev set held out of this corpus, counted: 200 pairs of about 10 German words, 2 pieces a word
     assert 2000 < valid_tokens < 8000
     # what fits in 3 min with those validations, less starting, at the figure shown to a hundredth of a second
     shown = float(said[3])
-    fits = [updates_that_fit(180, shown + d, 3000, valid_tokens, interval=10) for d in (0.005, -0.005)]  # TOY_SAVE_INTERVAL_UPDATES
+    fits = [
+        updates_that_fit(180, shown + d, 3000, valid_tokens, interval=10) for d in (0.005, -0.005)
+    ]  # TOY_SAVE_INTERVAL_UPDATES
     assert fits[0] <= updates <= fits[1] and int(said[4]) == updates // 10
     train = next(line for line in proc.stdout.splitlines() if "fairseq-train" in line and "--max-update" in line)
     assert f"--max-update {updates} " in train and "--stop-time-hours 0.0333" in train
-    again = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", "--explain", TRAIN=str(corpus / "train"), TIME="3m",
-                       **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
+    again = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        "--explain",
+        TRAIN=str(corpus / "train"),
+        TIME="3m",
+        **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"},
+    )
     if "with the machine busy" not in said[0]:  # a busy machine's figure is measured again once it is quiet (xdist)
-        assert re.search(r"^training: about .* here: [\d,]+ updates of [\d.]+ s \(a probe of this machine, measured \d{4}-",
-                         again.stdout, flags=re.M), again.stdout[:3000]  # fmt: skip
-    fresh = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", "--explain", TRAIN=str(corpus / "train"), TIME="3m",
-                       REPROBE="1", **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
-    assert re.search(r"^training: about .* \(a probe of this machine, measured now", fresh.stdout, flags=re.M), fresh.stdout[:3000]
+        assert re.search(
+            r"^training: about .* here: [\d,]+ updates of [\d.]+ s \(a probe of this machine, measured \d{4}-",
+            again.stdout,
+            flags=re.M,
+        ), again.stdout[:3000]
+    fresh = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        "--explain",
+        TRAIN=str(corpus / "train"),
+        TIME="3m",
+        REPROBE="1",
+        **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"},
+    )
+    assert re.search(r"^training: about .* \(a probe of this machine, measured now", fresh.stdout, flags=re.M), (
+        fresh.stdout[:3000]
+    )
     both = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3m", **TOY)
     assert both.returncode == 2 and "TIME=3m and MAX_UPDATE=40: give one budget" in both.stderr
-    bad = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), TIME="3 minutes",
-                     **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"})  # fmt: skip
+    bad = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        TIME="3 minutes",
+        **{k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"},
+    )
     assert bad.returncode == 2 and "TIME=3 minutes: a duration such as 90m, 8h, 1h30m or 2d" in bad.stderr
     assert os.listdir(tmp_path / "w") == ["plan.json"]  # the dry runs' plan, nothing else
 
@@ -311,16 +465,39 @@ def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time
     """No budget: the small class's 30,000 updates at 4 s (this module's figure) are 35 hours on CPU workers, more
     than a working day: the recipe says so, and offers TIME=8h. A TIME says what it picked and how long in two lines
     under 120 characters, the candidates beside it under --explain and in WORK/plan.json."""
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus / "train"), SRC="en", TGT="de",
-                      MIN_PAIRS="5000", GPUS="0")  # fmt: skip
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus / "train"),
+        SRC="en",
+        TGT="de",
+        MIN_PAIRS="5000",
+        GPUS="0",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "time: training about 35.1 h here (30,000 updates of 4.00 s, 30 validations)" in proc.stdout
-    assert "more than a working day on CPU workers: TIME=8h picks what 8 hours train best here, or a GPU: GPUS=1" in proc.stdout
+    assert (
+        "more than a working day on CPU workers: TIME=8h picks what 8 hours train best here, or a GPU: GPUS=1"
+        in proc.stdout
+    )
     for time_text in ("2h", "3d"):
-        timed = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", "--explain", TRAIN=str(corpus / "train"), SRC="en",
-                           TGT="de", MIN_PAIRS="5000", GPUS="0", TIME=time_text)  # fmt: skip
+        timed = run_recipe(
+            "parallel_text.sh",
+            tmp_path / "w",
+            "--dry-run",
+            "--explain",
+            TRAIN=str(corpus / "train"),
+            SRC="en",
+            TGT="de",
+            MIN_PAIRS="5000",
+            GPUS="0",
+            TIME=time_text,
+        )
         assert timed.returncode == 0, timed.stderr
-        picked, said = (next(line for line in timed.stdout.splitlines() if line.startswith(s)) for s in ("picked: ", "time: "))
+        picked, said = (
+            next(line for line in timed.stdout.splitlines() if line.startswith(s)) for s in ("picked: ", "time: ")
+        )
         assert len(picked) < 120 and len(said) < 120 and "more than a working day" not in timed.stdout, (picked, said)
         plan = json.loads((tmp_path / "w" / "plan.json").read_text())
         [chosen] = [o for o in plan["options"] if o["picked"]]
@@ -329,7 +506,9 @@ def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time
         assert f"--max-update {chosen['updates']} " in timed.stdout and f" x {chosen['updates']:,} updates" in picked
         assert f"why:\nTIME={time_text}: the candidate of the lowest predicted validation loss" in timed.stdout
         for o in plan["options"]:  # every candidate, its updates and its predicted loss, under --explain
-            assert f"{o['name']}: {o['updates']:,} updates, {o['seconds_per_update']:.2f} s an update here" in timed.stdout
+            assert (
+                f"{o['name']}: {o['updates']:,} updates, {o['seconds_per_update']:.2f} s an update here" in timed.stdout
+            )
 
 
 def test_early_stopping_counts_the_dev_bleu_and_is_off_without_it(corpus, tmp_path):
@@ -338,9 +517,15 @@ def test_early_stopping_counts_the_dev_bleu_and_is_off_without_it(corpus, tmp_pa
     whole run's): with EVAL_BLEU=1 patience counts the dev BLEU (fairseq's --patience follows the best checkpoint's
     metric), without it there is none unless PATIENCE is set."""
     run = dict(TRAIN=str(corpus / "train"), SRC="en", TGT="de", MIN_PAIRS="5000", MAX_UPDATE="2000")
-    train = commands(run_recipe("parallel_text.sh", tmp_path / "a", "--dry-run", EVAL_BLEU="1", **run).stdout, "fairseq-train")[0]  # a worker's
+    train = commands(
+        run_recipe("parallel_text.sh", tmp_path / "a", "--dry-run", EVAL_BLEU="1", **run).stdout, "fairseq-train"
+    )[0]  # a worker's
     assert train[train.index("--patience") + 1] == "10" and train[train.index("--best-checkpoint-metric") + 1] == "bleu"
-    train = commands(run_recipe("parallel_text.sh", tmp_path / "b", "--dry-run", **run).stdout, "fairseq-train")[0]  # a worker's
+    train = commands(run_recipe("parallel_text.sh", tmp_path / "b", "--dry-run", **run).stdout, "fairseq-train")[
+        0
+    ]  # a worker's
     assert "--patience" not in train and "--eval-bleu" not in train
-    train = commands(run_recipe("parallel_text.sh", tmp_path / "c", "--dry-run", PATIENCE="4", **run).stdout, "fairseq-train")[0]
+    train = commands(
+        run_recipe("parallel_text.sh", tmp_path / "c", "--dry-run", PATIENCE="4", **run).stdout, "fairseq-train"
+    )[0]
     assert train[train.index("--patience") + 1] == "4"

@@ -14,7 +14,16 @@ import sys
 
 import pytest
 
-from helpers import REPO, copy_repository, documented_commands, documents, known_speed_figures, marian_directory, user_env
+from helpers import (
+    REPO,
+    copy_repository,
+    documented_commands,
+    documents,
+    known_speed_figures,
+    marian_directory,
+    user_env,
+)
+
 
 def readme_recipe_lines():
     """(line, [VAR=value ...], [script and its arguments]) for each recipe command of the README and the
@@ -23,7 +32,11 @@ def readme_recipe_lines():
     for _, command in documented_commands():
         wrapped = re.search(r'--wrap\s+"([^"]*)"', command)  # sbatch: the command it submits
         words = shlex.split(wrapped.group(1) if wrapped else command)
-        if "bash" in words and words.index("bash") + 1 < len(words) and words[words.index("bash") + 1].startswith("recipes/"):
+        if (
+            "bash" in words
+            and words.index("bash") + 1 < len(words)
+            and words[words.index("bash") + 1].startswith("recipes/")
+        ):
             i = words.index("bash")
             args = words[i + 1 :]
             for j, word in enumerate(args):  # `nohup bash recipes/x.sh > x.log 2>&1 &`: the recipe and its arguments
@@ -45,7 +58,9 @@ def fresh_copy(tmp_path_factory):
     12,000 pairs; and the published model they fine-tune, opus-mt-en-de."""
     copy = copy_repository(tmp_path_factory.mktemp("fresh"))
     (copy / "corpus").mkdir()
-    pairs = [(f"This is sentence number {i} of the corpus.", f"Das ist Satz Nummer {i} des Korpus.") for i in range(12000)]
+    pairs = [
+        (f"This is sentence number {i} of the corpus.", f"Das ist Satz Nummer {i} des Korpus.") for i in range(12000)
+    ]
     for lang, side in (("en", 0), ("de", 1)):
         (copy / "corpus" / f"train.{lang}").write_text("".join(p[side] + "\n" for p in pairs))
     (copy / "corpus" / "pairs.tsv").write_text("".join(f"{en}\t{de}\n" for en, de in pairs))
@@ -68,8 +83,9 @@ def speed_figures(tmp_path_factory, fresh_copy):
 
 def run(args, cwd, env, timeout=300):
     """subprocess.run that, on a timeout, stops the recipe's whole process group (workers included)."""
-    with subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:  # fmt: skip
+    with subprocess.Popen(
+        args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -88,24 +104,34 @@ def test_readme_recipe_line_dry_runs_as_typed(fresh_copy, speed_figures, line, a
     assert re.search(r"^\+ ", proc.stdout, flags=re.M), f"{line}: --dry-run printed no command"
     assert "FAILED" not in proc.stderr
     # it read the figures the fixture gave and timed no model (15 to 30 s a line, on every Python CI tries)
-    assert speed_figures.read_text() == figures, f"{line}: the dry run timed a model: give helpers.known_speed_figures its figure"
+    assert speed_figures.read_text() == figures, (
+        f"{line}: the dry run timed a model: give helpers.known_speed_figures its figure"
+    )
     written = set(os.listdir(fresh_copy)) - before
-    if written == {"runs"} and any(w.endswith("parallel_text.sh") for w in words):  # its plan (WORK/plan.json), as the dry run promises; no more
-        files = [os.path.relpath(os.path.join(d, f), fresh_copy) for d, _, fs in os.walk(fresh_copy / "runs") for f in fs]
+    if written == {"runs"} and any(
+        w.endswith("parallel_text.sh") for w in words
+    ):  # its plan (WORK/plan.json), as the dry run promises; no more
+        files = [
+            os.path.relpath(os.path.join(d, f), fresh_copy) for d, _, fs in os.walk(fresh_copy / "runs") for f in fs
+        ]
         assert [os.path.basename(f) for f in files] == ["plan.json"], f"{line}: --dry-run wrote {files}"
         shutil.rmtree(fresh_copy / "runs")
         written = set()
     assert not written, f"{line}: --dry-run wrote {written}"
 
 
-RECIPES = sorted(name for name in os.listdir(os.path.join(REPO, "recipes")) if name not in ("lib.sh", "wmt14.sh"))  # those two are sourced
+RECIPES = sorted(
+    name for name in os.listdir(os.path.join(REPO, "recipes")) if name not in ("lib.sh", "wmt14.sh")
+)  # those two are sourced
 
 
 @pytest.mark.parametrize("script", RECIPES)
 def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
     """``bash recipes/NAME.sh --dry-run`` with nothing set but what the recipe cannot guess (the licensed treebank)."""
-    needs = {"wsj_parsing.sh": ["TREEBANK=/data/treebank_3/parsed/mrg"],
-             "parallel_text.sh": ["TRAIN=corpus/train", "SRC=en", "TGT=de"]}.get(script, [])  # fmt: skip
+    needs = {
+        "wsj_parsing.sh": ["TREEBANK=/data/treebank_3/parsed/mrg"],
+        "parallel_text.sh": ["TRAIN=corpus/train", "SRC=en", "TGT=de"],
+    }.get(script, [])
     proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(needs))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r"^\+ ", proc.stdout, flags=re.M)
@@ -115,13 +141,18 @@ def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
     assert help_text.returncode == 0 and "--dry-run" in help_text.stdout
 
 
-@pytest.mark.parametrize("script, variables, says", [
-    ("wmt14_en_de_big.sh", {"PRECISION": "fp8"}, "FAILED: recipes/wmt14_en_de_big.sh (exit 2)"),
-    ("wmt14_table3.sh", {"ROWS": "base F-nonsense"}, "FAILED: recipes/wmt14_table3.sh line "),
-    ("wsj_parsing.sh", {}, "FAILED: recipes/wsj_parsing.sh (exit 2)"),  # no TREEBANK
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "script, variables, says",
+    [
+        ("wmt14_en_de_big.sh", {"PRECISION": "fp8"}, "FAILED: recipes/wmt14_en_de_big.sh (exit 2)"),
+        ("wmt14_table3.sh", {"ROWS": "base F-nonsense"}, "FAILED: recipes/wmt14_table3.sh line "),
+        ("wsj_parsing.sh", {}, "FAILED: recipes/wsj_parsing.sh (exit 2)"),  # no TREEBANK
+    ],
+)
 def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
-    proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(f"{k}={v}" for k, v in variables.items()))
+    proc = run(
+        ["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(f"{k}={v}" for k, v in variables.items())
+    )
     assert proc.returncode != 0
     assert says in proc.stderr, proc.stderr
 
@@ -129,14 +160,22 @@ def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
 # ---- the README's fairseq commands, on the data of the En-De recipe at toy size ------------------------------
 
 # the only changes made to the README's lines: toy size for what takes days
-TOY_SIZE = {"--arch": "vaswani_tiny", "--max-update": "20", "--warmup-updates": "10", "--save-interval-updates": "4",
-            "--max-tokens": "1500"}  # fmt: skip
+TOY_SIZE = {
+    "--arch": "vaswani_tiny",
+    "--max-update": "20",
+    "--warmup-updates": "10",
+    "--save-interval-updates": "4",
+    "--max-tokens": "1500",
+}
 
 
 def readme_tool_lines():
     """The README's commands that run fairseq's or this project's tools, in order."""
-    return [command for page, command in documented_commands()
-            if page == "README.md" and command.split()[0].startswith(("fairseq-", "vaswani-"))]  # fmt: skip
+    return [
+        command
+        for page, command in documented_commands()
+        if page == "README.md" and command.split()[0].startswith(("fairseq-", "vaswani-"))
+    ]
 
 
 def at_toy_size(line):
@@ -155,12 +194,22 @@ def test_the_readmes_fairseq_commands_run_on_the_recipes_data(tmp_path):
     the recipe writes, and each works on the output of the one before."""
     copy = copy_repository(tmp_path)
     [(_, assignments, words)] = [found for found in LINES if "DATA_ONLY=1" in found[1] and found[0] in README_LINES]
-    data = run(["bash", *words], copy, user_env([*assignments, "TOY=1", "IGNORE_PINNED_MD5=1", "WORK=runs/wmt14_en_de"]))
-    assert data.returncode == 0 and "DATA_ONLY=1: the data is ready in runs/wmt14_en_de/data-bin" in data.stdout, data.stderr[-2000:]
+    data = run(
+        ["bash", *words], copy, user_env([*assignments, "TOY=1", "IGNORE_PINNED_MD5=1", "WORK=runs/wmt14_en_de"])
+    )
+    assert data.returncode == 0 and "DATA_ONLY=1: the data is ready in runs/wmt14_en_de/data-bin" in data.stdout, (
+        data.stderr[-2000:]
+    )
     lines = readme_tool_lines()
-    assert [line.split()[0] for line in lines] == ["fairseq-train", "vaswani-average-checkpoints", "fairseq-generate",
-                                                   "vaswani-evaluate", "vaswani-export-ct2", "vaswani-translate",
-                                                   "vaswani-export-hf"]  # fmt: skip
+    assert [line.split()[0] for line in lines] == [
+        "fairseq-train",
+        "vaswani-average-checkpoints",
+        "fairseq-generate",
+        "vaswani-evaluate",
+        "vaswani-export-ct2",
+        "vaswani-translate",
+        "vaswani-export-hf",
+    ]
     (copy / "runs" / "mine").mkdir()
     for line in lines:
         proc = run(["bash", "-c", at_toy_size(line)], copy, user_env([]), timeout=600)
@@ -194,7 +243,11 @@ def test_the_readme_is_a_front_page_whose_links_lead_somewhere():
             if re.match(r"^[a-z]+://", link):
                 continue
             target, _, anchor = link.partition("#")
-            path = os.path.normpath(os.path.join(REPO, os.path.dirname(page), target)) if target else os.path.join(REPO, page)
+            path = (
+                os.path.normpath(os.path.join(REPO, os.path.dirname(page), target))
+                if target
+                else os.path.join(REPO, page)
+            )
             assert os.path.exists(path), f"{page}: {link} leads nowhere"
             if anchor:
                 assert anchor in heading_anchors(path), f"{page}: {link}: no such heading"

@@ -65,7 +65,10 @@ def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
     recipe(tmp_path, TRAIN="0")
     proc, log = recipe(tmp_path, "--dry-run", TRAIN="0", VOCAB="400")
     assert "a real run redoes this stage: its settings changed since it was done: VOCAB was 300, now 400" in proc.stdout
-    assert "a real run redoes this stage: stage 2, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)" in proc.stdout
+    assert (
+        "a real run redoes this stage: stage 2, whose outputs it may read (it declares none), is redone (VOCAB was "
+        "300, now 400)" in proc.stdout
+    )
     assert proc.stdout.count("a real run skips this stage") == 1  # stage 1
     proc, log = recipe(tmp_path, TRAIN="0", VOCAB="400")
     assert proc.returncode == 0, proc.stderr
@@ -75,8 +78,13 @@ def test_a_changed_setting_redoes_its_stage_and_every_later_one(tmp_path):
 
 def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(tmp_path):
     recipe(tmp_path)
-    for change, why in [(dict(VOCAB="400"), "stage 2, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"),
-                        (dict(STEPS="20"), "its settings changed since it was done: STEPS was 10, now 20")]:  # fmt: skip
+    for change, why in [
+        (
+            dict(VOCAB="400"),
+            "stage 2, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)",
+        ),
+        (dict(STEPS="20"), "its settings changed since it was done: STEPS was 10, now 20"),
+    ]:
         proc, _ = recipe(tmp_path, "--dry-run", **change)
         assert proc.returncode == 0 and f"(a real run stops here: stage 3 (training) was done, but {why}" in proc.stdout
         proc, log = recipe(tmp_path, **change)
@@ -84,8 +92,12 @@ def test_a_training_stage_that_would_be_redone_stops_the_recipe_before_any_work(
         assert "FAILED: stopped before any work (nothing was changed)" in proc.stderr
         assert log == ["data", "vocab 300", "train 10", "score"]  # nothing redone
         assert proc.stdout == ""  # not even a banner: nothing ran
-        check = subprocess.run(["bash", str(tmp_path / "recipe.sh"), "--check"], capture_output=True, text=True,
-                               env=user_env(REPO=REPO, LIB=os.path.join(REPO, "recipes", "lib.sh"), WORK=tmp_path / "work", **change))  # fmt: skip
+        check = subprocess.run(
+            ["bash", str(tmp_path / "recipe.sh"), "--check"],
+            capture_output=True,
+            text=True,
+            env=user_env(REPO=REPO, LIB=os.path.join(REPO, "recipes", "lib.sh"), WORK=tmp_path / "work", **change),
+        )
         assert check.returncode == 3 and f"stage 3 (training) was done, but {why}" in check.stderr
     # to train from scratch: delete the checkpoints and the stamp; to continue deliberately: only the stamp
     assert f"delete {tmp_path / 'work' / 'ckpt'} and {tmp_path / 'work' / '.done' / '3'};" in proc.stderr
@@ -103,8 +115,10 @@ def test_a_training_stopped_before_it_was_done_continues_only_under_its_own_sett
     assert (tmp_path / "work" / ".done" / "3.begun").exists() and not (tmp_path / "work" / ".done" / "3").exists()
     proc, log = recipe(tmp_path, STEPS="20")
     assert proc.returncode == 3, proc.stderr
-    assert ("stage 3 (training) was begun and stopped before it was done, but its settings changed since it was "
-            "begun: STEPS was 10, now 20") in proc.stderr  # fmt: skip
+    assert (
+        "stage 3 (training) was begun and stopped before it was done, but its settings changed since it was "
+        "begun: STEPS was 10, now 20"
+    ) in proc.stderr
     assert log == ["data", "vocab 300", "train 10"] and proc.stdout == ""  # nothing ran
     proc, log = recipe(tmp_path)
     assert proc.returncode == 0 and log[-2:] == ["train 10", "score"], proc.stderr
@@ -125,7 +139,10 @@ def test_a_changed_input_outside_work_redoes_its_stage_and_a_copy_of_it_does_not
     assert proc.returncode == 0 and proc.stdout.count("skipping") == 3, proc.stdout
     (copy / "train.txt").write_text("one\ntwo\n")
     proc, log = recipe(tmp_path, TRAIN="0", CORPUS=copy)
-    assert proc.returncode == 0 and f"redoing it: its inputs changed since it was done: the content of {copy} changed" in proc.stdout
+    assert (
+        proc.returncode == 0
+        and f"redoing it: its inputs changed since it was done: the content of {copy} changed" in proc.stdout
+    )
     assert "CORPUS was" not in proc.stdout  # the variable did not change: the files it names did
     assert log == ["data", "vocab 300", "score", "data", "vocab 300", "score"]
 
@@ -139,7 +156,10 @@ def test_the_recipes_do_not_read_the_makefiles_python(tmp_path):
 
 
 def test_precision_names_give_fairseq_train_flags():
-    script = f'source "{REPO}/recipes/lib.sh"; for p in fp32 fp16 bf16 amp; do precision_args $p; echo "$p:${{PRECISION_ARGS[*]:-}}"; done'
+    script = (
+        f'source "{REPO}/recipes/lib.sh"; '
+        'for p in fp32 fp16 bf16 amp; do precision_args $p; echo "$p:${PRECISION_ARGS[*]:-}"; done'
+    )
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
     assert proc.stdout.split() == ["fp32:", "fp16:--fp16", "bf16:--bf16", "amp:--amp"], proc.stderr
 
@@ -149,7 +169,10 @@ def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "python").symlink_to(sys._base_executable)  # a Python without this project's packages
-    env = dict(user_env(REPO=REPO, LIB=os.path.join(REPO, "recipes", "lib.sh"), WORK=tmp_path / "work"), PATH=f"{fake}:/usr/bin:/bin")
+    env = dict(
+        user_env(REPO=REPO, LIB=os.path.join(REPO, "recipes", "lib.sh"), WORK=tmp_path / "work"),
+        PATH=f"{fake}:/usr/bin:/bin",
+    )
     script = tmp_path / "recipe.sh"
     script.write_text(RECIPE)
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
@@ -184,7 +207,11 @@ def test_stamps_written_by_the_code_before_the_engine_keep_counting(tmp_path):
 def test_an_old_stamp_whose_settings_changed_still_stops_training_naming_the_setting(tmp_path):
     recipe(tmp_path, lib=OLD_LIB)
     proc, log = recipe(tmp_path, STEPS="20")
-    assert proc.returncode == 3 and "stage 3 (training) was done, but its settings changed since it was done: STEPS was 10, now 20" in proc.stderr
+    assert (
+        proc.returncode == 3
+        and "stage 3 (training) was done, but its settings changed since it was done: STEPS was 10, now 20"
+        in proc.stderr
+    )
     assert log == ["data", "vocab 300", "train 10", "score"]
 
 
@@ -195,8 +222,13 @@ def test_another_checkout_and_environment_continue_the_run(tmp_path):
     (tmp_path / "clone").mkdir()
     venv = tmp_path / "other-venv"
     venv.symlink_to(os.path.dirname(BIN))  # the same environment at another path
-    proc, log = recipe(tmp_path, script="clone/recipe.sh", REPO=tmp_path / "clone", VENV_PYTHON=venv / "bin" / "python",
-                       PATH=f"{venv / 'bin'}:{os.environ['PATH']}")  # fmt: skip
+    proc, log = recipe(
+        tmp_path,
+        script="clone/recipe.sh",
+        REPO=tmp_path / "clone",
+        VENV_PYTHON=venv / "bin" / "python",
+        PATH=f"{venv / 'bin'}:{os.environ['PATH']}",
+    )
     assert proc.returncode == 0 and proc.stdout.count("skipping") == 4, proc.stdout + proc.stderr
 
 
@@ -220,7 +252,9 @@ def speed_recipe(tmp_path, *args, popen=False, **variables):
     script.write_text(SPEED_RECIPE)
     env = user_env(REPO=REPO, WORK=tmp_path / "work", **variables)
     if popen:
-        return subprocess.Popen(["bash", str(script), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            ["bash", str(script), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -312,8 +346,16 @@ def fake_worker(tmp_path):
 
 
 def test_one_failing_worker_stops_the_others(tmp_path):
-    proc = one_stage(tmp_path, "train_workers", "2", str(tmp_path / "train.log"), fake_worker(tmp_path), "--some-flag",
-                     MARKERS=tmp_path, FAIL="1")  # fmt: skip
+    proc = one_stage(
+        tmp_path,
+        "train_workers",
+        "2",
+        str(tmp_path / "train.log"),
+        fake_worker(tmp_path),
+        "--some-flag",
+        MARKERS=tmp_path,
+        FAIL="1",
+    )
     _, err = proc.communicate(timeout=45)  # rank 0 alone would take 60 s: it was stopped, not waited for
     assert proc.returncode == 3, err
     assert "a training worker failed (exit 3)" in err and "FAILED: stage 1: one stage (exit 3)" in err
@@ -332,7 +374,9 @@ def started(tmp_path, ranks=2, timeout=30):
 def test_ctrl_c_or_kill_ends_every_process_the_recipe_started(tmp_path, how):
     """CPU workers: what a terminal's Ctrl-C sends (SIGINT to the foreground process group), `kill` of the
     recipe's shell, even `kill -9` of it: within seconds no worker is left, and the recipe says where to resume."""
-    proc = one_stage(tmp_path, "train_workers", "2", str(tmp_path / "train.log"), fake_worker(tmp_path), MARKERS=tmp_path)
+    proc = one_stage(
+        tmp_path, "train_workers", "2", str(tmp_path / "train.log"), fake_worker(tmp_path), MARKERS=tmp_path
+    )
     started(tmp_path)
     sent = time.time()
     if how.startswith("SIGINT"):
@@ -348,8 +392,10 @@ def test_ctrl_c_or_kill_ends_every_process_the_recipe_started(tmp_path, how):
     assert time.time() - sent < 15
     if how.startswith("SIGINT"):
         assert proc.returncode == 130
-        assert "FAILED: stage 1: one stage: stopped by SIGINT; every process it started has ended. Run the same " \
-               "command again to resume: training continues from the last checkpoint it saved" in err  # fmt: skip
+        assert (
+            "FAILED: stage 1: one stage: stopped by SIGINT; every process it started has ended. Run the same "
+            "command again to resume: training continues from the last checkpoint it saved" in err
+        )
     assert not (tmp_path / "work" / ".done" / "1").exists()  # not done
 
 
@@ -374,12 +420,23 @@ def test_a_failed_launcher_says_why_and_how_to_resume(tmp_path):
     earlier run's too), and how to go on. The patterns' cases are unit tests (tests/unit/cli/tools)."""
     log = tmp_path / "train.log"
     log.write_text("an earlier run's output: Connection reset by peer [10.9.9.9]:1\n")
-    proc = one_stage(tmp_path, "launch_training", str(log), "bash", "-c",
-                     'echo "srun: error: node1: task 1: Killed"; exit 1', LAUNCH="torchrun", NODE_RANK="0")  # fmt: skip
+    proc = one_stage(
+        tmp_path,
+        "launch_training",
+        str(log),
+        "bash",
+        "-c",
+        'echo "srun: error: node1: task 1: Killed"; exit 1',
+        LAUNCH="torchrun",
+        NODE_RANK="0",
+    )
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
-    assert "training stopped: a task failed (node1: task 1: Killed), and srun ended the others. Once the cause is " \
-           f"gone, run the same command again on every machine: training resumes from checkpoint_last.pt (full log: {log})" in err  # fmt: skip
+    assert (
+        "training stopped: a task failed (node1: task 1: Killed), and srun ended the others. Once the cause is "
+        f"gone, run the same command again on every machine: training resumes from checkpoint_last.pt (full log: {log})"
+        in err
+    )
 
 
 def test_a_nohup_run_outlives_the_hang_up_of_its_terminal(tmp_path):
@@ -391,10 +448,15 @@ def test_a_nohup_run_outlives_the_hang_up_of_its_terminal(tmp_path):
         script = where / "one_stage.sh"
         script.write_text('set -euo pipefail\nsource "$REPO/recipes/lib.sh"\nstage 1 "one stage" "$@"\nrun_stages\n')
         argv = ["nohup", "bash", str(script)] if nohup else ["bash", str(script)]
-        proc = subprocess.Popen([*argv, "train_workers", "2", str(where / "train.log"), fake_worker(where)],
-                                env=user_env(REPO=REPO, WORK=where / "work", MARKERS=where, WORKER_SECONDS="4"), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))  # fmt: skip
+        proc = subprocess.Popen(
+            [*argv, "train_workers", "2", str(where / "train.log"), fake_worker(where)],
+            env=user_env(REPO=REPO, WORK=where / "work", MARKERS=where, WORKER_SECONDS="4"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+        )
         started(where)  # SIGHUP as a terminal leaves it (not as the tests' own process may have it, under nohup)
         os.killpg(proc.pid, signal.SIGHUP)
         _, err = proc.communicate(timeout=60)

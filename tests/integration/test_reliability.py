@@ -62,8 +62,16 @@ from fairseq_cli.train import cli_main
 cli_main()
 """
 
-RESUME_FLAGS = [*TRAIN_FLAGS, "--max-update", "12", "--save-interval-updates", "4", "--no-epoch-checkpoints",
-                "--dropout", "0.3"]  # fmt: skip
+RESUME_FLAGS = [
+    *TRAIN_FLAGS,
+    "--max-update",
+    "12",
+    "--save-interval-updates",
+    "4",
+    "--no-epoch-checkpoints",
+    "--dropout",
+    "0.3",
+]
 
 
 def train_args(data_bin, save_dir):
@@ -83,17 +91,21 @@ def uninterrupted(data_bin):
 
 # Here an epoch is 5 updates. Checkpoints: update 4 (written as checkpoint_1_4.pt, copied to
 # checkpoint_last.pt), end of epoch 1 = update 5 (written straight to checkpoint_last.pt), update 8 (copied).
-@pytest.mark.parametrize("kind, n, resumes_at", [
-    ("save", 2, 4),  # killed while writing the end-of-epoch checkpoint_last.pt: the one of update 4 is used
-    ("copy", 2, 5),  # killed while copying update 8 to checkpoint_last.pt: the end-of-epoch one is used
-    ("after", 2, 8),  # killed just after update 8 was saved
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, n, resumes_at",
+    [
+        ("save", 2, 4),  # killed while writing the end-of-epoch checkpoint_last.pt: the one of update 4 is used
+        ("copy", 2, 5),  # killed while copying update 8 to checkpoint_last.pt: the end-of-epoch one is used
+        ("after", 2, 8),  # killed just after update 8 was saved
+    ],
+)
 @pytest.mark.e2e
 def test_sigkill_then_rerun_ends_like_an_uninterrupted_run(data_bin, uninterrupted, tmp_path, kind, n, resumes_at):
     save_dir = tmp_path / "ckpt"
     args = train_args(data_bin, save_dir)
-    proc = subprocess.run([sys.executable, "-c", DYING_TRAIN, kind, str(n), *args], capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", DYING_TRAIN, kind, str(n), *args], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     finals = sorted(p for p in os.listdir(save_dir) if p.endswith(".pt"))
     assert "checkpoint_last.pt" in finals
@@ -118,9 +130,22 @@ def test_every_interval_state_is_kept_under_its_update_without_epoch_checkpoints
     from transformer_plugin_cli.tools.average_checkpoints import saved_update
 
     save_dir = tmp_path / "ckpt"
-    run_tool("fairseq-train", str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "15",
-             "--save-interval-updates", "5", "--keep-interval-updates", "2", "--no-epoch-checkpoints",
-             "--save-dir", str(save_dir))  # fmt: skip
+    run_tool(
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        "15",
+        "--save-interval-updates",
+        "5",
+        "--keep-interval-updates",
+        "2",
+        "--no-epoch-checkpoints",
+        "--save-dir",
+        str(save_dir),
+    )
     numbered = sorted(p for p in os.listdir(save_dir) if p.startswith("checkpoint_") and p[11].isdigit())
     assert numbered == ["checkpoint_2_10.pt", "checkpoint_3_15.pt"]
     assert [saved_update(str(save_dir / p)) for p in numbered] == [10, 15]
@@ -128,7 +153,9 @@ def test_every_interval_state_is_kept_under_its_update_without_epoch_checkpoints
 
 
 @pytest.mark.e2e
-def test_a_full_disk_stops_a_save_in_one_line_and_the_same_command_resumes(data_bin, uninterrupted, tmp_path, small_disk):
+def test_a_full_disk_stops_a_save_in_one_line_and_the_same_command_resumes(
+    data_bin, uninterrupted, tmp_path, small_disk
+):
     """--save-dir on a disk that holds five checkpoints, not the copy of update 12's to checkpoint_last.pt
     (an epoch is 5 updates, validated at its end): fairseq-train stops with one line naming the directory, the
     space a save needs and the space free, no traceback and no partial file; the earlier checkpoints load;
@@ -143,8 +170,11 @@ def test_a_full_disk_stops_a_save_in_one_line_and_the_same_command_resumes(data_
     code, out = run_tool("fairseq-train", *args, expect_ok=False)
     assert code == 1 and "Traceback" not in out, out[-3000:]
     [line] = [line for line in out.splitlines() if "no space left" in line]
-    assert f"{save_dir}: no space left to save the checkpoint of update 12 (No space left on device): a checkpoint " \
-           "takes" in line and "is free. Nothing of this save was kept" in line  # fmt: skip
+    assert (
+        f"{save_dir}: no space left to save the checkpoint of update 12 (No space left on device): a checkpoint takes"
+        in line
+        and "is free. Nothing of this save was kept" in line
+    )
     assert "training resumes from checkpoint_last.pt, which is intact" in line
     assert not [p for p in os.listdir(save_dir) if p.endswith(".tmp")]
     for name in ("checkpoint_1_4.pt", "checkpoint_2_8.pt", "checkpoint_last.pt"):
@@ -157,7 +187,9 @@ def test_a_full_disk_stops_a_save_in_one_line_and_the_same_command_resumes(data_
     log = run_tool("fairseq-train", *args)
     assert "@ 10 updates" in log
     resumed = parameters(save_dir / "checkpoint_last.pt")
-    assert not [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])], "parameters differ from the uninterrupted run"
+    assert not [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])], (
+        "parameters differ from the uninterrupted run"
+    )
 
 
 @pytest.mark.e2e
@@ -166,16 +198,33 @@ def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
     training. Rank 0 would wait in its next all-reduce (gloo's default timeout is 30 minutes): the launcher
     stops it."""
     save_dir = tmp_path / "ckpt"
-    launcher = one_stage(tmp_path, "train_workers", "2", str(tmp_path / "train.log"), f"{BIN}/fairseq-train",
-                         str(data_bin / "bin"), "--user-dir", PLUGIN, *TRAIN_FLAGS, "--max-update", "100000",
-                         "--save-dir", str(save_dir), "--no-save")  # fmt: skip
+    launcher = one_stage(
+        tmp_path,
+        "train_workers",
+        "2",
+        str(tmp_path / "train.log"),
+        f"{BIN}/fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        "100000",
+        "--save-dir",
+        str(save_dir),
+        "--no-save",
+    )
     try:
         rank1 = None
         deadline = time.time() + 120
         while time.time() < deadline:  # wait until both train
             log = (tmp_path / "train.log").read_text() if (tmp_path / "train.log").exists() else ""
             if "num_updates=3" in log:
-                found = [p for p in processes_naming(str(save_dir)) if b"--distributed-rank\x001\x00" in open(f"/proc/{p}/cmdline", "rb").read()]
+                found = [
+                    p
+                    for p in processes_naming(str(save_dir))
+                    if b"--distributed-rank\x001\x00" in open(f"/proc/{p}/cmdline", "rb").read()
+                ]
                 rank1 = found[0] if found else None
                 break
             time.sleep(0.5)
@@ -195,17 +244,31 @@ def test_a_dying_worker_stops_the_job_in_bounded_time(data_bin, tmp_path):
 
 
 # (the model's own size and dropout checks are tested directly in tests/models; one goes through the CLI here)
-@pytest.mark.parametrize("flags, message", [
-    (["--arch", "vaswani_nope"], "argument --arch/-a: invalid choice: 'vaswani_nope'"),
-    (["--arch", "vaswani_tiny", "--d-model", "66"], "--d-model 66 is not divisible by --attention-heads 4"),
-    (["--arch", "vaswani_tiny", "DATA=missing"], "No such file or directory"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--arch", "vaswani_nope"], "argument --arch/-a: invalid choice: 'vaswani_nope'"),
+        (["--arch", "vaswani_tiny", "--d-model", "66"], "--d-model 66 is not divisible by --attention-heads 4"),
+        (["--arch", "vaswani_tiny", "DATA=missing"], "No such file or directory"),
+    ],
+)
 def test_configuration_errors_stop_before_training(data_bin, tmp_path, flags, message):
     data = str(tmp_path / "missing") if "DATA=missing" in flags else str(data_bin / "bin")
     flags = [f for f in flags if f != "DATA=missing"]
     base = [f for f in TRAIN_FLAGS if f not in ("--arch", "vaswani_tiny")]
-    code, output = run_tool("fairseq-train", data, "--user-dir", PLUGIN, *base, *flags, "--max-update", "2",
-                       "--save-dir", str(tmp_path / "ckpt"), expect_ok=False)  # fmt: skip
+    code, output = run_tool(
+        "fairseq-train",
+        data,
+        "--user-dir",
+        PLUGIN,
+        *base,
+        *flags,
+        "--max-update",
+        "2",
+        "--save-dir",
+        str(tmp_path / "ckpt"),
+        expect_ok=False,
+    )
     assert code != 0 and message in output
     assert "begin training" not in output.lower() and not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
     if "missing" in data:

@@ -14,15 +14,30 @@ import time
 import pytest
 import torch
 
-from helpers import BIN, PYTHON, REPO, commands, copy_repository, flag, free_port, processes_naming, run_recipe, user_env
+from helpers import (
+    BIN,
+    PYTHON,
+    REPO,
+    commands,
+    copy_repository,
+    flag,
+    free_port,
+    processes_naming,
+    run_recipe,
+    user_env,
+)
 from preprocess import wmt14
 
-@pytest.mark.parametrize("script, arch, steps, keep, vocab, spm, paper", [
-    ("wmt14_en_de_base.sh", "vaswani_base", "100000", "5", "37000", "bpe", "27.3"),
-    ("wmt14_en_de_big.sh", "vaswani_big", "300000", "20", "37000", "bpe", "28.4"),
-    ("wmt14_en_fr_base.sh", "vaswani_base", "100000", "5", "32000", "unigram", "38.1"),
-    ("wmt14_en_fr_big.sh", "vaswani_big_en_fr", "300000", "20", "32000", "unigram", "41.8"),
-])  # fmt: skip
+
+@pytest.mark.parametrize(
+    "script, arch, steps, keep, vocab, spm, paper",
+    [
+        ("wmt14_en_de_base.sh", "vaswani_base", "100000", "5", "37000", "bpe", "27.3"),
+        ("wmt14_en_de_big.sh", "vaswani_big", "300000", "20", "37000", "bpe", "28.4"),
+        ("wmt14_en_fr_base.sh", "vaswani_base", "100000", "5", "32000", "unigram", "38.1"),
+        ("wmt14_en_fr_big.sh", "vaswani_big_en_fr", "300000", "20", "32000", "unigram", "41.8"),
+    ],
+)
 def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, vocab, spm, paper):
     work = tmp_path / "w"
     proc = run_recipe(script, work, "--dry-run", GPUS="8")
@@ -30,17 +45,32 @@ def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, 
     assert not work.exists()  # nothing ran, nothing was written
     out = proc.stdout
     [train] = commands(out, "fairseq-train")
-    expected = {"--arch": arch, "--max-update": steps, "--keep-interval-updates": keep, "--warmup-updates": "4000",
-                "--adam-betas": "(0.9, 0.98)", "--adam-eps": "1e-09", "--label-smoothing": "0.1",
-                "--lr-scheduler": "vaswani_inverse_sqrt", "--criterion": "vaswani_label_smoothed_cross_entropy",
-                "--max-tokens": "3125", "--update-freq": "1", "--distributed-world-size": "8"}  # fmt: skip
+    expected = {
+        "--arch": arch,
+        "--max-update": steps,
+        "--keep-interval-updates": keep,
+        "--warmup-updates": "4000",
+        "--adam-betas": "(0.9, 0.98)",
+        "--adam-eps": "1e-09",
+        "--label-smoothing": "0.1",
+        "--lr-scheduler": "vaswani_inverse_sqrt",
+        "--criterion": "vaswani_label_smoothed_cross_entropy",
+        "--max-tokens": "3125",
+        "--update-freq": "1",
+        "--distributed-world-size": "8",
+    }
     assert {k: flag(train, k) for k in expected} == expected
     assert "--share-all-embeddings" in train
     [average] = [c for c in commands(out, PYTHON) if "transformer_plugin_cli.tools.average_checkpoints" in c]
     assert flag(average, "--num-update-checkpoints") == keep
     [generate] = commands(out, "fairseq-generate")
     assert {k: flag(generate, k) for k in ("--beam", "--lenpen", "--max-len-a", "--max-len-b", "--gen-subset")} == {
-        "--beam": "4", "--lenpen": "0.6", "--max-len-a": "1", "--max-len-b": "50", "--gen-subset": "test"}
+        "--beam": "4",
+        "--lenpen": "0.6",
+        "--max-len-a": "1",
+        "--max-len-b": "50",
+        "--gen-subset": "test",
+    }
     [vocabulary] = [c for c in commands(out, PYTHON) if "train" in c and "preprocess.sentencepiece_vocab" in c]
     assert (flag(vocabulary, "--vocab-size"), flag(vocabulary, "--model-type")) == (vocab, spm)
     [score] = [c for c in commands(out, PYTHON) if "transformer_plugin_cli.tools.evaluate" in c]
@@ -49,9 +79,15 @@ def test_dry_run_shows_the_papers_settings(tmp_path, script, arch, steps, keep, 
     assert "8 GPUs x --max-tokens 3125 x --update-freq 1 = 25000 tokens per update" in out
 
 
-@pytest.mark.parametrize("gpus, nnodes, max_tokens, update_freq", [
-    ("1", "1", "3572", "7"), ("4", "1", "3125", "2"), ("8", "4", "782", "1"), ("0", "1", "3125", "4"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "gpus, nnodes, max_tokens, update_freq",
+    [
+        ("1", "1", "3572", "7"),
+        ("4", "1", "3125", "2"),
+        ("8", "4", "782", "1"),
+        ("0", "1", "3125", "4"),
+    ],
+)
 def test_batch_is_about_25000_tokens_for_any_number_of_devices(tmp_path, gpus, nnodes, max_tokens, update_freq):
     launch = "local" if nnodes == "1" else "slurm"
     proc = run_recipe("wmt14_en_de_base.sh", tmp_path, "--dry-run", GPUS=gpus, NNODES=nnodes, LAUNCH=launch)
@@ -71,8 +107,9 @@ def test_launchers_for_several_machines(tmp_path):
     [line] = [line for line in torchrun.stdout.splitlines() if " -m torch.distributed.run " in line]
     words = shlex.split(line[2:])
     assert words[:3] == ["python", "-m", "torch.distributed.run"]  # torchrun, as the recipe's python (VENV_PYTHON)
-    assert [flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port")] \
-        == ["2", "8", "1", "node0", "29600"]  # fmt: skip
+    assert [
+        flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port")
+    ] == ["2", "8", "1", "node0", "29600"]
     assert flag(words, "--distributed-world-size") == "16" and "--bf16" in words
     assert "node 1: training done" in torchrun.stdout and "fairseq-generate" not in torchrun.stdout
     slurm = run_recipe("wmt14_en_de_big.sh", tmp_path, "--dry-run", LAUNCH="slurm", **env)
@@ -85,7 +122,14 @@ def test_launchers_for_several_machines(tmp_path):
     assert bad.returncode == 2 and "PRECISION=fp8" in bad.stderr
 
 
-TOY = dict(TOY="1", IGNORE_PINNED_MD5="1", TOY_MAX_UPDATE="30", TOY_WARMUP="15", TOY_SAVE_INTERVAL_UPDATES="10", PREP_WORKERS="2")
+TOY = dict(
+    TOY="1",
+    IGNORE_PINNED_MD5="1",
+    TOY_MAX_UPDATE="30",
+    TOY_WARMUP="15",
+    TOY_SAVE_INTERVAL_UPDATES="10",
+    PREP_WORKERS="2",
+)
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +168,10 @@ def test_toy_run_end_to_end(toy_run):
     assert (work / "data" / "test.ref.de").read_text(encoding="utf-8").splitlines() == references
     assert round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2) == scores["sacrebleu"]
     assert round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2) == scores["chrf"]
-    table = output[output.index("==== results"):]
-    assert re.search(r"\| tokenized BLEU, compound split \(how the paper scored\) \| \d+\.\d\d \| 27\.3 \(Table 2\) \|",
-                     table)  # fmt: skip
+    table = output[output.index("==== results") :]
+    assert re.search(
+        r"\| tokenized BLEU, compound split \(how the paper scored\) \| \d+\.\d\d \| 27\.3 \(Table 2\) \|", table
+    )
     assert re.search(r"\| sacreBLEU, detokenized \| \d+\.\d\d \| not reported", table)
     assert re.search(r"\| dev perplexity per word-piece \(newstest2013\) \| \d+\.\d\d \| base 4\.92", table)
     from transformer_plugin_cli.tools.average_checkpoints import saved_update
@@ -156,8 +201,11 @@ def test_toy_rerun_skips_every_stage(toy_run):
 def estimated(output):
     """(bytes written, bytes needed at the peak, bytes free) from the space line of a dry run."""
     units = {"bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
-    m = re.search(r"this run writes about ([\d.]+) (\w+) under .* and needs about ([\d.]+) (\w+) free at its peak; "
-                  r"([\d.]+) (\w+) is free there", output)  # fmt: skip
+    m = re.search(
+        r"this run writes about ([\d.]+) (\w+) under .* and needs about ([\d.]+) (\w+) free at its peak; "
+        r"([\d.]+) (\w+) is free there",
+        output,
+    )
     assert m, output[-2000:]
     return tuple(float(m.group(i)) * units[m.group(i + 1)] for i in (1, 3, 5))
 
@@ -191,8 +239,11 @@ def test_a_run_that_does_not_fit_stops_before_any_work(tmp_path, small_disk):
     small_disk(work, 6_000_000)
     proc = run_recipe("wmt14_en_de_base.sh", work, **dict(TOY, PREP_WORKERS="1"))
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert re.search(rf"FAILED: stopped before any work: {re.escape(str(work))} needs about [\d.]+ MB free and its disk has "
-                     r"[\d.]+ MB\. Make room, set WORK to a larger disk, or keep fewer checkpoints \(AVERAGE_LAST\)", proc.stderr)  # fmt: skip
+    assert re.search(
+        rf"FAILED: stopped before any work: {re.escape(str(work))} needs about [\d.]+ MB free and its disk has "
+        r"[\d.]+ MB\. Make room, set WORK to a larger disk, or keep fewer checkpoints \(AVERAGE_LAST\)",
+        proc.stderr,
+    )
     assert "stage 4-base: " in proc.stderr and "checkpoints: 5 of " in proc.stderr  # what it would keep, stage by stage
     assert "==== stage" not in proc.stdout and os.listdir(work) == []
     dry = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", **TOY)
@@ -231,13 +282,28 @@ def write_old_stamp(stamp, old_modules=False):
     command line and the identity of its external inputs (its own input_identity), settings beside it."""
     made = json.loads(stamp.read_text())
     script = 'source "$OLD_LIB"; printf -v m "%q " "$@"; printf "%s\\n" "${m% }$(input_identity "$@")"'
-    text = subprocess.run(["bash", "-c", script, "old", *made["made"]["argv"]], cwd=REPO, check=True, capture_output=True, text=True,
-                          env=dict(os.environ, OLD_LIB=OLD_LIB, WORK=str(stamp.parent.parent), REPO=REPO)).stdout  # fmt: skip
+    text = subprocess.run(
+        ["bash", "-c", script, "old", *made["made"]["argv"]],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OLD_LIB=OLD_LIB, WORK=str(stamp.parent.parent), REPO=REPO),
+    ).stdout
     if old_modules:  # before the data preparation moved from transformer_plugin_cli.data to preprocess/
         text = text.replace("-m preprocess.", "-m transformer_plugin_cli.data.")
     stamp.write_text(text)
-    settings = subprocess.run(["bash", "-c", 'for a in "$@"; do printf "%s=%q\\n" "${a%%=*}" "${a#*=}"; done', "s",
-                               *(f"{k}={v}" for k, v in made["settings"].items())], capture_output=True, text=True).stdout  # fmt: skip
+    settings = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'for a in "$@"; do printf "%s=%q\\n" "${a%%=*}" "${a#*=}"; done',
+            "s",
+            *(f"{k}={v}" for k, v in made["settings"].items()),
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     (stamp.parent / f"{stamp.name}.settings").write_text(settings)
 
 
@@ -257,7 +323,9 @@ def test_stamps_written_before_the_engine_still_hold(toy_run, old_modules):
         proc = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **TOY)
         assert proc.returncode == 0 and proc.stdout.count("a real run skips this stage") == 9, proc.stdout[-3000:]
         proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), **TOY)
-        assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 9, proc.stdout[-3000:]
+        assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 9, (
+            proc.stdout[-3000:]
+        )
         assert all(p.read_text().startswith("{") for p in stamps)
         assert not any(p.name.endswith(".settings") for p in (work / ".done").iterdir())
     finally:
@@ -279,9 +347,12 @@ def test_another_clone_environment_and_work_path_continue_the_run(toy_run, tmp_p
     archives = tmp_path / "archives copied"
     shutil.copytree(work.parent / "archives", archives)  # the same archives at another path, with other times
     env = user_env(WORK=moved, FROM=archives, PATH=f"{venv / 'bin'}:{os.environ['PATH']}", **TOY)
-    proc = subprocess.run(["bash", "recipes/wmt14_en_de_base.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 9, \
-        proc.stdout[-3000:] + proc.stderr[-3000:]  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "recipes/wmt14_en_de_base.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 9, (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )
 
 
 # ---- Ctrl-C and kill during training, then the same command again ----------------------------------------
@@ -305,8 +376,12 @@ def long_reference(toy_run):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("how", ["SIGINT to the process group", "SIGTERM to the recipe", "SIGINT to the process group, torchrun"])
-def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_parameters(toy_run, long_reference, how):
+@pytest.mark.parametrize(
+    "how", ["SIGINT to the process group", "SIGTERM to the recipe", "SIGINT to the process group, torchrun"]
+)
+def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_parameters(
+    toy_run, long_reference, how
+):
     """What Ctrl-C in a terminal sends (SIGINT to the foreground process group) and `kill` of the recipe,
     during training on two CPU workers (the recipe's own, or torchrun's on one machine): within seconds no
     process of the run is left, the recipe says how to resume, and the same command again ends with the
@@ -318,8 +393,15 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
         config, launch = "torchrun", dict(LAUNCH="torchrun", NNODES="1", MASTER_PORT=str(free_port()))
     env = user_env(WORK=work, FROM=work.parent / "archives", CONFIG=config, **LONG, **launch)
     script = os.path.join(REPO, "recipes", "wmt14_en_de_base.sh")
-    recipe = subprocess.Popen(["bash", script], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)  # fmt: skip
+    recipe = subprocess.Popen(
+        ["bash", script],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     checkpoints = work / config / "checkpoints"
     try:
         deadline = time.time() + 300
@@ -340,8 +422,10 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
     assert not processes_naming(str(checkpoints)), f"{how}: processes of the run left behind"
     print(f"{how}: nothing of the run left {time.time() - sent:.1f} s after the signal")
     name = "SIGINT" if "SIGINT" in how else "SIGTERM"
-    assert f"stopped by {name}; every process it started has ended. Run the same command again to resume: training " \
-           "continues from the last checkpoint it saved (checkpoint_last.pt)" in err, err[-3000:]  # fmt: skip
+    assert (
+        f"stopped by {name}; every process it started has ended. Run the same command again to resume: training "
+        "continues from the last checkpoint it saved (checkpoint_last.pt)" in err
+    ), err[-3000:]
     assert not (work / ".done" / f"4-{config}").exists()
     stopped_at = max(int(p.name.split("_")[-1][:-3]) for p in checkpoints.glob("checkpoint_*_*.pt"))
     assert 20 <= stopped_at < 60
@@ -350,11 +434,17 @@ def test_an_interrupted_training_leaves_nothing_running_and_resumes_to_the_same_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # from checkpoint_last.pt: the last state saved, or the one before (an epoch's end, say) if the signal came
     # between a save and its copy to checkpoint_last.pt
-    resumed_at = int(re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)", proc.stdout + proc.stderr)[1])
+    resumed_at = int(
+        re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)", proc.stdout + proc.stderr)[
+            1
+        ]
+    )
     assert 0 < resumed_at <= stopped_at
     resumed = last_parameters(work, config)
     assert resumed.keys() == long_reference.keys()
-    assert not [k for k in resumed if not torch.equal(resumed[k], long_reference[k])], "parameters differ from the uninterrupted run's"
+    assert not [k for k in resumed if not torch.equal(resumed[k], long_reference[k])], (
+        "parameters differ from the uninterrupted run's"
+    )
 
 
 @pytest.mark.e2e
@@ -363,7 +453,9 @@ def test_another_machines_core_count_redoes_nothing(toy_run):
     redo stages 1-3 there, naming variables that had not changed, and stage 3 then died on the existing
     data-bin). A dry run says what a real run would do."""
     work, _ = toy_run
-    proc = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **dict(TOY, PREP_WORKERS="1"))
+    proc = run_recipe(
+        "wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **dict(TOY, PREP_WORKERS="1")
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("a real run skips this stage") == 9 and "redoes" not in proc.stdout
 
@@ -384,13 +476,24 @@ def test_toy_keeps_the_layout_it_is_given(tmp_path):
     gpus = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", GPUS="1")
     [train] = commands(gpus.stdout, "fairseq-train")
     assert flag(train, "--arch") == "vaswani_tiny" and flag(train, "--distributed-world-size") == "1"
-    node1 = run_recipe("wmt14_en_de_base.sh", tmp_path / "w", "--dry-run", TOY="1", LAUNCH="torchrun", NNODES="2",
-                       NODE_RANK="1", MASTER_ADDR="node0", CPU_WORKERS="3", DIST_TIMEOUT="42")  # fmt: skip
+    node1 = run_recipe(
+        "wmt14_en_de_base.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TOY="1",
+        LAUNCH="torchrun",
+        NNODES="2",
+        NODE_RANK="1",
+        MASTER_ADDR="node0",
+        CPU_WORKERS="3",
+        DIST_TIMEOUT="42",
+    )
     assert node1.returncode == 0, node1.stderr
     [line] = [line for line in node1.stdout.splitlines() if " -m torch.distributed.run " in line]
     words = shlex.split(line[2:])
-    assert [flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--rdzv-conf")] \
-        == ["2", "3", "1", "node0", "timeout=42"]  # fmt: skip
+    assert [
+        flag(words, f) for f in ("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--rdzv-conf")
+    ] == ["2", "3", "1", "node0", "timeout=42"]
     assert flag(words, "--distributed-world-size") == "6" and flag(words, "--heartbeat-timeout") == "42"
     assert {"--cpu", "legacy_ddp", "gloo"} <= set(words) and flag(words, "--arch") == "vaswani_tiny"
     assert "6 CPU workers (2 machines x 3)" in node1.stdout
@@ -398,19 +501,33 @@ def test_toy_keeps_the_layout_it_is_given(tmp_path):
     assert "node 1: training done" in node1.stdout and "fairseq-generate" not in node1.stdout
 
 
-@pytest.mark.parametrize("variables, says", [
-    (dict(LAUNCH="local", NNODES="2"), "NNODES=2: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm"),
-    (dict(LAUNCH="mpirun"), "LAUNCH=mpirun: use local, torchrun or slurm"),
-    (dict(NODE_RANK="1"), "NODE_RANK=1 with LAUNCH=local: only LAUNCH=torchrun runs the recipe on every machine"),
-    (dict(LAUNCH="torchrun", NNODES="2", NODE_RANK="2", MASTER_ADDR="n0"), "NODE_RANK=2: with NNODES=2, each machine's number, 0 to 1"),
-    (dict(LAUNCH="torchrun", NNODES="2"), "LAUNCH=torchrun NNODES=2 needs MASTER_ADDR: node 0's address"),
-    (dict(GPUS="0", CPU_WORKERS="0"), "CPU_WORKERS=0: processes per machine, 1 or more"),
-    (dict(DIST_TIMEOUT="soon"), "DIST_TIMEOUT=soon: seconds, 1 or more"),
-    (dict(LAUNCH="slurm", REAL="1"), "LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set"),
-    (dict(LAUNCH="slurm", NNODES="2", SLURM_JOB_ID="7", SLURM_JOB_NUM_NODES="4", REAL="1"),
-     "NNODES=2, but this SLURM allocation has 4 nodes (sbatch --nodes)"),
-    (dict(GPUS="64", REAL="1"), f"GPUS=64, but torch sees {torch.cuda.device_count()} CUDA devices on "),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "variables, says",
+    [
+        (
+            dict(LAUNCH="local", NNODES="2"),
+            "NNODES=2: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm",
+        ),
+        (dict(LAUNCH="mpirun"), "LAUNCH=mpirun: use local, torchrun or slurm"),
+        (dict(NODE_RANK="1"), "NODE_RANK=1 with LAUNCH=local: only LAUNCH=torchrun runs the recipe on every machine"),
+        (
+            dict(LAUNCH="torchrun", NNODES="2", NODE_RANK="2", MASTER_ADDR="n0"),
+            "NODE_RANK=2: with NNODES=2, each machine's number, 0 to 1",
+        ),
+        (dict(LAUNCH="torchrun", NNODES="2"), "LAUNCH=torchrun NNODES=2 needs MASTER_ADDR: node 0's address"),
+        (dict(GPUS="0", CPU_WORKERS="0"), "CPU_WORKERS=0: processes per machine, 1 or more"),
+        (dict(DIST_TIMEOUT="soon"), "DIST_TIMEOUT=soon: seconds, 1 or more"),
+        (
+            dict(LAUNCH="slurm", REAL="1"),
+            "LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set",
+        ),
+        (
+            dict(LAUNCH="slurm", NNODES="2", SLURM_JOB_ID="7", SLURM_JOB_NUM_NODES="4", REAL="1"),
+            "NNODES=2, but this SLURM allocation has 4 nodes (sbatch --nodes)",
+        ),
+        (dict(GPUS="64", REAL="1"), f"GPUS=64, but torch sees {torch.cuda.device_count()} CUDA devices on "),
+    ],
+)
 def test_a_layout_that_cannot_work_stops_before_any_work(tmp_path, variables, says):
     """Each in a dry run (which prints everything else), or in a real run where only the machine tells."""
     real = variables.pop("REAL", None)
@@ -436,7 +553,9 @@ def test_table3_dry_run_trains_every_row_with_its_flags(tmp_path):
         assert flag(train, "--arch") == ("vaswani_big" if row.id == "big" else "vaswani_base")
         assert flag(train, "--max-update") == ("300000" if row.id == "big" else "100000")
     generates = commands(proc.stdout, "fairseq-generate")
-    assert all(flag(g, "--gen-subset") == "valid" and flag(g, "--path").endswith("checkpoint_last.pt") for g in generates)
+    assert all(
+        flag(g, "--gen-subset") == "valid" and flag(g, "--path").endswith("checkpoint_last.pt") for g in generates
+    )
     assert len(generates) == 20 and "average_checkpoints" not in proc.stdout  # Table 3: no averaging
     bad = run_recipe("wmt14_table3.sh", tmp_path / "w", "--dry-run", ROWS="base F-nonsense")
     assert bad.returncode != 0 and "unknown Table 3 row 'F-nonsense'" in bad.stderr
@@ -446,7 +565,10 @@ def test_table3_says_a_rows_own_error_and_not_that_a_training_would_be_redone(tm
     """Every --check failure used to become "exit 3, nothing was changed", a setting's error included."""
     proc = run_recipe("wmt14_table3.sh", tmp_path / "w", ROWS="base A-h1", PRECISION="fp64")
     assert proc.returncode == 2 and "PRECISION=fp64: use fp32, fp16, bf16 or amp" in proc.stderr
-    assert "FAILED: row base (wmt14_en_de_base.sh) cannot run as set (exit 2, its message above); no row was started" in proc.stderr
+    assert (
+        "FAILED: row base (wmt14_en_de_base.sh) cannot run as set (exit 2, its message above); no row was started"
+        in proc.stderr
+    )
     assert "would have to redo" not in proc.stderr and not (tmp_path / "w").exists()
 
 
@@ -491,10 +613,14 @@ def test_shards_one_dictionary_every_shard_read_in_turn_and_a_rerun_skips_the_sh
     for header in ("3a: the training text in 3 shards", "3b: one dictionary", "3c-shard0:", "3c-shard1:", "3c-shard2:"):
         assert f"==== stage {header}" in data.stdout
     shards = [work / "data-bin" / f"shard{i}" for i in range(3)]
-    assert {len((s / "train.en-de.en.idx").read_bytes()) for s in shards} == {len((shards[0] / "train.en-de.en.idx").read_bytes())}
+    assert {len((s / "train.en-de.en.idx").read_bytes()) for s in shards} == {
+        len((shards[0] / "train.en-de.en.idx").read_bytes())
+    }
     for s in shards:  # one dictionary, from all the text
         assert (s / "dict.en.txt").read_text() == (work / "data-bin" / "dict" / "dict.en.txt").read_text()
-    assert (shards[0] / "valid.en-de.de.bin").exists() and not list(shards[1].glob("valid*")) + list(shards[2].glob("test*"))
+    assert (shards[0] / "valid.en-de.de.bin").exists() and not list(shards[1].glob("valid*")) + list(
+        shards[2].glob("test*")
+    )
     assert f"the data is ready in {shards[0]}:{shards[1]}:{shards[2]}" in data.stdout
 
     shutil.rmtree(shards[2])  # as if stopped while making the last shard: no stamp, a partial directory
@@ -510,7 +636,12 @@ def test_shards_one_dictionary_every_shard_read_in_turn_and_a_rerun_skips_the_sh
     assert (shards[2] / "train.en-de.en.bin").read_bytes() != b"partial"  # the stage cleared what it left
     log = (work / "base" / "train.log").read_text()
     loaded = re.findall(r"loaded [\d,]+ examples from: (.+)/train\.en-de\.en$", log, flags=re.M)
-    assert [os.path.basename(p) for p in loaded][:4] == ["shard0", "shard1", "shard2", "shard0"]  # epoch e: shard (e-1) % 3
+    assert [os.path.basename(p) for p in loaded][:4] == [
+        "shard0",
+        "shard1",
+        "shard2",
+        "shard0",
+    ]  # epoch e: shard (e-1) % 3
     assert re.search(r"loaded [\d,]+ examples from: .+/shard0/valid\.en-de\.en", log)
     scores = json.loads((work / "base" / "results" / "scores.test.json").read_text())
     assert scores["sentences"] == 40

@@ -9,11 +9,20 @@ import pytest
 from helpers import PYTHON, commands, flag, run_recipe
 from transformer_plugin_cli.parsing.trees import parse_tree
 
-@pytest.mark.parametrize("extra, vocab, paper", [("", "16000", "91.3 (WSJ only)"),
-                                                 ("/data/a.trees /data/b.trees", "32000", "92.7 (semi-supervised)")])
+
+@pytest.mark.parametrize(
+    "extra, vocab, paper",
+    [("", "16000", "91.3 (WSJ only)"), ("/data/a.trees /data/b.trees", "32000", "92.7 (semi-supervised)")],
+)
 def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
-    proc = run_recipe("wsj_parsing.sh", tmp_path / "w", "--dry-run", TREEBANK="/ldc/treebank_3/parsed/mrg", GPUS="8",
-               EXTRA_TREES=extra)  # fmt: skip
+    proc = run_recipe(
+        "wsj_parsing.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TREEBANK="/ldc/treebank_3/parsed/mrg",
+        GPUS="8",
+        EXTRA_TREES=extra,
+    )
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "w").exists()
     [prepare] = [c for c in commands(proc.stdout, PYTHON) if "preprocess.ptb" in c]
@@ -25,7 +34,12 @@ def test_dry_run_shows_the_papers_settings(tmp_path, extra, vocab, paper):
     assert flag(train, "--arch") == "vaswani_parsing" and flag(train, "--max-tokens") == "3125"
     assert "--share-decoder-input-output-embed" in train and "--attention-dropout" in train
     [generate] = commands(proc.stdout, "fairseq-generate")
-    assert [flag(generate, f) for f in ("--beam", "--lenpen", "--max-len-a", "--max-len-b")] == ["21", "0.3", "1", "300"]
+    assert [flag(generate, f) for f in ("--beam", "--lenpen", "--max-len-a", "--max-len-b")] == [
+        "21",
+        "0.3",
+        "1",
+        "300",
+    ]
     [score] = [c for c in commands(proc.stdout, PYTHON) if "transformer_plugin_cli.parsing.evalb" in c]
     assert flag(score, "--paper") == paper
 
@@ -35,8 +49,13 @@ def test_extra_trees_as_docs_recipes_md_shows_them_a_pattern_expanded(tmp_path):
     (tmp_path / "silver").mkdir()
     for name in ("b.trees", "a.trees", "notes.txt"):
         (tmp_path / "silver" / name).write_text("(S (NP x))\n")
-    proc = run_recipe("wsj_parsing.sh", tmp_path / "w", "--dry-run", TREEBANK="/ldc/treebank_3/parsed/mrg",
-                      EXTRA_TREES=f"{tmp_path}/silver/*.trees /data/one.trees")  # fmt: skip
+    proc = run_recipe(
+        "wsj_parsing.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TREEBANK="/ldc/treebank_3/parsed/mrg",
+        EXTRA_TREES=f"{tmp_path}/silver/*.trees /data/one.trees",
+    )
     assert proc.returncode == 0, proc.stderr
     [prepare] = [c for c in commands(proc.stdout, PYTHON) if "preprocess.ptb" in c]
     extra = prepare[prepare.index("--extra-trees") + 1 :]
@@ -54,8 +73,16 @@ def test_a_treebank_is_required(tmp_path):
 @pytest.mark.e2e
 def test_toy_run_end_to_end(tmp_path):
     work = tmp_path / "wsj toy"
-    proc = run_recipe("wsj_parsing.sh", work, TOY="1", TOY_MAX_UPDATE="30", TOY_SAVE_INTERVAL_UPDATES="10",
-               TOY_WARMUP="15", TOY_BEAM="4", CPU_WORKERS="1")  # fmt: skip
+    proc = run_recipe(
+        "wsj_parsing.sh",
+        work,
+        TOY="1",
+        TOY_MAX_UPDATE="30",
+        TOY_SAVE_INTERVAL_UPDATES="10",
+        TOY_WARMUP="15",
+        TOY_BEAM="4",
+        CPU_WORKERS="1",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for header in ("0:", "1:", "2:", "3:", "4:", "5:", "6:"):
         assert f"==== stage {header}" in proc.stdout

@@ -18,8 +18,9 @@ import pytest
 
 from benchmarks import learning, speed
 
-SIZES = SimpleNamespace(layers=3, d_model=128, d_ff=512, heads=4, max_tokens=1000, warmup=100, peak_lr=1e-3,
-                        updates=300, interval=100)  # fmt: skip
+SIZES = SimpleNamespace(
+    layers=3, d_model=128, d_ff=512, heads=4, max_tokens=1000, warmup=100, peak_lr=1e-3, updates=300, interval=100
+)
 TOLERANCE = 0.3  # bits per token
 
 

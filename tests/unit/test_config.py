@@ -16,6 +16,10 @@ def test_the_scheduler_and_criterion_defaults_are_the_configs():
 
 
 def test_the_schedules_d_model_is_the_models():
-    cfg = OmegaConf.create({"model": OmegaConf.structured(config.VaswaniTransformerConfig(d_model=768)),
-                            "lr_scheduler": OmegaConf.structured(config.VaswaniInverseSqrtConfig)})  # fmt: skip
+    cfg = OmegaConf.create(
+        {
+            "model": OmegaConf.structured(config.VaswaniTransformerConfig(d_model=768)),
+            "lr_scheduler": OmegaConf.structured(config.VaswaniInverseSqrtConfig),
+        }
+    )
     assert cfg.lr_scheduler.d_model == 768

@@ -30,8 +30,15 @@ ASK = textwrap.dedent("""
 
 
 def test_two_workers_get_one_directory_made_once(tmp_path):
-    asks = [subprocess.Popen([sys.executable, "-c", ASK, REPO, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTEST_XDIST_WORKER": worker}) for worker in ("gw0", "gw1")]  # fmt: skip
+    asks = [
+        subprocess.Popen(
+            [sys.executable, "-c", ASK, REPO, str(tmp_path)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTEST_XDIST_WORKER": worker},
+        )
+        for worker in ("gw0", "gw1")
+    ]
     answers = {ask.communicate(timeout=60)[0].strip() for ask in asks}
     assert answers == {str(tmp_path / "made-once" / "model")} and all(ask.returncode == 0 for ask in asks)
     assert len((tmp_path / "made").read_text().splitlines()) == 1

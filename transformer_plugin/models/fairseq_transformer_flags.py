@@ -32,14 +32,23 @@ RENAMED = {
 
 _LAYERDROP = "LayerDrop (Fan et al., 2019) is not part of the paper's model: every layer runs in every update"
 _QUANT_NOISE = "Quant-Noise (Fan et al., 2020) is not part of the paper's model"
-_ADAPTIVE = "adaptive input and softmax (Baevski and Auli, 2019) are not part of the paper's model, whose output is one softmax over the vocabulary (Section 3.4)"
+_ADAPTIVE = (
+    "adaptive input and softmax (Baevski and Auli, 2019) are not part of the paper's model, "
+    "whose output is one softmax over the vocabulary (Section 3.4)"
+)
 
 # fairseq's flag -> (why the paper's model has no such part, the values that change nothing)
 NOT_IN_THE_PAPER = {
     "--encoder-layerdrop": (_LAYERDROP, {"0", "0.0"}),
     "--decoder-layerdrop": (_LAYERDROP, {"0", "0.0"}),
-    "--encoder-layers-to-keep": ("it prunes layers trained with LayerDrop, which the paper's model does not use", set()),
-    "--decoder-layers-to-keep": ("it prunes layers trained with LayerDrop, which the paper's model does not use", set()),
+    "--encoder-layers-to-keep": (
+        "it prunes layers trained with LayerDrop, which the paper's model does not use",
+        set(),
+    ),
+    "--decoder-layers-to-keep": (
+        "it prunes layers trained with LayerDrop, which the paper's model does not use",
+        set(),
+    ),
     "--quant-noise-pq": (_QUANT_NOISE, {"0", "0.0"}),
     "--quant-noise-pq-block-size": (_QUANT_NOISE, {"8"}),
     "--quant-noise-scalar": (_QUANT_NOISE, {"0", "0.0"}),
@@ -50,28 +59,60 @@ NOT_IN_THE_PAPER = {
     "--tie-adaptive-weights": (_ADAPTIVE, set()),
     "--tie-adaptive-proj": (_ADAPTIVE, set()),
     "--no-scale-embedding": ("Section 3.4 multiplies the embeddings by sqrt(d_model)", set()),
-    "--layernorm-embedding": ("the paper normalises no embedding: layer normalisation follows each sub-layer (Section 3.1)", set()),
-    "--no-token-positional-embeddings": ("Section 3.5 adds positional encodings; for learned ones use --positional-encoding learned", set()),
+    "--layernorm-embedding": (
+        "the paper normalises no embedding: layer normalisation follows each sub-layer (Section 3.1)",
+        set(),
+    ),
+    "--no-token-positional-embeddings": (
+        "Section 3.5 adds positional encodings; for learned ones use --positional-encoding learned",
+        set(),
+    ),
     "--no-cross-attention": ("every decoder layer of Section 3.1 attends to the encoder output", set()),
-    "--cross-self-attention": ("the decoder of Section 3.1 has separate self-attention and encoder-decoder attention", set()),
-    "--encoder-embed-path": ("the paper's embeddings are learned from scratch; load pretrained ones into a checkpoint instead", set()),
-    "--decoder-embed-path": ("the paper's embeddings are learned from scratch; load pretrained ones into a checkpoint instead", set()),
-    "--no-decoder-final-norm": ("the post-norm model has no final layer norm; with --normalize-before it is part of the pre-norm variant", set()),
+    "--cross-self-attention": (
+        "the decoder of Section 3.1 has separate self-attention and encoder-decoder attention",
+        set(),
+    ),
+    "--encoder-embed-path": (
+        "the paper's embeddings are learned from scratch; load pretrained ones into a checkpoint instead",
+        set(),
+    ),
+    "--decoder-embed-path": (
+        "the paper's embeddings are learned from scratch; load pretrained ones into a checkpoint instead",
+        set(),
+    ),
+    "--no-decoder-final-norm": (
+        "the post-norm model has no final layer norm; with --normalize-before it is part of the pre-norm variant",
+        set(),
+    ),
     "--char-inputs": ("the paper's model reads word pieces, not characters", set()),
     "--base-layers": ("BASE layers (Lewis et al., 2021) are not part of the paper's model", {"0"}),
     "--base-sublayers": ("BASE layers (Lewis et al., 2021) are not part of the paper's model", {"1"}),
     "--base-shuffle": ("BASE layers (Lewis et al., 2021) are not part of the paper's model", {"1"}),
-    "--xformers-att-config": ("attention is torch's scaled_dot_product_attention (modules/multihead_attention.py)", set()),
+    "--xformers-att-config": (
+        "attention is torch's scaled_dot_product_attention (modules/multihead_attention.py)",
+        set(),
+    ),
     "--min-params-to-wrap": ("the model's layers are not wrapped one by one for --ddp-backend fully_sharded", set()),
 }
 
 # flags of fairseq's transformer that take no value
 SWITCHES = {
-    "--encoder-normalize-before", "--decoder-normalize-before", "--encoder-learned-pos", "--decoder-learned-pos",
-    "--merge-src-tgt-embed", "--adaptive-input", "--tie-adaptive-weights", "--tie-adaptive-proj",
-    "--no-scale-embedding", "--layernorm-embedding", "--no-token-positional-embeddings", "--no-cross-attention",
-    "--cross-self-attention", "--no-decoder-final-norm", "--char-inputs",
-}  # fmt: skip
+    "--encoder-normalize-before",
+    "--decoder-normalize-before",
+    "--encoder-learned-pos",
+    "--decoder-learned-pos",
+    "--merge-src-tgt-embed",
+    "--adaptive-input",
+    "--tie-adaptive-weights",
+    "--tie-adaptive-proj",
+    "--no-scale-embedding",
+    "--layernorm-embedding",
+    "--no-token-positional-embeddings",
+    "--no-cross-attention",
+    "--cross-self-attention",
+    "--no-decoder-final-norm",
+    "--char-inputs",
+}
 
 
 def reason(flag: str) -> str:

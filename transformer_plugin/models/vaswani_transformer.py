@@ -58,6 +58,7 @@ from .fairseq_transformer_flags import add_refused_flags
 
 logger = logging.getLogger(__name__)
 
+
 def check_config(cfg) -> None:
     """Fill d_k/d_v defaults and refuse inconsistent sizes before anything is built, naming the flag."""
     for name in ("encoder_layers", "decoder_layers", "d_model", "d_ff", "attention_heads"):
@@ -128,7 +129,9 @@ class EmbeddingLayer(nn.Module):
             first = None if first is None else first[:, -1:]
         embedded = self.embed_tokens(tokens)
         if first is not None:  # --decoder-start pad: the start token's position takes the padding row
-            embedded = torch.where(first[..., None], self.embed_tokens.weight[self.padding_idx].to(embedded.dtype), embedded)
+            embedded = torch.where(
+                first[..., None], self.embed_tokens.weight[self.padding_idx].to(embedded.dtype), embedded
+            )
         x = self.embed_scale * embedded + positions
         return self.dropout(x)
 
@@ -207,8 +210,12 @@ class VaswaniDecoder(FairseqIncrementalDecoder):
         super().__init__(dictionary)
         self.padding_idx = embed_tokens.padding_idx
         self.max_target_positions = cfg.max_target_positions
-        self.embed = EmbeddingLayer(cfg, embed_tokens, cfg.max_target_positions,
-                                    start_from_padding_row=getattr(cfg, "decoder_start", "eos") == "pad")  # fmt: skip
+        self.embed = EmbeddingLayer(
+            cfg,
+            embed_tokens,
+            cfg.max_target_positions,
+            start_from_padding_row=getattr(cfg, "decoder_start", "eos") == "pad",
+        )
         self.layers = nn.ModuleList([checkpointed(DecoderLayer(cfg), cfg) for _ in range(cfg.decoder_layers)])
         self.layer_norm = nn.LayerNorm(cfg.d_model) if cfg.normalize_before else None
         self.output_projection = nn.Linear(cfg.d_model, len(dictionary), bias=False)
@@ -402,6 +409,7 @@ class VaswaniTransformerModel(FairseqEncoderDecoderModel):
 # override. (A shared dataclass with architecture functions would not do: in a hydra config fairseq
 # fills every key from the model's dataclass before an architecture function could set its own.)
 # ---------------------------------------------------------------------------------------------
+
 
 def register_architecture(name: str, overrides: Dict[str, object]) -> None:
     """Register ``name`` as VaswaniTransformerConfig with the defaults in ``overrides``."""

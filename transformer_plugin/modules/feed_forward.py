@@ -25,8 +25,14 @@ ACTIVATIONS = {"relu": F.relu, "swish": F.silu}
 
 
 class PositionwiseFeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, activation_dropout: float = 0.0, packed_dropout: bool = True,
-                 activation: str = "relu"):  # fmt: skip
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        activation_dropout: float = 0.0,
+        packed_dropout: bool = True,
+        activation: str = "relu",
+    ):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"--activation-fn {activation}: choose from {', '.join(ACTIVATIONS)}")

@@ -86,7 +86,9 @@ def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=Fals
         mask = mask_future(mask, T, S, q.device)
     if fused:
         with fast_paths.fused_kernels(q):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal), None
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+            ), None
     return scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights, packed_dropout)
 
 

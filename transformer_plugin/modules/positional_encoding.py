@@ -62,7 +62,9 @@ class PositionalEncoding(nn.Module):
     In incremental decoding only the last position is returned, (B, 1, d_model).
     """
 
-    def __init__(self, max_positions: int, d_model: int, padding_idx: int, learned: bool = False, variant: str = "paper"):
+    def __init__(
+        self, max_positions: int, d_model: int, padding_idx: int, learned: bool = False, variant: str = "paper"
+    ):
         super().__init__()
         self.max_positions, self.d_model, self.padding_idx = max_positions, d_model, padding_idx
         self.learned, self.variant = learned, variant
@@ -79,7 +81,9 @@ class PositionalEncoding(nn.Module):
     def sinusoids(self, positions: int) -> Tensor:
         """The table's first ``positions`` rows (after fairseq's offset), grown if it is shorter."""
         if positions + self.offset > self.table.size(0):
-            self.table = sinusoid_table(positions + self.offset, self.d_model, self.variant).to(self.table)  # device, dtype
+            self.table = sinusoid_table(positions + self.offset, self.d_model, self.variant).to(
+                self.table
+            )  # device, dtype
         return self.table[self.offset : self.offset + positions]
 
     def forward(self, tokens: Tensor, incremental: bool = False) -> Tensor:

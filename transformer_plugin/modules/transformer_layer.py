@@ -43,14 +43,23 @@ class EncoderLayer(nn.Module):
         super().__init__()
         packed = packed_dropout(cfg)
         self.self_attn = MultiHeadAttention(
-            cfg.d_model, cfg.attention_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout, self_attention=True, packed_dropout=packed
+            cfg.d_model,
+            cfg.attention_heads,
+            cfg.d_k,
+            cfg.d_v,
+            cfg.attention_dropout,
+            self_attention=True,
+            packed_dropout=packed,
         )
-        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed,
-                                           getattr(cfg, "activation_fn", "relu"))
+        self.ffn = PositionwiseFeedForward(
+            cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed, getattr(cfg, "activation_fn", "relu")
+        )
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor], need_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+    def forward(
+        self, x: Tensor, padding_mask: Optional[Tensor], need_attn: bool = False
+    ) -> Tuple[Tensor, Optional[Tensor]]:
         """x (B, S, d_model); padding_mask (B, 1, 1, S): 0 at real tokens, -inf at padding (attention_bias).
 
         Returns the output and, with ``need_attn``, the self-attention weights (B, h, S, S).
@@ -76,8 +85,9 @@ class DecoderLayer(nn.Module):
         self.encoder_attn = MultiHeadAttention(
             cfg.d_model, h, d_k, d_v, cfg.attention_dropout, self_attention=False, packed_dropout=packed
         )
-        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed,
-                                           getattr(cfg, "activation_fn", "relu"))
+        self.ffn = PositionwiseFeedForward(
+            cfg.d_model, cfg.d_ff, cfg.activation_dropout, packed, getattr(cfg, "activation_fn", "relu")
+        )
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)

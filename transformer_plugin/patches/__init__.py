@@ -44,4 +44,3 @@ def apply_all() -> list:
             _applied.append(f"{name} ({module.UPSTREAM})" if module.UPSTREAM else name)
         logger.info("transformer_plugin patches fairseq: %s", ", ".join(_applied))
     return list(_applied)
-

@@ -84,12 +84,17 @@ _REFUSED = re.compile(r"Unsupported global|unsupported GLOBAL|Can only build|is 
 
 
 def _raised_by_torch_load(e: BaseException) -> bool:
-    return any(frame.filename.endswith(os.path.join("torch", "serialization.py")) for frame in traceback.extract_tb(e.__traceback__))
+    return any(
+        frame.filename.endswith(os.path.join("torch", "serialization.py"))
+        for frame in traceback.extract_tb(e.__traceback__)
+    )
 
 
 def _named_error(path, e: BaseException):
     """The plugin's error, naming ``path``, for an exception raised inside torch.load (None: not ours)."""
-    if isinstance(e, (UnsafeCheckpointError, CorruptCheckpointError, FileNotFoundError)) or not _raised_by_torch_load(e):
+    if isinstance(e, (UnsafeCheckpointError, CorruptCheckpointError, FileNotFoundError)) or not _raised_by_torch_load(
+        e
+    ):
         return None  # a missing file stays FileNotFoundError, which already names it
     message = str(e)
     if isinstance(e, pickle.UnpicklingError) and _REFUSED.search(message):
@@ -97,7 +102,9 @@ def _named_error(path, e: BaseException):
             f"refused to load checkpoint {path}: it holds objects outside the allowlist of fairseq checkpoint"
             f" classes (transformer_plugin.patches.checkpoint_allowlist); nothing in it was run. {message}"
         )
-    return CorruptCheckpointError(f"checkpoint {path} is truncated or not a torch checkpoint: {type(e).__name__} {message}")
+    return CorruptCheckpointError(
+        f"checkpoint {path} is truncated or not a torch checkpoint: {type(e).__name__} {message}"
+    )
 
 
 def load_checked(path, **kwargs):

@@ -60,8 +60,10 @@ def launcher_layout(distributed_port: int, environ=os.environ):
     port = distributed_port
     if port <= 0:  # as fairseq's _infer_single_node_init: every task of the job derives the same port
         port = random.Random(int(environ["SLURM_JOB_ID"])).randint(10000, 60000)
-    where = (f"SLURM_PROCID={rank}, SLURM_NODEID={environ.get('SLURM_NODEID', '?')}, "
-             f"SLURM_LOCALID={environ.get('SLURM_LOCALID', '?')}")  # fmt: skip
+    where = (
+        f"SLURM_PROCID={rank}, SLURM_NODEID={environ.get('SLURM_NODEID', '?')}, "
+        f"SLURM_LOCALID={environ.get('SLURM_LOCALID', '?')}"
+    )
     return "srun", rank, world, f"tcp://{first}:{port}", where
 
 
@@ -79,8 +81,15 @@ def read_cpu_launcher(distributed_cfg, environ=os.environ) -> bool:
     distributed_cfg.distributed_init_method = init_method
     distributed_cfg.device_id = 0
     distributed_cfg.distributed_no_spawn = True
-    logger.info("CPU worker started by %s on %s (%s): rank %d of %d, rendezvous %s",
-                launcher, socket.gethostname(), where, rank, world, init_method)  # fmt: skip
+    logger.info(
+        "CPU worker started by %s on %s (%s): rank %d of %d, rendezvous %s",
+        launcher,
+        socket.gethostname(),
+        where,
+        rank,
+        world,
+        init_method,
+    )
     return True
 
 

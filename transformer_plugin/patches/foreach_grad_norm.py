@@ -26,8 +26,12 @@ def _foreach(original):
             params = [params]
         params = list(params)
         grads = [p.grad.detach() for p in params if p is not None and getattr(p, "grad", None) is not None]
-        if (utils.multi_tensor_l2norm_available or len(grads) < 2 or any(hasattr(p, "expert") for p in params)
-                or any(g.dtype != torch.float32 or g.device.type not in ("cpu", "cuda") for g in grads)):  # fmt: skip
+        if (
+            utils.multi_tensor_l2norm_available
+            or len(grads) < 2
+            or any(hasattr(p, "expert") for p in params)
+            or any(g.dtype != torch.float32 or g.device.type not in ("cpu", "cuda") for g in grads)
+        ):
             return original(params, max_norm, aggregate_norm_fn)
         total_norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
         if aggregate_norm_fn is not None:

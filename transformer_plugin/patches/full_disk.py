@@ -14,7 +14,6 @@ import os
 import shutil
 import time
 import traceback
-from typing import Optional
 
 import torch
 from fairseq import checkpoint_utils
@@ -82,12 +81,18 @@ def _one_line_on_a_full_disk(original):
             last = os.path.join(cfg.save_dir, "checkpoint_last.pt")
             one = os.path.getsize(last) if os.path.exists(last) else state_bytes(trainer)
             free = shutil.disk_usage(cfg.save_dir).free
-            resume = ("training resumes from checkpoint_last.pt, which is intact" if os.path.exists(last)
-                      else "training starts again from the beginning (no checkpoint was saved yet)")  # fmt: skip
-            message = (f"{cfg.save_dir}: no space left to save the checkpoint of update {trainer.get_num_updates()} "
-                       f"({cause.strerror}): a checkpoint takes {size(one)}, a save needs {size(2 * one)} free while it copies "
-                       f"it to checkpoint_last.pt, and {size(free)} is free. Nothing of this save was kept. Make room (or "
-                       f"give --save-dir another disk) and run the same command again: {resume}.")  # fmt: skip
+            resume = (
+                "training resumes from checkpoint_last.pt, which is intact"
+                if os.path.exists(last)
+                else "training starts again from the beginning (no checkpoint was saved yet)"
+            )
+            message = (
+                f"{cfg.save_dir}: no space left to save the checkpoint of update {trainer.get_num_updates()} "
+                f"({cause.strerror}): a checkpoint takes {size(one)}, a save needs {size(2 * one)} free while it "
+                "copies "
+                f"it to checkpoint_last.pt, and {size(free)} is free. Nothing of this save was kept. Make room (or "
+                f"give --save-dir another disk) and run the same command again: {resume}."
+            )
             raise CheckpointDiskFull(message) from None
 
     return save_checkpoint

@@ -27,9 +27,15 @@ CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"
 
 def applies(cfg, end_of_epoch: bool, updates: int) -> bool:
     """Whether this save is an interval state at an epoch end that fairseq did not write under its name."""
-    return bool(cfg.no_epoch_checkpoints and cfg.save_interval_updates > 0 and not cfg.no_save
-                and not cfg.no_last_checkpoints and end_of_epoch and updates > 0
-                and updates % cfg.save_interval_updates == 0)  # fmt: skip
+    return bool(
+        cfg.no_epoch_checkpoints
+        and cfg.save_interval_updates > 0
+        and not cfg.no_save
+        and not cfg.no_last_checkpoints
+        and end_of_epoch
+        and updates > 0
+        and updates % cfg.save_interval_updates == 0
+    )
 
 
 def _and_the_interval_state_at_an_epoch_end(original):

@@ -78,7 +78,9 @@ def _reading_the_timeout(original):
         timeout = requested_timeout()
         distributed_utils.dist.timeout = timeout
         if timeout is not None:
-            logger.info("a collective or rendezvous that waits %d s for a peer fails (%s)", timeout.total_seconds(), VARIABLE)
+            logger.info(
+                "a collective or rendezvous that waits %d s for a peer fails (%s)", timeout.total_seconds(), VARIABLE
+            )
         return original(cfg)
 
     return distributed_init
@@ -87,8 +89,11 @@ def _reading_the_timeout(original):
 def calls_through_dist() -> list:
     """The functions of fairseq's distributed utils (as its source has them, whatever wraps them now) that
     should create groups through ``dist`` but do not."""
-    expected = {"distributed_init": "dist.init_process_group(", "get_global_group": "dist.new_group(",
-                "new_groups": "dist.new_group("}  # fmt: skip
+    expected = {
+        "distributed_init": "dist.init_process_group(",
+        "get_global_group": "dist.new_group(",
+        "new_groups": "dist.new_group(",
+    }
     tree = ast.parse(inspect.getsource(distributed_utils))
     found = {node.name: ast.unparse(node) for node in tree.body if isinstance(node, ast.FunctionDef)}
     return [name for name, call in expected.items() if call not in found.get(name, "")]
@@ -98,8 +103,10 @@ def apply() -> None:
     if not isinstance(distributed_utils.dist, TimedDistributed):
         missing = calls_through_dist()
         if missing:
-            raise RuntimeError(f"transformer_plugin's process_group_timeout patch was checked against {CHECKED_AGAINST}; "
-                               f"this fairseq's {', '.join(missing)} no longer create process groups through its module's "
-                               "`dist`, so the patch would do nothing")  # fmt: skip
+            raise RuntimeError(
+                f"transformer_plugin's process_group_timeout patch was checked against {CHECKED_AGAINST}; "
+                f"this fairseq's {', '.join(missing)} no longer create process groups through its module's "
+                "`dist`, so the patch would do nothing"
+            )
         distributed_utils.dist = TimedDistributed()
     replace(distributed_utils, "distributed_init", _reading_the_timeout)

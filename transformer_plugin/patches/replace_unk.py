@@ -42,7 +42,9 @@ def _either_alignment(original):
         if unk not in hypo_tokens:
             return hypo_str
         if alignment is None or len(alignment) == 0:
-            raise ValueError(f"--replace-unk needs the alignment of each hypothesis: add --print-alignment ({hypo_str!r})")
+            raise ValueError(
+                f"--replace-unk needs the alignment of each hypothesis: add --print-alignment ({hypo_str!r})"
+            )
         aligned = source_positions(alignment)
         src_tokens = src_str.split() + ["<eos>"]
         for i, token in enumerate(hypo_tokens):

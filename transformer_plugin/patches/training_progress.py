@@ -31,8 +31,15 @@ logger = logging.getLogger("progress")
 _run: Dict = {}  # max_update, and (time, update) where this process started
 
 
-def line(update: int, max_update: int, started: float, start_update: int, now: float,
-         valid: Optional[Dict] = None, clock: Optional[datetime.datetime] = None) -> str:  # fmt: skip
+def line(
+    update: int,
+    max_update: int,
+    started: float,
+    start_update: int,
+    now: float,
+    valid: Optional[Dict] = None,
+    clock: Optional[datetime.datetime] = None,
+) -> str:
     """The progress line at ``update`` of ``max_update``, this process having started at ``started`` (seconds,
     monotonic) at ``start_update``."""
     elapsed = now - started
@@ -41,7 +48,11 @@ def line(update: int, max_update: int, started: float, start_update: int, now: f
     if done > 0 and update < max_update:
         left = elapsed / done * (max_update - update)
         end = (clock or datetime.datetime.now()) + datetime.timedelta(seconds=left)
-        when = end.strftime("%H:%M") if end.date() == (clock or datetime.datetime.now()).date() else end.strftime("%a %d %b %H:%M")
+        when = (
+            end.strftime("%H:%M")
+            if end.date() == (clock or datetime.datetime.now()).date()
+            else end.strftime("%a %d %b %H:%M")
+        )
         parts.append(f"about {duration(left)} left, ends {when}")
     if valid:
         parts.append(" ".join(f"valid {k} {float(valid[k]):.2f}" for k in ("loss", "bleu") if k in valid))

@@ -92,7 +92,9 @@ def score_sentence(gold: Tree, test: Tree) -> SentenceScore:
     gold_words = gold_clean.words() if gold_clean else []
     test_words = test_clean.words() if test_clean else []
     if gold_words != test_words:
-        return SentenceScore(len(gold_words), 0, 0, 0, error=f"words differ: gold {gold_words[:8]} test {test_words[:8]}")
+        return SentenceScore(
+            len(gold_words), 0, 0, 0, error=f"words differ: gold {gold_words[:8]} test {test_words[:8]}"
+        )
     deleted = [p.label in DELETE_LABELS for p in gold_clean.preterminals()]
     g, t = brackets(gold_clean, deleted), brackets(test_clean, deleted)
     return SentenceScore(len(gold_words), sum((g & t).values()), sum(g.values()), sum(t.values()))
@@ -110,7 +112,8 @@ def corpus_figures(scores: List[SentenceScore]) -> Dict[str, float]:
         "precision": round(precision, 2),
         "f1": round(2 * recall * precision / (recall + precision), 2) if recall + precision else 0.0,
         "complete_match": round(100.0 * sum(s.matched == s.gold == s.test for s in valid) / len(valid), 2)
-        if valid else 0.0,  # fmt: skip
+        if valid
+        else 0.0,
         "matched": matched,
         "gold_brackets": gold,
         "test_brackets": test,
@@ -121,8 +124,10 @@ def score_corpus(gold: Sequence[Tree], test: Sequence[Tree]) -> Tuple[Dict, List
     if len(gold) != len(test):
         raise ValueError(f"{len(gold)} gold trees but {len(test)} test trees")
     scores = [score_sentence(g, t) for g, t in zip(gold, test)]
-    result = {"all": corpus_figures(scores),
-              f"len<={CUTOFF_LEN}": corpus_figures([s for s in scores if s.length <= CUTOFF_LEN])}  # fmt: skip
+    result = {
+        "all": corpus_figures(scores),
+        f"len<={CUTOFF_LEN}": corpus_figures([s for s in scores if s.length <= CUTOFF_LEN]),
+    }
     return result, scores
 
 
@@ -186,15 +191,23 @@ def main(argv=None) -> int:
         write_lines(args.trees_out, [str(t) for t in test])
     if args.per_sentence:
         header = "id\tlength\trecall\tprecision\tf1\tmatched\tgold\ttest\terror"
-        write_lines(args.per_sentence, [header] + [
-            f"{i}\t{s.length}\t{s.recall:.2f}\t{s.precision:.2f}\t{s.f1:.2f}\t{s.matched}\t{s.gold}\t{s.test}\t{s.error or ''}"
-            for i, s in enumerate(scores)])  # fmt: skip
+        write_lines(
+            args.per_sentence,
+            [header]
+            + [
+                f"{i}\t{s.length}\t{s.recall:.2f}\t{s.precision:.2f}\t{s.f1:.2f}\t"
+                f"{s.matched}\t{s.gold}\t{s.test}\t{s.error or ''}"
+                for i, s in enumerate(scores)
+            ],
+        )
     if args.json:
         write_json(args.json, result)
     for part in ("all", f"len<={CUTOFF_LEN}"):
         r = result[part]
-        print(f"-- {part} -- sentences {r['sentences']} (skipped {r['skipped']}) | recall {r['recall']:.2f}"
-              f" | precision {r['precision']:.2f} | F1 {r['f1']:.2f} | complete match {r['complete_match']:.2f}")  # fmt: skip
+        print(
+            f"-- {part} -- sentences {r['sentences']} (skipped {r['skipped']}) | recall {r['recall']:.2f}"
+            f" | precision {r['precision']:.2f} | F1 {r['f1']:.2f} | complete match {r['complete_match']:.2f}"
+        )
     if repairs is not None:
         fixed = ", ".join(f"{k} {v}" for k, v in repairs.counts.items() if v)
         print(f"repaired {repairs.sentences} of {len(test)} model outputs{': ' + fixed if fixed else ''}")

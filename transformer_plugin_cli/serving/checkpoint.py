@@ -22,8 +22,14 @@ def check_even_heads(cfg, target: str) -> None:
             )
 
 
-def load_for_export(model_path: str, data_dir: str, source_lang: Optional[str], target_lang: Optional[str],
-                    check_supported: Callable, other_models: str):  # fmt: skip
+def load_for_export(
+    model_path: str,
+    data_dir: str,
+    source_lang: Optional[str],
+    target_lang: Optional[str],
+    check_supported: Callable,
+    other_models: str,
+):
     """(model in float32 and eval mode, cfg, task, the saved state) of the vaswani_transformer checkpoint
     ``model_path`` with the dictionaries of ``data_dir``, loaded through the plugin's allowlist (a
     missing, corrupt or unsafe file is named before fairseq reads it). ``check_supported(model cfg)``
@@ -47,7 +53,8 @@ def load_for_export(model_path: str, data_dir: str, source_lang: Optional[str], 
     overrides.update({k: v for k, v in (("source_lang", source_lang), ("target_lang", target_lang)) if v})
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([model_path], arg_overrides=overrides)
     if not isinstance(model, VaswaniTransformerModel):
-        raise UnsupportedModelError(f"{model_path} is a {cfg.model._name} checkpoint, not vaswani_transformer"
-                                    f" ({other_models})")  # fmt: skip
+        raise UnsupportedModelError(
+            f"{model_path} is a {cfg.model._name} checkpoint, not vaswani_transformer ({other_models})"
+        )
     check_supported(cfg.model)
     return model.eval().float(), cfg, task, state

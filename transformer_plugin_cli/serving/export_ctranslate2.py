@@ -40,7 +40,9 @@ def check_supported(cfg) -> None:
     decoding from the padding row could not be shown."""
     check_even_heads(cfg, "CTranslate2")
     if getattr(cfg, "decoder_start", "eos") != "eos":
-        raise UnsupportedModelError(f"--decoder-start {cfg.decoder_start}: not exported to CTranslate2 (vaswani-export-hf exports it)")
+        raise UnsupportedModelError(
+            f"--decoder-start {cfg.decoder_start}: not exported to CTranslate2 (vaswani-export-hf exports it)"
+        )
 
 
 def _table(positions) -> np.ndarray:
@@ -109,8 +111,9 @@ def fill_spec(spec, model) -> None:
 class VaswaniTransformerConverter(Converter):
     """CTranslate2's Converter for ``vaswani_transformer`` checkpoints (fairseq + this plugin)."""
 
-    def __init__(self, model_path: str, data_dir: str, source_lang: Optional[str] = None,
-                 target_lang: Optional[str] = None):  # fmt: skip
+    def __init__(
+        self, model_path: str, data_dir: str, source_lang: Optional[str] = None, target_lang: Optional[str] = None
+    ):
         self.model_path, self.data_dir = model_path, data_dir
         self.source_lang, self.target_lang = source_lang, target_lang
 
@@ -118,13 +121,22 @@ class VaswaniTransformerConverter(Converter):
         import torch
         from ctranslate2.specs import common_spec, transformer_spec
 
-        model, cfg, task, _ = load_for_export(self.model_path, self.data_dir, self.source_lang, self.target_lang,
-                                              check_supported, "for fairseq's own models use ct2-fairseq-converter")
+        model, cfg, task, _ = load_for_export(
+            self.model_path,
+            self.data_dir,
+            self.source_lang,
+            self.target_lang,
+            check_supported,
+            "for fairseq's own models use ct2-fairseq-converter",
+        )
         spec = transformer_spec.TransformerSpec.from_config(
-            (cfg.model.encoder_layers, cfg.model.decoder_layers), cfg.model.attention_heads,
+            (cfg.model.encoder_layers, cfg.model.decoder_layers),
+            cfg.model.attention_heads,
             pre_norm=bool(cfg.model.normalize_before),
-            activation=getattr(common_spec.Activation, {"swish": "SWISH"}.get(getattr(cfg.model, "activation_fn", "relu"), "RELU")),
-        )  # fmt: skip
+            activation=getattr(
+                common_spec.Activation, {"swish": "SWISH"}.get(getattr(cfg.model, "activation_fn", "relu"), "RELU")
+            ),
+        )
         with torch.no_grad():
             fill_spec(spec, model)
         spec.register_source_vocabulary(_vocabulary(task.source_dictionary))

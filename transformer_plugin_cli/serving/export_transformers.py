@@ -41,8 +41,16 @@ from typing import Optional, Sequence
 from ..console import console_script
 from ..paper import DECODING
 from .checkpoint import UnsupportedModelError, load_for_export
-from .marian import (ExportError, check_equivalent, check_supported, marian_config, marian_state_dict, paper_to_marian,
-                     tied_weights, vocabulary)
+from .marian import (
+    ExportError,
+    check_equivalent,
+    check_supported,
+    marian_config,
+    marian_state_dict,
+    paper_to_marian,
+    tied_weights,
+    vocabulary,
+)
 from .model_card import model_card, read_scores
 
 SOURCE_SPM, TARGET_SPM = "source.spm", "target.spm"
@@ -86,16 +94,30 @@ def default_bound(data_dir: str, source_lang: str, target_lang: str, max_len_b: 
     then </s>) for the longest source in data_dir, within the model's positions."""
     longest = longest_source(data_dir, source_lang, target_lang)
     if longest is None:
-        raise ExportError(f"{data_dir} holds no binarized {source_lang}-{target_lang} split to take the longest source "
-                          "from, for generate()'s default bound: give --max_new_tokens")  # fmt: skip
+        raise ExportError(
+            f"{data_dir} holds no binarized {source_lang}-{target_lang} split to take the longest source "
+            "from, for generate()'s default bound: give --max_new_tokens"
+        )
     return min(longest + max_len_b + 1, positions)
 
 
-def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm: Optional[str] = None,
-           source_lang: Optional[str] = None, target_lang: Optional[str] = None, scores: Sequence[str] = (),
-           dataset: Optional[str] = None, force: bool = False, command: str = "", beam: int = DECODING.beam,
-           lenpen: float = DECODING.lenpen, max_len_b: int = DECODING.max_len_b,
-           max_new_tokens: Optional[int] = None) -> float:  # fmt: skip
+def export(
+    model_path: str,
+    data_dir: str,
+    spm: str,
+    output_dir: str,
+    target_spm: Optional[str] = None,
+    source_lang: Optional[str] = None,
+    target_lang: Optional[str] = None,
+    scores: Sequence[str] = (),
+    dataset: Optional[str] = None,
+    force: bool = False,
+    command: str = "",
+    beam: int = DECODING.beam,
+    lenpen: float = DECODING.lenpen,
+    max_len_b: int = DECODING.max_len_b,
+    max_new_tokens: Optional[int] = None,
+) -> float:
     """Write the model directory (see the module doc); returns the probe's largest log-probability
     difference. Everything is checked before ``output_dir`` appears; it appears complete or not at all."""
     import torch
@@ -108,16 +130,23 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
     if os.path.exists(output_dir) and os.listdir(output_dir) and not force:
         raise ExportError(f"{output_dir} exists and is not empty (--force replaces it)")
     score_list = read_scores(scores)
-    model, cfg, task, state = load_for_export(model_path, data_dir, source_lang, target_lang, check_supported,
-                                              "for fairseq's own transformer, see Transformers' FSMT converter")
+    model, cfg, task, state = load_for_export(
+        model_path,
+        data_dir,
+        source_lang,
+        target_lang,
+        check_supported,
+        "for fairseq's own transformer, see Transformers' FSMT converter",
+    )
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     source_vocab, target_vocab = vocabulary(src_dict, spm), vocabulary(tgt_dict, target_spm)
     perm = paper_to_marian(cfg.model.d_model)
 
     config = marian_config(cfg.model, src_dict, tgt_dict)
     if max_new_tokens is None:
-        max_new_tokens = default_bound(data_dir, task.cfg.source_lang, task.cfg.target_lang, max_len_b,
-                                       config.max_position_embeddings)  # fmt: skip
+        max_new_tokens = default_bound(
+            data_dir, task.cfg.source_lang, task.cfg.target_lang, max_len_b, config.max_position_embeddings
+        )
     marian = MarianMTModel(config).eval()
     with torch.no_grad():
         missing, unexpected = marian.load_state_dict(marian_state_dict(model, perm), strict=False)
@@ -141,15 +170,33 @@ def export(model_path: str, data_dir: str, spm: str, output_dir: str, target_spm
             with open(os.path.join(partial, "target_vocab.json"), "w", encoding="utf-8") as f:
                 json.dump(target_vocab, f, ensure_ascii=False, indent=1)
         tokenizer = MarianTokenizer(
-            os.path.join(partial, SOURCE_SPM), os.path.join(partial, TARGET_SPM), os.path.join(partial, "vocab.json"),
+            os.path.join(partial, SOURCE_SPM),
+            os.path.join(partial, TARGET_SPM),
+            os.path.join(partial, "vocab.json"),
             target_vocab_file=os.path.join(partial, "target_vocab.json") if separate else None,
-            separate_vocabs=separate, source_lang=task.cfg.source_lang, target_lang=task.cfg.target_lang,
-            model_max_length=config.max_position_embeddings, clean_up_tokenization_spaces=False,
-        )  # fmt: skip
+            separate_vocabs=separate,
+            source_lang=task.cfg.source_lang,
+            target_lang=task.cfg.target_lang,
+            model_max_length=config.max_position_embeddings,
+            clean_up_tokenization_spaces=False,
+        )
         tokenizer.save_pretrained(partial)
         parameters = sum(p.numel() for p in model.parameters())
-        card = model_card(cfg, task, state, parameters, score_list, command or "vaswani-export-hf", dataset,
-                          output_dir, difference, beam, lenpen, max_len_b, max_new_tokens)  # fmt: skip
+        card = model_card(
+            cfg,
+            task,
+            state,
+            parameters,
+            score_list,
+            command or "vaswani-export-hf",
+            dataset,
+            output_dir,
+            difference,
+            beam,
+            lenpen,
+            max_len_b,
+            max_new_tokens,
+        )
         with open(os.path.join(partial, "README.md"), "w", encoding="utf-8") as f:
             f.write(card)
         if os.path.exists(output_dir):
@@ -171,27 +218,57 @@ def main(argv=None) -> int:
     parser.add_argument("--output_dir", required=True, help="the model directory to write")
     parser.add_argument("--source_lang", help="source language, if the checkpoint does not name it")
     parser.add_argument("--target_lang", help="target language, if the checkpoint does not name it")
-    parser.add_argument("--scores", action="append", default=[], metavar="LABEL=FILE",
-                        help="scores for the model card: a vaswani-evaluate --json file (repeatable)")
+    parser.add_argument(
+        "--scores",
+        action="append",
+        default=[],
+        metavar="LABEL=FILE",
+        help="scores for the model card: a vaswani-evaluate --json file (repeatable)",
+    )
     parser.add_argument("--dataset", help="the training data, in words, for the model card")
     parser.add_argument("--beam", type=int, default=DECODING.beam, help="generate()'s beam (default: Section 6.1's)")
-    parser.add_argument("--lenpen", type=float, default=DECODING.lenpen,
-                        help="generate()'s length penalty alpha (default: Section 6.1's; parsing, Section 6.3: 0.3)")
-    parser.add_argument("--max_len_b", type=int, default=DECODING.max_len_b,
-                        help="fairseq's --max-len-b: outputs at most the input + this many tokens (default: Section 6.1's"
-                             " 50; parsing, Section 6.3: 300)")  # fmt: skip
-    parser.add_argument("--max_new_tokens", type=int,
-                        help="generate()'s bound when a call gives none (default: --max_len_b + 1 past the longest source"
-                             " binarized in --data_dir)")  # fmt: skip
+    parser.add_argument(
+        "--lenpen",
+        type=float,
+        default=DECODING.lenpen,
+        help="generate()'s length penalty alpha (default: Section 6.1's; parsing, Section 6.3: 0.3)",
+    )
+    parser.add_argument(
+        "--max_len_b",
+        type=int,
+        default=DECODING.max_len_b,
+        help="fairseq's --max-len-b: outputs at most the input + this many tokens (default: Section 6.1's"
+        " 50; parsing, Section 6.3: 300)",
+    )
+    parser.add_argument(
+        "--max_new_tokens",
+        type=int,
+        help="generate()'s bound when a call gives none (default: --max_len_b + 1 past the longest source"
+        " binarized in --data_dir)",
+    )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --output_dir")
     args = parser.parse_args(argv)
     from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
 
     command = "vaswani-export-hf " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
-        difference = export(args.model_path, args.data_dir, args.spm, args.output_dir, args.target_spm,
-                            args.source_lang, args.target_lang, args.scores, args.dataset, args.force, command,
-                            args.beam, args.lenpen, args.max_len_b, args.max_new_tokens)  # fmt: skip
+        difference = export(
+            args.model_path,
+            args.data_dir,
+            args.spm,
+            args.output_dir,
+            args.target_spm,
+            args.source_lang,
+            args.target_lang,
+            args.scores,
+            args.dataset,
+            args.force,
+            command,
+            args.beam,
+            args.lenpen,
+            args.max_len_b,
+            args.max_new_tokens,
+        )
     except (UnsupportedModelError, ExportError, CorruptCheckpointError, UnsafeCheckpointError, FileNotFoundError) as e:
         print(f"export_transformers: error: {e}", file=sys.stderr)
         return 1

@@ -70,15 +70,26 @@ def check_config(config: dict, where: str) -> None:
     if config.get("activation_function", "swish") not in ("relu", "swish"):
         raise MarianImportError(f"{where}: activation_function {config['activation_function']!r}: relu or swish only")
     if not config.get("scale_embedding", False):
-        raise MarianImportError(f"{where}: scale_embedding false: this model scales embeddings by sqrt(d_model) (Section 3.4)")
+        raise MarianImportError(
+            f"{where}: scale_embedding false: this model scales embeddings by sqrt(d_model) (Section 3.4)"
+        )
     for a, b in (("encoder_ffn_dim", "decoder_ffn_dim"), ("encoder_attention_heads", "decoder_attention_heads")):
         if config.get(a) != config.get(b):
             raise MarianImportError(f"{where}: {a} {config.get(a)} and {b} {config.get(b)}: one value for both sides")
     if config["d_model"] % config["encoder_attention_heads"] != 0:
-        raise MarianImportError(f"{where}: d_model {config['d_model']} is not divisible by {config['encoder_attention_heads']} heads")
-    for name in ("normalize_before", "normalize_embedding", "layernorm_embedding", "add_final_layer_norm"):  # BART's, not Marian's
+        raise MarianImportError(
+            f"{where}: d_model {config['d_model']} is not divisible by {config['encoder_attention_heads']} heads"
+        )
+    for name in (
+        "normalize_before",
+        "normalize_embedding",
+        "layernorm_embedding",
+        "add_final_layer_norm",
+    ):  # BART's, not Marian's
         if config.get(name):
-            raise MarianImportError(f"{where}: {name} true: MarianMT (and the paper) is post-norm with no embedding norm")
+            raise MarianImportError(
+                f"{where}: {name} true: MarianMT (and the paper) is post-norm with no embedding norm"
+            )
 
 
 def vocabulary(path: str, size: int, specials: Dict[str, int]) -> List[str]:
@@ -88,7 +99,9 @@ def vocabulary(path: str, size: int, specials: Dict[str, int]) -> List[str]:
     by_id: Dict[int, str] = {}
     for piece, i in found.items():
         if not isinstance(i, int) or not 0 <= i < size or i in by_id:
-            raise MarianImportError(f"{path}: {piece!r} has id {i!r}: ids must be 0 .. {size - 1}, each once (the embeddings' rows)")
+            raise MarianImportError(
+                f"{path}: {piece!r} has id {i!r}: ids must be 0 .. {size - 1}, each once (the embeddings' rows)"
+            )
         by_id[i] = piece
     if len(by_id) != size:
         raise MarianImportError(f"{path}: {len(by_id)} pieces for {size} embedding rows")
@@ -125,13 +138,31 @@ def shared_and_tied(config: dict) -> Tuple[bool, bool]:
 def marian_flags(config: dict) -> List[str]:
     """The ``vaswani_transformer`` flags (less ``--arch``) of the model of a MarianMT config.json: fairseq-train's
     for --finetune-from-model, and the recipe's for INIT= (recipe.parent)."""
-    flags = ["--encoder-layers", config["encoder_layers"], "--decoder-layers", config["decoder_layers"], "--d-model",
-             config["d_model"], "--d-ff", config["encoder_ffn_dim"], "--attention-heads", config["encoder_attention_heads"],
-             "--dropout", config.get("dropout", 0.1), "--attention-dropout", config.get("attention_dropout", 0.0),
-             "--activation-dropout", config.get("activation_dropout", 0.0),
-             "--activation-fn", config.get("activation_function", "swish"), "--output-bias",
-             "--max-source-positions", config.get("max_position_embeddings", 512),
-             "--max-target-positions", config.get("max_position_embeddings", 512)]  # fmt: skip
+    flags = [
+        "--encoder-layers",
+        config["encoder_layers"],
+        "--decoder-layers",
+        config["decoder_layers"],
+        "--d-model",
+        config["d_model"],
+        "--d-ff",
+        config["encoder_ffn_dim"],
+        "--attention-heads",
+        config["encoder_attention_heads"],
+        "--dropout",
+        config.get("dropout", 0.1),
+        "--attention-dropout",
+        config.get("attention_dropout", 0.0),
+        "--activation-dropout",
+        config.get("activation_dropout", 0.0),
+        "--activation-fn",
+        config.get("activation_function", "swish"),
+        "--output-bias",
+        "--max-source-positions",
+        config.get("max_position_embeddings", 512),
+        "--max-target-positions",
+        config.get("max_position_embeddings", 512),
+    ]
     if config.get("decoder_start_token_id", config.get("pad_token_id")) == config.get("pad_token_id"):
         flags += ["--decoder-start", "pad"]
     shared, tied = shared_and_tied(config)
@@ -147,10 +178,25 @@ def build_model(config: dict, src_dict, tgt_dict):
 
     flags = marian_flags(config)
     parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [REPO, "--user-dir", os.path.join(REPO, "transformer_plugin"), "--task",
-                                                "translation", "--arch", "vaswani_base", "--criterion",
-                                                "vaswani_label_smoothed_cross_entropy", "--optimizer", "adam",
-                                                "--lr-scheduler", "vaswani_inverse_sqrt", *map(str, flags)])  # fmt: skip
+    args = options.parse_args_and_arch(
+        parser,
+        [
+            REPO,
+            "--user-dir",
+            os.path.join(REPO, "transformer_plugin"),
+            "--task",
+            "translation",
+            "--arch",
+            "vaswani_base",
+            "--criterion",
+            "vaswani_label_smoothed_cross_entropy",
+            "--optimizer",
+            "adam",
+            "--lr-scheduler",
+            "vaswani_inverse_sqrt",
+            *map(str, flags),
+        ],
+    )
 
     class Task:
         source_dictionary, target_dictionary = src_dict, tgt_dict
@@ -158,7 +204,9 @@ def build_model(config: dict, src_dict, tgt_dict):
     return VaswaniTransformerModel.build_model(args, Task()), args, ["--arch", "vaswani_base", *flags]
 
 
-def load_weights(model, theirs: Dict[str, "object"], perm, src_rows: List[int], tgt_rows: List[int], shared: bool) -> None:
+def load_weights(
+    model, theirs: Dict[str, "object"], perm, src_rows: List[int], tgt_rows: List[int], shared: bool
+) -> None:
     """MarianMT's weights into ``model``, renamed back by ``perm``'s inverse (marian.py, marian_state_dict)."""
     import torch
 
@@ -190,12 +238,22 @@ def load_weights(model, theirs: Dict[str, "object"], perm, src_rows: List[int], 
         return out[:, inverse]
 
     def layer(ours, prefix, decoder):
-        stacked(ours.self_attn.in_proj.weight, ours.self_attn.in_proj.bias, f"{prefix}.self_attn", ("q_proj", "k_proj", "v_proj"))
+        stacked(
+            ours.self_attn.in_proj.weight,
+            ours.self_attn.in_proj.bias,
+            f"{prefix}.self_attn",
+            ("q_proj", "k_proj", "v_proj"),
+        )
         writes(ours.self_attn.out_proj, f"{prefix}.self_attn.out_proj")
         norm(ours.self_attn_sublayer.layer_norm, f"{prefix}.self_attn_layer_norm")
         if decoder:
             reads(ours.encoder_attn.q_proj, f"{prefix}.encoder_attn.q_proj")
-            stacked(ours.encoder_attn.kv_proj.weight, ours.encoder_attn.kv_proj.bias, f"{prefix}.encoder_attn", ("k_proj", "v_proj"))
+            stacked(
+                ours.encoder_attn.kv_proj.weight,
+                ours.encoder_attn.kv_proj.bias,
+                f"{prefix}.encoder_attn",
+                ("k_proj", "v_proj"),
+            )
             writes(ours.encoder_attn.out_proj, f"{prefix}.encoder_attn.out_proj")
             norm(ours.encoder_attn_sublayer.layer_norm, f"{prefix}.encoder_attn_layer_norm")
         reads(ours.ffn.w_1, f"{prefix}.fc1")
@@ -233,17 +291,28 @@ def check_equivalent(model, marian, src_rows: List[int], tgt_rows: List[int], to
     theirs_src = torch.full((3, 10), config.pad_token_id)
     ours_src = torch.full((3, 10), model.encoder.padding_idx)
     for b, n in enumerate(lengths):
-        words = [ordinary[int(i)] for i in torch.randint(len(ordinary), (n,), generator=generator)] + [config.eos_token_id]
+        words = [ordinary[int(i)] for i in torch.randint(len(ordinary), (n,), generator=generator)] + [
+            config.eos_token_id
+        ]
         theirs_src[b, : n + 1] = torch.tensor(words)
-        ours_src[b, 10 - n - 1:] = torch.tensor([src_ids[w] for w in words])
+        ours_src[b, 10 - n - 1 :] = torch.tensor([src_ids[w] for w in words])
     outputs = [m for m in tgt_ids if m not in specials]
     target = [outputs[int(i)] for i in torch.randint(len(outputs), (6,), generator=generator)]
     theirs_tgt = torch.tensor([[config.decoder_start_token_id] + target] * 3)
     ours_tgt = torch.tensor([[tgt_ids[config.eos_token_id]] + [tgt_ids[t] for t in target]] * 3)
     with torch.no_grad():
-        ours = model.get_normalized_probs(model(ours_src, torch.tensor([n + 1 for n in lengths]), ours_tgt), log_probs=True)
-        theirs = marian(input_ids=theirs_src, attention_mask=theirs_src.ne(config.pad_token_id).long(),
-                        decoder_input_ids=theirs_tgt).logits.float().log_softmax(-1)  # fmt: skip
+        ours = model.get_normalized_probs(
+            model(ours_src, torch.tensor([n + 1 for n in lengths]), ours_tgt), log_probs=True
+        )
+        theirs = (
+            marian(
+                input_ids=theirs_src,
+                attention_mask=theirs_src.ne(config.pad_token_id).long(),
+                decoder_input_ids=theirs_tgt,
+            )
+            .logits.float()
+            .log_softmax(-1)
+        )
     columns = torch.tensor([tgt_ids[m] for m in range(theirs.size(-1))])
     difference = float((ours.float()[..., columns] - theirs).abs().max())
     if not difference <= tolerance:
@@ -266,8 +335,9 @@ def languages(tokenizer: Tuple[str, dict], source_lang: Optional[str], target_la
     return src, tgt
 
 
-def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, target_lang: Optional[str] = None,
-                  force: bool = False) -> Tuple[str, List[str]]:  # fmt: skip
+def import_marian(
+    hf_dir: str, out_dir: str, source_lang: Optional[str] = None, target_lang: Optional[str] = None, force: bool = False
+) -> Tuple[str, List[str]]:
     """Write OUT_DIR (module docstring) from the MarianMT directory ``hf_dir``: (the checkpoint's path, the
     fairseq-train flags that build this model, for --finetune-from-model)."""
     import torch
@@ -276,7 +346,9 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
     check_config(config, os.path.join(hf_dir, "config.json"))
     for name in (SOURCE_SPM, TARGET_SPM):
         if not os.path.exists(os.path.join(hf_dir, name)):
-            raise MarianImportError(f"{os.path.join(hf_dir, name)}: no such file (the sentencepiece model MarianMT's tokenizer reads)")
+            raise MarianImportError(
+                f"{os.path.join(hf_dir, name)}: no such file (the sentencepiece model MarianMT's tokenizer reads)"
+            )
     tokenizer = tokenizer_config(hf_dir)
     src, tgt = languages(tokenizer, source_lang, target_lang)
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
@@ -288,9 +360,14 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
     shared, _ = shared_and_tied(config)
     specials = {"</s>": cfg.eos_token_id, "<pad>": cfg.pad_token_id}
     if cfg.decoder_start_token_id not in specials.values():
-        raise MarianImportError(f"{hf_dir}/config.json: decoder_start_token_id {cfg.decoder_start_token_id}: <pad> or </s> only")
+        raise MarianImportError(
+            f"{hf_dir}/config.json: decoder_start_token_id {cfg.decoder_start_token_id}: <pad> or </s> only"
+        )
     separate = bool(tokenizer[1].get("separate_vocabs"))
-    vocabularies = [os.path.join(hf_dir, "vocab.json"), os.path.join(hf_dir, "target_vocab.json" if separate else "vocab.json")]
+    vocabularies = [
+        os.path.join(hf_dir, "vocab.json"),
+        os.path.join(hf_dir, "target_vocab.json" if separate else "vocab.json"),
+    ]
     dictionaries = []
     for path, size in zip(vocabularies, (cfg.vocab_size, cfg.decoder_vocab_size or cfg.vocab_size)):
         pieces = vocabulary(path, size, specials)
@@ -305,8 +382,12 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
     from transformer_plugin.modules.positional_encoding import sinusoid_table
 
     table = marian.model.encoder.embed_positions.weight
-    if not torch.allclose(table.float(), sinusoid_table(table.size(0), table.size(1), "paper")[:, perm], atol=1e-6, rtol=0):
-        raise MarianImportError(f"{hf_dir}: MarianMT's positions are not the paper's sinusoids in sine-then-cosine order")
+    if not torch.allclose(
+        table.float(), sinusoid_table(table.size(0), table.size(1), "paper")[:, perm], atol=1e-6, rtol=0
+    ):
+        raise MarianImportError(
+            f"{hf_dir}: MarianMT's positions are not the paper's sinusoids in sine-then-cosine order"
+        )
     model, args, model_flags = build_model(config, src_dict, tgt_dict)
     model.eval()
     load_weights(model, marian.state_dict(), perm, src_rows, tgt_rows, shared)
@@ -322,17 +403,33 @@ def import_marian(hf_dir: str, out_dir: str, source_lang: Optional[str] = None, 
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
     try:
-        state = {"args": None, "cfg": OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True),
-                 "model": model.state_dict(), "criterion": None, "task_state": {},
-                 "optimizer_history": [{"criterion_name": "VaswaniLabelSmoothedCrossEntropy", "optimizer_name": "FairseqAdam",
-                                        "lr_scheduler_state": {"best": None}, "num_updates": 0}],
-                 "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True}, "val_loss": None,
-                                 "imported_from": os.path.abspath(hf_dir)},
-                 "last_optimizer_state": None}  # fmt: skip
+        state = {
+            "args": None,
+            "cfg": OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True),
+            "model": model.state_dict(),
+            "criterion": None,
+            "task_state": {},
+            "optimizer_history": [
+                {
+                    "criterion_name": "VaswaniLabelSmoothedCrossEntropy",
+                    "optimizer_name": "FairseqAdam",
+                    "lr_scheduler_state": {"best": None},
+                    "num_updates": 0,
+                }
+            ],
+            "extra_state": {
+                "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
+                "val_loss": None,
+                "imported_from": os.path.abspath(hf_dir),
+            },
+            "last_optimizer_state": None,
+        }
         src_dict.save(os.path.join(partial, f"dict.{src}.txt"))
         tgt_dict.save(os.path.join(partial, f"dict.{tgt}.txt"))
         # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones (recipe.parent)
-        state["extra_state"]["dictionaries"] = {lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)}
+        state["extra_state"]["dictionaries"] = {
+            lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)
+        }
         save_torch(state, os.path.join(partial, "checkpoint.pt"))
         shutil.copyfile(os.path.join(hf_dir, SOURCE_SPM), os.path.join(partial, SOURCE_SPM))
         shutil.copyfile(os.path.join(hf_dir, TARGET_SPM), os.path.join(partial, TARGET_SPM))
@@ -358,8 +455,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"vaswani-import-marian: error: {e}", file=sys.stderr)
         return 2
     print(f"imported {a.hf_dir} -> {path}")
-    print(f"its model, for fairseq-train --finetune-from-model {path}: --user-dir {os.path.join(REPO, 'transformer_plugin')} "
-          + " ".join(flags))
+    print(
+        f"its model, for fairseq-train --finetune-from-model {path}: --user-dir "
+        f"{os.path.join(REPO, 'transformer_plugin')} " + " ".join(flags)
+    )
     return 0
 
 

@@ -101,8 +101,13 @@ def marian_state_dict(model, perm) -> Dict[str, "object"]:
 
     def self_attention(prefix, layer):
         attn = layer.self_attn
-        projections(f"{prefix}.self_attn", attn.in_proj.weight, attn.in_proj.bias, ("q_proj", "k_proj", "v_proj"),
-                    [attn.h * attn.d_k, attn.h * attn.d_k, attn.h * attn.d_v])  # fmt: skip
+        projections(
+            f"{prefix}.self_attn",
+            attn.in_proj.weight,
+            attn.in_proj.bias,
+            ("q_proj", "k_proj", "v_proj"),
+            [attn.h * attn.d_k, attn.h * attn.d_k, attn.h * attn.d_v],
+        )
         writes(f"{prefix}.self_attn.out_proj", attn.out_proj)
         norm(f"{prefix}.self_attn_layer_norm", layer.self_attn_sublayer.layer_norm)
 
@@ -115,8 +120,13 @@ def marian_state_dict(model, perm) -> Dict[str, "object"]:
         self_attention(prefix, layer)
         attn = layer.encoder_attn
         reads(f"{prefix}.encoder_attn.q_proj", attn.q_proj)
-        projections(f"{prefix}.encoder_attn", attn.kv_proj.weight, attn.kv_proj.bias, ("k_proj", "v_proj"),
-                    [attn.h * attn.d_k, attn.h * attn.d_v])  # fmt: skip
+        projections(
+            f"{prefix}.encoder_attn",
+            attn.kv_proj.weight,
+            attn.kv_proj.bias,
+            ("k_proj", "v_proj"),
+            [attn.h * attn.d_k, attn.h * attn.d_v],
+        )
         writes(f"{prefix}.encoder_attn.out_proj", attn.out_proj)
         norm(f"{prefix}.encoder_attn_layer_norm", layer.encoder_attn_sublayer.layer_norm)
         ffn(prefix, layer)
@@ -167,7 +177,9 @@ def marian_config(cfg, source_dictionary, target_dictionary):
         forced_eos_token_id=target_dictionary.eos(),
         # fairseq starts every target with </s>; under --decoder-start pad its first position takes the padding
         # row's embedding, which is MarianMT's start from <pad>
-        decoder_start_token_id=target_dictionary.pad() if getattr(cfg, "decoder_start", "eos") == "pad" else target_dictionary.eos(),
+        decoder_start_token_id=target_dictionary.pad()
+        if getattr(cfg, "decoder_start", "eos") == "pad"
+        else target_dictionary.eos(),
         bos_token_id=None,
     )
 
@@ -180,7 +192,9 @@ def vocabulary(dictionary, spm_path: str) -> Dict[str, int]:
     processor = sentencepiece.SentencePieceProcessor(model_file=spm_path)
     pieces = {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
     specials = set(dictionary.symbols[: dictionary.nspecial])
-    foreign = [s for s in dictionary.symbols if s not in pieces and s not in specials and not s.startswith("madeupword")]
+    foreign = [
+        s for s in dictionary.symbols if s not in pieces and s not in specials and not s.startswith("madeupword")
+    ]
     if foreign:
         raise ExportError(
             f"{len(foreign)} symbols of the dictionary are not pieces of {spm_path} (e.g. {foreign[:5]}):"

@@ -8,14 +8,34 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .marian import ExportError
 
 
-def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]], command: str, dataset: Optional[str],
-               directory: str, difference: float, beam: int, lenpen: float, max_len_b: int, max_new_tokens: int) -> str:  # fmt: skip
+def model_card(
+    cfg,
+    task,
+    state,
+    parameters: int,
+    scores: List[Tuple[str, Dict]],
+    command: str,
+    dataset: Optional[str],
+    directory: str,
+    difference: float,
+    beam: int,
+    lenpen: float,
+    max_len_b: int,
+    max_new_tokens: int,
+) -> str:
     """README.md: what the model is, how it was trained, and what it scored."""
     from transformer_plugin import __version__
 
     m, src, tgt = cfg.model, task.cfg.source_lang, task.cfg.target_lang
     history = (state.get("optimizer_history") or [{}])[-1]
     opt = cfg.optimization
+    if m.share_all_embeddings:
+        embeddings = "shared: source, target, output (Section 3.4)"
+    else:
+        embeddings = "target and output shared" if m.share_decoder_input_output_embed else "separate"
+    activation = (
+        "swish (as published MarianMT models have it)" if getattr(m, "activation_fn", "relu") == "swish" else "ReLU"
+    )
     lines = [
         "---",
         "library_name: transformers",
@@ -37,15 +57,16 @@ def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]]
         f" {m.d_k or m.d_model // m.attention_heads} |"
         f" {m.dropout} | {parameters / 1e6:.1f}M | {len(task.source_dictionary)}"
         f"{'' if m.share_all_embeddings else ' / ' + str(len(task.target_dictionary))} |"
-        f" {'shared: source, target, output (Section 3.4)' if m.share_all_embeddings else 'target and output shared' if m.share_decoder_input_output_embed else 'separate'} |",
+        f" {embeddings} |",
         "",
         "Post-norm layers, sinusoidal positions (Section 3.5), "
-        f"{'swish (as published MarianMT models have it)' if getattr(m, 'activation_fn', 'relu') == 'swish' else 'ReLU'}, "
+        f"{activation}, "
         "embeddings scaled by sqrt(d_model)"
         f"{'; a learned output bias (final_logits_bias)' if getattr(m, 'output_bias', False) else ''}"
         f"{'; decoding starts from <pad>' if getattr(m, 'decoder_start', 'eos') == 'pad' else ''}. MarianMT holds"
         " the paper's sinusoids in sine-then-cosine order; the weights are permuted to match, which gives the same"
-        " function (transformer_plugin_cli/serving/marian.py says why). Checked at export: the log-probabilities of this"
+        " function (transformer_plugin_cli/serving/marian.py says why). Checked at export: the log-probabilities of "
+        "this"
         f" model and of the fairseq checkpoint agreed within {difference:.1e} on a probe batch.",
         "",
         "## Training",
@@ -66,7 +87,9 @@ def model_card(cfg, task, state, parameters: int, scores: List[Tuple[str, Dict]]
         lines += ["| test set | sacreBLEU | chrF | tokenized BLEU | sentences |", "|---|---|---|---|---|"]
         for label, s in scores:
             tok = s.get("tokenized_bleu_compound_split", s.get("tokenized_bleu", ""))
-            lines.append(f"| {label} | {s.get('sacrebleu', '')} | {s.get('chrf', '')} | {tok} | {s.get('sentences', '')} |")
+            lines.append(
+                f"| {label} | {s.get('sacrebleu', '')} | {s.get('chrf', '')} | {tok} | {s.get('sentences', '')} |"
+            )
         signatures = {s.get("sacrebleu_signature") for _, s in scores} | {s.get("chrf_signature") for _, s in scores}
         lines += ["", "Scored with fairseq-generate's output by `vaswani-evaluate`; signatures:", ""]
         lines += [f"- `{sig}`" for sig in sorted(x for x in signatures if x)]

@@ -1,4 +1,5 @@
-"""Translate plain text with a model exported by ``export_ctranslate2``: sentencepiece in, beam search, sentencepiece out.
+"""Translate plain text with a model exported by ``export_ctranslate2``: sentencepiece in, beam search, sentencepiece
+out.
 
     vaswani-export-ct2 --model_path checkpoints/average.pt \\
         --data_dir data-bin/wmt14_en_de --output_dir ct2_model --quantization int8
@@ -6,8 +7,8 @@
     vaswani-translate --model ct2_model --spm data/spm.model --input a.en b.en --output out.de
 
 One line in, one line out, in order; an empty line gives an empty line. The defaults are the paper's
-decoding settings (Section 6.1, ``transformer_plugin_cli/paper.py``): beam 4, length penalty 0.6 (fairseq's ``--lenpen``,
-which CTranslate2's ``length_penalty`` matches), at most 50 tokens more than the source. Lines are
+decoding settings (Section 6.1, ``transformer_plugin_cli/paper.py``): beam 4, length penalty 0.6 (fairseq's
+``--lenpen``, which CTranslate2's ``length_penalty`` matches), at most 50 tokens more than the source. Lines are
 read ``--chunk-size`` at a time and translated in batches of ``--batch-size`` sentences, which
 CTranslate2 sorts by length. fairseq is not imported.
 """
@@ -45,9 +46,19 @@ def read_lines(paths: List[str]) -> Iterator[str]:
 class Translator:
     """A CTranslate2 model and its sentencepiece model: ``translate(lines)`` gives detokenized lines."""
 
-    def __init__(self, model_dir: str, spm_model: str, device: str = "cpu", compute_type: str = "default",
-                 threads: int = 0, beam: int = DECODING.beam, lenpen: float = DECODING.lenpen, max_len_b: int = DECODING.max_len_b,
-                 batch_size: int = 64, inter_threads: int = 1):  # fmt: skip
+    def __init__(
+        self,
+        model_dir: str,
+        spm_model: str,
+        device: str = "cpu",
+        compute_type: str = "default",
+        threads: int = 0,
+        beam: int = DECODING.beam,
+        lenpen: float = DECODING.lenpen,
+        max_len_b: int = DECODING.max_len_b,
+        batch_size: int = 64,
+        inter_threads: int = 1,
+    ):
         import ctranslate2
         import sentencepiece
 
@@ -55,11 +66,13 @@ class Translator:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"{what} {path}: no such file or directory")
         if not os.path.isfile(os.path.join(model_dir, "model.bin")):
-            raise ValueError(f"--model {model_dir}: not a CTranslate2 model (no model.bin); make one with "
-                             "vaswani-export-ct2")  # fmt: skip
+            raise ValueError(
+                f"--model {model_dir}: not a CTranslate2 model (no model.bin); make one with vaswani-export-ct2"
+            )
         self.spm = sentencepiece.SentencePieceProcessor(model_file=spm_model)
-        self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
-                                                 intra_threads=threads, inter_threads=inter_threads)  # fmt: skip
+        self.translator = ctranslate2.Translator(
+            model_dir, device=device, compute_type=compute_type, intra_threads=threads, inter_threads=inter_threads
+        )
         self.beam, self.lenpen, self.max_len_b, self.batch_size = beam, lenpen, max_len_b, batch_size
 
     def translate(self, lines: List[str]) -> List[str]:
@@ -69,9 +82,12 @@ class Translator:
         if not todo:
             return out
         results = self.translator.translate_batch(
-            [pieces[i] for i in todo], beam_size=self.beam, length_penalty=self.lenpen,
-            max_batch_size=self.batch_size, max_decoding_length=max(len(pieces[i]) for i in todo) + self.max_len_b + 1,
-        )  # fmt: skip
+            [pieces[i] for i in todo],
+            beam_size=self.beam,
+            length_penalty=self.lenpen,
+            max_batch_size=self.batch_size,
+            max_decoding_length=max(len(pieces[i]) for i in todo) + self.max_len_b + 1,
+        )
         for i, result in zip(todo, results):
             out[i] = self.spm.decode(result.hypotheses[0])
         return out
@@ -92,22 +108,41 @@ def main(argv=None) -> int:
     p.add_argument("--output", help="write here (default: stdout)")
     p.add_argument("--beam", type=int, default=DECODING.beam)
     p.add_argument("--lenpen", type=float, default=DECODING.lenpen, help="length penalty alpha (fairseq's --lenpen)")
-    p.add_argument("--max-len-b", type=int, default=DECODING.max_len_b, help="at most this many tokens more than the source")
+    p.add_argument(
+        "--max-len-b", type=int, default=DECODING.max_len_b, help="at most this many tokens more than the source"
+    )
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
     p.add_argument("--chunk-size", type=int, default=10000, help="lines read and translated at a time")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--compute-type", default="default", help="CTranslate2's: default (as exported), int8, float32, ...")
     p.add_argument("--threads", type=int, default=0, help="threads per translation (0: CTranslate2's default)")
-    p.add_argument("--inter-threads", type=int, default=1,
-                   help="batches translated at once, each with --threads threads (CTranslate2's inter_threads)")
+    p.add_argument(
+        "--inter-threads",
+        type=int,
+        default=1,
+        help="batches translated at once, each with --threads threads (CTranslate2's inter_threads)",
+    )
     a = p.parse_args(argv)
     try:
-        translator = Translator(a.model, a.spm, a.device, a.compute_type, a.threads, a.beam, a.lenpen, a.max_len_b,
-                                a.batch_size, a.inter_threads)  # fmt: skip
+        translator = Translator(
+            a.model,
+            a.spm,
+            a.device,
+            a.compute_type,
+            a.threads,
+            a.beam,
+            a.lenpen,
+            a.max_len_b,
+            a.batch_size,
+            a.inter_threads,
+        )
         if not a.output:
             translate_stream(translator, read_lines(a.input), sys.stdout, a.chunk_size)
             return 0
-        with atomic_path(a.output) as partial, open(partial, "w", encoding="utf-8") as out:  # --output appears only complete
+        with (
+            atomic_path(a.output) as partial,
+            open(partial, "w", encoding="utf-8") as out,
+        ):  # --output appears only complete
             translate_stream(translator, read_lines(a.input), out, a.chunk_size)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"translate: error: {e}", file=sys.stderr)

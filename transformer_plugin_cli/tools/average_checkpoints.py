@@ -11,7 +11,8 @@ own averager with the same flags:
   an epoch end ``checkpoint{epoch}.pt`` or ``checkpoint_last.pt``), and prints the update of each;
   fairseq's script reads only the first kind of name and so leaves out a final state saved on an
   epoch end;
-- every checkpoint is loaded through the plugin's allowlist (transformer_plugin/patches/checkpoint_allowlist.py), never with the
+- every checkpoint is loaded through the plugin's allowlist (transformer_plugin/patches/checkpoint_allowlist.py), never
+with the
   safety check off;
 - floating-point parameters are averaged in float32 (or float64 if stored so) and written back in
   their stored dtype; integer and boolean buffers are not averaged: they must be equal in every
@@ -160,9 +161,12 @@ def main(argv=None) -> int:
     group.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpoint{epoch}.pt")
     group.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_{epoch}_{update}.pt")
     parser.add_argument("--checkpoint-upper-bound", type=int, help="ignore checkpoints after this epoch/update")
-    parser.add_argument("--or-fewer", action="store_true",
-                        help="with a directory: average the last N, or all there are when a training that stopped early "
-                             "(--patience) saved fewer, saying so")  # fmt: skip
+    parser.add_argument(
+        "--or-fewer",
+        action="store_true",
+        help="with a directory: average the last N, or all there are when a training that stopped early "
+        "(--patience) saved fewer, saying so",
+    )
     args = parser.parse_args(argv)
 
     count = args.num_epoch_checkpoints or args.num_update_checkpoints
@@ -175,11 +179,15 @@ def main(argv=None) -> int:
     try:
         if count is not None:
             update_based = args.num_update_checkpoints is not None
-            chosen = last_checkpoints(args.inputs[0], count, update_based, args.checkpoint_upper_bound, fewer=args.or_fewer)
+            chosen = last_checkpoints(
+                args.inputs[0], count, update_based, args.checkpoint_upper_bound, fewer=args.or_fewer
+            )
             kind = "update" if update_based else "epoch"
             if len(chosen) < count:
-                print(f"{args.inputs[0]} holds {len(chosen)} {kind} checkpoints, not {count}: training stopped early; "
-                      f"averaging the {len(chosen)} there are")  # fmt: skip
+                print(
+                    f"{args.inputs[0]} holds {len(chosen)} {kind} checkpoints, not {count}: training stopped early; "
+                    f"averaging the {len(chosen)} there are"
+                )
             labels = [f"{kind} {key}: {path}" for key, path in chosen]
             paths = [path for _, path in chosen]
         else:

@@ -34,14 +34,22 @@ _RENAMES = [
     (r"\.fc2\.", ".ffn.w_2."),
 ]
 
-_UNSUPPORTED = ("layernorm_embedding", "encoder.layer_norm.", "decoder.layer_norm.", "project_in_dim", "project_out_dim")
+_UNSUPPORTED = (
+    "layernorm_embedding",
+    "encoder.layer_norm.",
+    "decoder.layer_norm.",
+    "project_in_dim",
+    "project_out_dim",
+)
 
 
 def state_dict_from_fairseq_transformer(fairseq_state: Dict[str, Tensor]) -> Dict[str, Tensor]:
     """fairseq ``transformer`` state dict -> ``vaswani_transformer`` state dict (a new dict)."""
     for key in fairseq_state:
         if any(part in key for part in _UNSUPPORTED):
-            raise ValueError(f"cannot convert {key}: only fairseq's post-norm transformer without extra layer norms maps")
+            raise ValueError(
+                f"cannot convert {key}: only fairseq's post-norm transformer without extra layer norms maps"
+            )
     out, stacked = {}, {}
     for key, value in fairseq_state.items():
         if key.endswith("._float_tensor") or key.endswith(".version"):
@@ -87,8 +95,11 @@ def config_from_fairseq_transformer(model_cfg: Any) -> Dict[str, Any]:
     for name, value in _REQUIRED.items():
         if get(name, value) not in (value, None if value is False else value):
             raise ValueError(f"cannot convert a fairseq transformer with {name}={get(name)!r} (needs {value!r})")
-    for a, b in [("encoder_embed_dim", "decoder_embed_dim"), ("encoder_ffn_embed_dim", "decoder_ffn_embed_dim"),
-                 ("encoder_attention_heads", "decoder_attention_heads")]:  # fmt: skip
+    for a, b in [
+        ("encoder_embed_dim", "decoder_embed_dim"),
+        ("encoder_ffn_embed_dim", "decoder_ffn_embed_dim"),
+        ("encoder_attention_heads", "decoder_attention_heads"),
+    ]:
         if get(a) != get(b):
             raise ValueError(f"cannot convert: {a}={get(a)} differs from {b}={get(b)}")
     if get("decoder_output_dim", get("decoder_embed_dim")) != get("decoder_embed_dim"):

@@ -47,8 +47,12 @@ def tokenized_bleu(hypotheses: List[str], references: List[str], lang: str, spli
     return bleu.corpus_score([prepare(h) for h in hypotheses], [[prepare(r) for r in references]])
 
 
-def score(hypotheses: List[str], references: List[str], tokenized_bleu_lang: Optional[str] = None,
-          split_compounds: bool = True) -> Dict:
+def score(
+    hypotheses: List[str],
+    references: List[str],
+    tokenized_bleu_lang: Optional[str] = None,
+    split_compounds: bool = True,
+) -> Dict:
     """Corpus scores; every value comes with the label and signature that say how it was computed."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
@@ -76,8 +80,11 @@ def main(argv=None) -> int:
     parser.add_argument("--reference", required=True, help="detokenized references, one per line, corpus order")
     parser.add_argument("--kind", default="D", choices=["D", "H"], help="D: detokenized hypotheses (default)")
     parser.add_argument("--tokenized-bleu", action="store_true", help="also tokenized BLEU with compound splitting")
-    parser.add_argument("--no-compound-split", action="store_true",
-                        help="tokenized BLEU without compound splitting (tensor2tensor splits for German only)")
+    parser.add_argument(
+        "--no-compound-split",
+        action="store_true",
+        help="tokenized BLEU without compound splitting (tensor2tensor splits for German only)",
+    )
     parser.add_argument("--lang", default="de", help="target language for the Moses tokenizer")
     parser.add_argument("--hypotheses-out", help="write the hypotheses here, in corpus order")
     parser.add_argument("--json", help="write the scores here as JSON")

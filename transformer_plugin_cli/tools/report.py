@@ -23,14 +23,14 @@ from typing import Dict, List, Optional, Tuple
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import torch
 
-from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, paper_lrate  # noqa: E402
+from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, paper_lrate
 
-from ..console import console_script  # noqa: E402
-from ..fairseq_output import EARLY_STOP, log_records, numbers, process_walls, training_seconds  # noqa: E402
-from ..files import atomic_path, duration, write_text  # noqa: E402
+from ..console import console_script
+from ..fairseq_output import EARLY_STOP, log_records, numbers, process_walls, training_seconds
+from ..files import atomic_path, duration, write_text
 
 
 def save_figure(fig, path: str) -> None:
@@ -39,16 +39,21 @@ def save_figure(fig, path: str) -> None:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
 
+
 def read_train_log(path: str) -> Dict[str, List[Dict[str, float]]]:
     """The JSON records of a fairseq-train log, by kind ("train_inner", "valid", "train"), and "stopped": the
     last validation, where fairseq's early stopping (--patience) ended the run after it, else nothing."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    records = {kind: [numbers(record) for record in log_records(text, kind)] for kind in ("train_inner", "valid", "train")}
+    records = {
+        kind: [numbers(record) for record in log_records(text, kind)] for kind in ("train_inner", "valid", "train")
+    }
     records["stopped"] = records["valid"][-1:] if EARLY_STOP in text else []
     if not records["train_inner"]:
-        raise ValueError(f"{path}: no train_inner records (fairseq-train writes one every --log-interval updates"
-                         " with --log-format json; fewer updates than --log-interval write none)")
+        raise ValueError(
+            f"{path}: no train_inner records (fairseq-train writes one every --log-interval updates"
+            " with --log-format json; fewer updates than --log-interval write none)"
+        )
     return records
 
 
@@ -76,8 +81,12 @@ def schedule_of(checkpoint: str) -> Dict[str, float]:
     cfg = load_checked(checkpoint, mmap=True).get("cfg") or {}
     schedule = cfg.get("lr_scheduler") or {}
     if schedule.get("_name") != "vaswani_inverse_sqrt" or not schedule.get("d_model"):
-        raise ValueError(f"{checkpoint}: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model and --warmup-updates")
-    multiplier = effective_multiplier(schedule["warmup_updates"], schedule.get("lr_multiplier", 1.0), schedule.get("peak_warmup_updates"))
+        raise ValueError(
+            f"{checkpoint}: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model and --warmup-updates"
+        )
+    multiplier = effective_multiplier(
+        schedule["warmup_updates"], schedule.get("lr_multiplier", 1.0), schedule.get("peak_warmup_updates")
+    )
     return {"d_model": schedule["d_model"], "warmup": schedule["warmup_updates"], "multiplier": multiplier}
 
 
@@ -143,14 +152,19 @@ def attention_maps(checkpoint: str, data: str, out_dir: str, index: Optional[int
     encoder_png = os.path.join(out_dir, "attention_encoder.png")
     decoder_png = os.path.join(out_dir, "attention_decoder.png")
     plot_heads(
-        encoder_out["self_attn"][0][0], src_words, src_words,
-        f"encoder self-attention, layer {len(model.encoder.layers)}, test sentence {index}", encoder_png,
-    )  # fmt: skip
+        encoder_out["self_attn"][0][0],
+        src_words,
+        src_words,
+        f"encoder self-attention, layer {len(model.encoder.layers)}, test sentence {index}",
+        encoder_png,
+    )
     plot_heads(
-        extra["attn"][0][0], tgt_words, src_words,
+        extra["attn"][0][0],
+        tgt_words,
+        src_words,
         f"encoder-decoder attention, decoder layer {len(model.decoder.layers)} (rows: target, columns: source)",
         decoder_png,
-    )  # fmt: skip
+    )
     return encoder_png, decoder_png
 
 
@@ -181,21 +195,31 @@ def write_report(
     walls = [r["wall"] for r in records["train_inner"] if "wall" in r]  # fairseq's 'wall' meter, each logged interval
     if walls:
         processes = len(process_walls(walls))  # a resumed run's clock starts again
-        lines.append(f"- training took {duration(training_seconds(walls))} (fairseq's wall clock at update "
-                     f"{int(last['num_updates'])}{f', added over its {processes} processes: the run was resumed' if processes > 1 else ''})")
+        lines.append(
+            f"- training took {duration(training_seconds(walls))} (fairseq's wall clock at update "
+            f"{int(last['num_updates'])}"
+            f"{f', added over its {processes} processes: the run was resumed' if processes > 1 else ''})"
+        )
     for stop in records.get("stopped", []):
-        lines.append(f"- stopped early at update {int(stop['valid_num_updates'])}: no better validation in the last "
-                     "--patience validations (fairseq-train's: the dev BLEU with --eval-bleu, else the loss)")
+        lines.append(
+            f"- stopped early at update {int(stop['valid_num_updates'])}: no better validation in the last "
+            "--patience validations (fairseq-train's: the dev BLEU with --eval-bleu, else the loss)"
+        )
     if valid:
-        lines.append(f"- last validation: loss {valid[-1]['valid_loss']:.3f}, nll {valid[-1]['valid_nll_loss']:.3f},"
-                     f" ppl {2 ** valid[-1]['valid_nll_loss']:.2f} (per subword token)")  # fmt: skip
+        lines.append(
+            f"- last validation: loss {valid[-1]['valid_loss']:.3f}, nll {valid[-1]['valid_nll_loss']:.3f},"
+            f" ppl {2 ** valid[-1]['valid_nll_loss']:.2f} (per subword token)"
+        )
     lines += ["", "| model | sacreBLEU | chrF | sentences |", "|---|---|---|---|"]
     for name, s in scores.items():
         lines.append(f"| {name} | {s['sacrebleu']:.2f} | {s['chrf']:.2f} | {s['sentences']} |")
     if scores:
         first = next(iter(scores.values()))
-        lines += ["", f"sacreBLEU signature: `{first['sacrebleu_signature']}`",
-                  f"chrF signature: `{first['chrf_signature']}`"]  # fmt: skip
+        lines += [
+            "",
+            f"sacreBLEU signature: `{first['sacrebleu_signature']}`",
+            f"chrF signature: `{first['chrf_signature']}`",
+        ]
     lines += [""] + [f"![{name}]({name})" for name in figures]
     path = os.path.join(out_dir, "report.md")
     write_text(path, "\n".join(lines) + "\n")
@@ -214,14 +238,23 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup-updates", type=int, help="warmup_steps of Eq. (3) (default: the checkpoint's)")
     parser.add_argument("--title", default="Run report")
     parser.add_argument("--note", action="append", default=[], help="a line for the report's header")
-    parser.add_argument("--unknown", action="append", default=[], metavar="JSON",
-                        help="vaswani-sentencepiece encode's --unknown-report: the pieces a parent's dictionary lacks")
+    parser.add_argument(
+        "--unknown",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="vaswani-sentencepiece encode's --unknown-report: the pieces a parent's dictionary lacks",
+    )
     args = parser.parse_args(argv)
     for path in args.unknown:  # INIT=: how much of the text the parent's vocabulary does not hold
         with open(path, encoding="utf-8") as f:
             found = json.load(f)
-        args.note += [f"{name}: {r['unknown']:,} of {r['pieces']:,} pieces ({r['share']:.2%}) not in the parent's dictionary "
-                      f"({os.path.basename(found['dictionary'])}): <unk>" for name, r in found["inputs"].items() if name.startswith("train.")]
+        args.note += [
+            f"{name}: {r['unknown']:,} of {r['pieces']:,} pieces ({r['share']:.2%}) not in the parent's dictionary "
+            f"({os.path.basename(found['dictionary'])}): <unk>"
+            for name, r in found["inputs"].items()
+            if name.startswith("train.")
+        ]
     scores = {}
     for item in args.scores:
         name, _, path = item.partition("=")
@@ -240,9 +273,15 @@ def main(argv=None) -> int:
         print(f"report: error: {e}", file=sys.stderr)
         return 1
     path = write_report(
-        args.out_dir, records, scores, schedule, args.checkpoint, args.data,
-        args.title, args.note,
-    )  # fmt: skip
+        args.out_dir,
+        records,
+        scores,
+        schedule,
+        args.checkpoint,
+        args.data,
+        args.title,
+        args.note,
+    )
     print(f"report written to {path}")
     return 0
 

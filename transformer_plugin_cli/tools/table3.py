@@ -38,7 +38,9 @@ def _heads(h, d):
 
 
 ROWS: List[Row] = [
-    Row("base", "base", "N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1, eps_ls=0.1, 100K", {}, 4.92, 25.8, 65),
+    Row(
+        "base", "base", "N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1, eps_ls=0.1, 100K", {}, 4.92, 25.8, 65
+    ),
     Row("A-h1", "(A)", "h=1, d_k=d_v=512", _heads(1, 512), 5.29, 24.9),
     Row("A-h4", "(A)", "h=4, d_k=d_v=128", _heads(4, 128), 5.00, 25.5),
     Row("A-h16", "(A)", "h=16, d_k=d_v=32", _heads(16, 32), 4.91, 25.8),
@@ -48,10 +50,24 @@ ROWS: List[Row] = [
     Row("C-N2", "(C)", "N=2", {"--encoder-layers": "2", "--decoder-layers": "2"}, 6.11, 23.7, 36),
     Row("C-N4", "(C)", "N=4", {"--encoder-layers": "4", "--decoder-layers": "4"}, 5.19, 25.3, 50),
     Row("C-N8", "(C)", "N=8", {"--encoder-layers": "8", "--decoder-layers": "8"}, 4.88, 25.5, 80),
-    Row("C-dmodel256", "(C)", "d_model=256, d_k=d_v=32", {"--d-model": "256", "--d-k": "32", "--d-v": "32"},
-        5.75, 24.5, 28),  # fmt: skip
-    Row("C-dmodel1024", "(C)", "d_model=1024, d_k=d_v=128", {"--d-model": "1024", "--d-k": "128", "--d-v": "128"},
-        4.66, 26.0, 168),  # fmt: skip
+    Row(
+        "C-dmodel256",
+        "(C)",
+        "d_model=256, d_k=d_v=32",
+        {"--d-model": "256", "--d-k": "32", "--d-v": "32"},
+        5.75,
+        24.5,
+        28,
+    ),
+    Row(
+        "C-dmodel1024",
+        "(C)",
+        "d_model=1024, d_k=d_v=128",
+        {"--d-model": "1024", "--d-k": "128", "--d-v": "128"},
+        4.66,
+        26.0,
+        168,
+    ),
     Row("C-dff1024", "(C)", "d_ff=1024", {"--d-ff": "1024"}, 5.12, 25.4, 53),
     Row("C-dff4096", "(C)", "d_ff=4096", {"--d-ff": "4096"}, 4.75, 26.2, 90),
     Row("D-drop0.0", "(D)", "P_drop=0.0", {"--dropout": "0.0"}, 5.77, 24.6),
@@ -122,8 +138,10 @@ def collect(work: str, row_ids: List[str]) -> str:
             f" | {r.params_m if r.params_m else ''} |"
         )
     lines.append("")
-    lines.append("Dev = newstest2013, no checkpoint averaging (as Table 3). BLEU: tokenized with compound splitting, "
-                 "as the paper; perplexity per word-piece from fairseq-validate. '-' = not run (yet).")  # fmt: skip
+    lines.append(
+        "Dev = newstest2013, no checkpoint averaging (as Table 3). BLEU: tokenized with compound splitting, "
+        "as the paper; perplexity per word-piece from fairseq-validate. '-' = not run (yet)."
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -42,7 +42,9 @@ def corpus(tmp_path, monkeypatch):
     folder.mkdir()
     for split, n in (("train", 4000), ("valid", 200), ("test", 5)):  # a dev set of 2,000 words, about 4,000 pieces
         for lang in ("en", "de"):
-            (folder / f"{split}.{lang}").write_text("".join(f"sentence {i} of {split} in {lang} and four more words\n" for i in range(n)))
+            (folder / f"{split}.{lang}").write_text(
+                "".join(f"sentence {i} of {split} in {lang} and four more words\n" for i in range(n))
+            )
     short = budgets.candidates(budgets.Corpus("c", str(folder / "train"), "en", "de"))
     cache = tmp_path / "cache"
     (cache / "transformer_plugin").mkdir(parents=True)
@@ -65,8 +67,13 @@ ONLY = ("short", "N=2", "N=6", "P0.3")  # one slow candidate, one worse
 
 def test_the_candidates_are_the_short_budgets_with_one_change_each(corpus):
     found = budgets.candidates(corpus[0])
-    short = {"ARCH": "vaswani_base", "MODEL_FLAGS": SHORT_BUDGET["model_flags"], "DROPOUT": "0.1",
-             "VOCAB_SIZE": "500", "TOKENS_PER_UPDATE": "4096"}  # fmt: skip (the corpus's vocabulary: 4,000 lines, 500 pieces)
+    short = {
+        "ARCH": "vaswani_base",
+        "MODEL_FLAGS": SHORT_BUDGET["model_flags"],
+        "DROPOUT": "0.1",
+        "VOCAB_SIZE": "500",
+        "TOKENS_PER_UPDATE": "4096",
+    }  # (the corpus's vocabulary: 4,000 lines, 500 pieces)
     assert found["short"] == short
     assert found["class"]["MODEL_FLAGS"] == "--d-ff 1024 --attention-heads 4" and found["class"]["DROPOUT"] == "0.3"
     assert found["N=2"]["MODEL_FLAGS"].startswith("--encoder-layers 2 --decoder-layers 2 --d-model 256")
@@ -79,8 +86,10 @@ def test_the_candidates_are_the_short_budgets_with_one_change_each(corpus):
 
 
 def test_survivors_are_the_better_half_the_pick_and_the_unmeasured():
-    results = [budgets.Result("c", "3m", name, {}, 100, bleu=bleu, is_pick=["pick"] if name == "d" else [])
-               for name, bleu in (("a", 5.0), ("b", 4.0), ("c", 3.0), ("d", 1.0), ("e", 2.0))]  # fmt: skip
+    results = [
+        budgets.Result("c", "3m", name, {}, 100, bleu=bleu, is_pick=["pick"] if name == "d" else [])
+        for name, bleu in (("a", 5.0), ("b", 4.0), ("c", 3.0), ("d", 1.0), ("e", 2.0))
+    ]
     assert budgets.survivors(results) == ["a", "b", "c", "d"]
     results[0].bleu, results[0].refused = None, "too few"  # too slow for this budget: tried at the next
     assert budgets.survivors(results) == ["b", "c", "a", "d"]
@@ -156,9 +165,9 @@ def test_a_resumed_grid_with_fewer_candidates_runs_the_pick_first(corpus, tmp_pa
 
 
 def test_a_record_from_another_machine_gives_a_new_candidate_the_same_compute(corpus, tmp_path):
-    """Runs kept in a record (a .json file, as benchmarks/records/budgets/ keeps them) were measured on another machine: a new
-    candidate at that budget is given the TIME of this machine's core that gives the record's run of the most updates
-    the updates it had there, not the budget's seconds here (the machine after this one was 1.5 to 1.9 times as
+    """Runs kept in a record (a .json file, as benchmarks/records/budgets/ keeps them) were measured on another machine:
+    a new candidate at that budget is given the TIME of this machine's core that gives the record's run of the most
+    updates the updates it had there, not the budget's seconds here (the machine after this one was 1.5 to 1.9 times as
     fast)."""
     corpus, recipe, root = corpus
     record = str(tmp_path / "record" / "toy.json")
@@ -194,8 +203,9 @@ def test_a_budget_new_to_a_record_from_another_machine_is_scaled_as_its_longest(
     cache = root / "cache" / "transformer_plugin" / "speed.json"
     speeds = json.loads(cache.read_text())
     cache.write_text(json.dumps({k: {**v, "seconds": v["seconds"] * 0.75} for k, v in speeds.items()}))  # faster
-    results = budgets.run([corpus], ["3m", "6m"], str(tmp_path / "work2"), 1, recipe, ("short", "N=2", "P0.3"),
-                          record=record)  # fmt: skip
+    results = budgets.run(
+        [corpus], ["3m", "6m"], str(tmp_path / "work2"), 1, recipe, ("short", "N=2", "P0.3"), record=record
+    )
     at_3m = next(r for r in results if r.candidate == "P0.3" and r.budget == "3m").time
     assert 120 <= int(at_3m[:-1]) < 180
     new = [r for r in results if r.budget == "6m"]
@@ -208,7 +218,10 @@ def test_a_budget_new_to_a_record_from_another_machine_is_scaled_as_its_longest(
 def fairseq_log(*records, early_stop=False):
     lines = [f"2026-11-28 07:00:00 | INFO | {kind} | {json.dumps(record)}" for kind, record in records]
     if early_stop:
-        lines.append("2026-11-28 08:07:11 | INFO | fairseq_cli.train | early stop since valid performance hasn't improved for last 10 runs")
+        lines.append(
+            "2026-11-28 08:07:11 | INFO | fairseq_cli.train | early stop since valid performance hasn't improved for "
+            "last 10 runs"
+        )
     return "\n".join(lines + ["2026-11-28 08:07:11 | INFO | fairseq_cli.train | done training in 337.0 seconds"]) + "\n"
 
 
@@ -218,15 +231,23 @@ def test_a_run_stopped_early_says_where_and_its_time_is_fairseqs_wall_clock(tmp_
     process's added (an epoch's train_wall, and a resumed run's "done training in", are not the training's)."""
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "scores.test.json").write_text(json.dumps({"sacrebleu": 18.08, "chrf": 36.42}))
-    records = [("train_inner", {"num_updates": "900", "train_wall": "94", "wall": "875"}),
-               ("train_inner", {"num_updates": "1000", "train_wall": "93", "wall": "968"}),  # stopped, resumed at 704
-               ("train_inner", {"num_updates": "800", "train_wall": "98", "wall": "95"}),
-               ("train_inner", {"num_updates": "5700", "train_wall": "88", "wall": "4743"}),
-               ("valid", {"valid_nll_loss": "5.369", "valid_num_updates": "5728"}),
-               ("train", {"train_num_updates": "5728", "train_train_wall": "337"})]  # fmt: skip
+    records = [
+        ("train_inner", {"num_updates": "900", "train_wall": "94", "wall": "875"}),
+        ("train_inner", {"num_updates": "1000", "train_wall": "93", "wall": "968"}),  # stopped, resumed at 704
+        ("train_inner", {"num_updates": "800", "train_wall": "98", "wall": "95"}),
+        ("train_inner", {"num_updates": "5700", "train_wall": "88", "wall": "4743"}),
+        ("valid", {"valid_nll_loss": "5.369", "valid_num_updates": "5728"}),
+        ("train", {"train_num_updates": "5728", "train_train_wall": "337"}),
+    ]
     (tmp_path / "train.log").write_text(fairseq_log(*records, early_stop=True))
     run = budgets.read_run(str(tmp_path))
-    assert run == {"bleu": 18.08, "chrf": 36.42, "valid_nll": 5.369, "train_seconds": 968.0 + 4743.0, "stopped_at": 5728}
+    assert run == {
+        "bleu": 18.08,
+        "chrf": 36.42,
+        "valid_nll": 5.369,
+        "train_seconds": 968.0 + 4743.0,
+        "stopped_at": 5728,
+    }
     r = budgets.Result("ru", "200m", "pick", {}, 7053, **run, is_pick=["pick"])
     assert "| pick | **18.08 / 36.42 / 5.37 (5,728 of 7,053, stopped early)** (pick) |" in budgets.table([r])
     (tmp_path / "train.log").write_text(fairseq_log(*records))
@@ -243,14 +264,21 @@ def test_the_figure_draws_the_rules_fitted_curves_beside_the_record():
 
     from benchmarks.budget_record import fitted_curves
 
-    records = [os.path.join(budgets.REPO, "benchmarks", "records", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]
+    records = [
+        os.path.join(budgets.REPO, "benchmarks", "records", "budgets", f) for f in ("de_77k.json", "ru_22k.json")
+    ]
     for path in records:
         results = budgets.load(path)
         _, ax = plt.subplots()
         fitted_curves(ax, results)
-        shapes = {(r.settings["MODEL_FLAGS"], r.settings["TOKENS_PER_UPDATE"]) for r in results
-                  if r.valid_nll is not None and r.settings["VOCAB_SIZE"] == "8000"}  # fmt: skip
-        assert len(ax.lines) == 2 * len(shapes) >= 6 and sum(line.get_linestyle() == ":" for line in ax.lines) == len(shapes)
+        shapes = {
+            (r.settings["MODEL_FLAGS"], r.settings["TOKENS_PER_UPDATE"])
+            for r in results
+            if r.valid_nll is not None and r.settings["VOCAB_SIZE"] == "8000"
+        }
+        assert len(ax.lines) == 2 * len(shapes) >= 6 and sum(line.get_linestyle() == ":" for line in ax.lines) == len(
+            shapes
+        )
         for points, solid in zip(ax.collections, ax.lines[::2]):  # each candidate's runs within 1.2 bits of its curve
             xs, ys = solid.get_data()
             for x, y in points.get_offsets():

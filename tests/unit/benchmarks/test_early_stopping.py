@@ -5,8 +5,12 @@ import pytest
 from benchmarks import early_stopping as es
 
 # valid loss best at update 300 and rising after; BLEU still rising until 600
-RUN = [{"update": 100 * (i + 1), "loss": loss, "bleu": bleu} for i, (loss, bleu) in
-       enumerate([(6.0, 5.0), (5.5, 8.0), (5.2, 10.0), (5.3, 11.0), (5.4, 11.5), (5.6, 12.0), (5.9, 11.0), (6.1, 12.0)])]  # fmt: skip
+RUN = [
+    {"update": 100 * (i + 1), "loss": loss, "bleu": bleu}
+    for i, (loss, bleu) in enumerate(
+        [(6.0, 5.0), (5.5, 8.0), (5.2, 10.0), (5.3, 11.0), (5.4, 11.5), (5.6, 12.0), (5.9, 11.0), (6.1, 12.0)]
+    )
+]
 
 
 def test_patience_counts_validations_without_a_strict_improvement_as_fairseq_does():
@@ -23,15 +27,20 @@ def test_the_best_is_the_latest_of_equals_as_checkpoint_best_is_kept():
 
 
 def test_what_a_stopped_run_hands_over():
-    assert es.handed_over(RUN, "loss", 3, 5) == {"last": (200, 300, 400, 500, 600), "best": (300,),
-                                                 "around best": (100, 200, 300)}  # fmt: skip
+    assert es.handed_over(RUN, "loss", 3, 5) == {
+        "last": (200, 300, 400, 500, 600),
+        "best": (300,),
+        "around best": (100, 200, 300),
+    }
     assert es.handed_over(RUN, "bleu", 0, 3)["last"] == (600, 700, 800)
 
 
 def test_validations_are_read_from_fairseqs_log_and_a_log_without_bleu_is_refused(tmp_path):
     log = tmp_path / "train.log"
-    log.write_text('x | INFO | valid | {"epoch": 1, "valid_loss": "6.2", "valid_bleu": "3.41", "valid_num_updates": "100"}\n'
-                   'x | INFO | train_inner | {"num_updates": "110"}\n')  # fmt: skip
+    log.write_text(
+        'x | INFO | valid | {"epoch": 1, "valid_loss": "6.2", "valid_bleu": "3.41", "valid_num_updates": "100"}\n'
+        'x | INFO | train_inner | {"num_updates": "110"}\n'
+    )
     assert es.validations(str(log)) == [{"update": 100, "loss": 6.2, "bleu": 3.41}]
     work = tmp_path / "w"
     work.mkdir()

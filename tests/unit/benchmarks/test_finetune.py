@@ -3,10 +3,21 @@
 from benchmarks.budgets import Corpus
 from benchmarks.finetune import child_env, figure, table
 
-RECORD = {"parent_alone": {"bleu": 10.0, "chrf": 40.0}, "parent_on_its_test": {"bleu": 30.0, "chrf": 55.0},
-          "runs": [{"budget": "10m", "kind": "fine-tuned", "updates": 500, "bleu": 15.0, "chrf": 45.0,
-                    "parent_test": {"bleu": 28.0, "chrf": 54.0}},
-                   {"budget": "10m", "kind": "from nothing", "updates": 900, "bleu": 5.0, "chrf": 30.0}]}  # fmt: skip
+RECORD = {
+    "parent_alone": {"bleu": 10.0, "chrf": 40.0},
+    "parent_on_its_test": {"bleu": 30.0, "chrf": 55.0},
+    "runs": [
+        {
+            "budget": "10m",
+            "kind": "fine-tuned",
+            "updates": 500,
+            "bleu": 15.0,
+            "chrf": 45.0,
+            "parent_test": {"bleu": 28.0, "chrf": 54.0},
+        },
+        {"budget": "10m", "kind": "from nothing", "updates": 900, "bleu": 5.0, "chrf": 30.0},
+    ],
+}
 
 
 def test_the_table_has_the_parent_alone_and_each_run_with_its_forgetting():

@@ -36,7 +36,12 @@ def fake_runs(tmp_path, monkeypatch):
         r = sum(1 for c in calls if c == ("generate", impl))
         calls.append(("generate", impl))
         hyps = {0: "-0.5\ta b", 1: "-0.7\tc d" if impl == "builtin" else "-0.9\tc e f g"}  # score, pieces
-        return {"sent_per_s": GENERATE[impl][r], "seconds": 1.0, "rss": 500.0 if impl == "builtin" else 400.0, "hyps": hyps}
+        return {
+            "sent_per_s": GENERATE[impl][r],
+            "seconds": 1.0,
+            "rss": 500.0 if impl == "builtin" else 400.0,
+            "hyps": hyps,
+        }
 
     monkeypatch.setattr(speed, "prepare_data", lambda work, pairs, vocab: str(bin_dir))
     monkeypatch.setattr(speed, "train", train)
@@ -51,14 +56,24 @@ def test_report_gives_means_medians_and_the_ratio_within_each_round(fake_runs):
     out = os.path.join(work, "speed.md")
     assert speed.main(["--work", str(work), "--repeats", "3", "--generate-repeats", "4", "--out", out]) == 0
     # rounds alternate which implementation goes first
-    assert [impl for kind, impl in calls if kind == "train"] == ["builtin", "vaswani", "vaswani", "builtin", "builtin", "vaswani"]
+    assert [impl for kind, impl in calls if kind == "train"] == [
+        "builtin",
+        "vaswani",
+        "vaswani",
+        "builtin",
+        "builtin",
+        "vaswani",
+    ]
     assert [impl for kind, impl in calls if kind == "generate"][:4] == ["builtin", "vaswani", "vaswani", "builtin"]
     report = open(out).read()
     # means: training 2527/2200, generation 67.9/51.25; memory 1000/1000 and 400/500
     assert "training 1.15x, generation 1.32x, train memory 1.00x, generate memory 0.80x" in report
     assert "identical hypotheses: 1/2" in report
     # where hypotheses differ, one model may decode more steps: their lengths are in the report
-    assert "hypothesis length in pieces, builtin / vaswani: mean 2.0 / 3.0, longest 2 / 4; the 1 that differ: mean 2.0 / 4.0" in report
+    assert (
+        "hypothesis length in pieces, builtin / vaswani: mean 2.0 / 3.0, longest 2 / 4; the 1 that differ: mean 2.0 / "
+        "4.0" in report
+    )
     # medians: training 2640/2200, generation 68.25/52.5
     assert "training 1.20x, generation 1.30x" in report
     # within each round: 2300/2000, 2640/2400, 2640/2200; 65/50, 75/60, 60/40, 71.5/55
@@ -70,7 +85,10 @@ def test_report_gives_means_medians_and_the_ratio_within_each_round(fake_runs):
 def test_size_sets_the_papers_models(fake_runs):
     work, _ = fake_runs
     out = os.path.join(work, "speed.md")
-    assert speed.main(["--work", str(work), "--size", "big", "--repeats", "1", "--generate-repeats", "1", "--out", out]) == 0
+    assert (
+        speed.main(["--work", str(work), "--size", "big", "--repeats", "1", "--generate-repeats", "1", "--out", out])
+        == 0
+    )
     assert open(out).read().startswith("N=6, d_model=1024, d_ff=4096, h=16,")
 
 
@@ -78,7 +96,11 @@ def test_on_a_gpu_memory_is_cudas_peak_and_mfu_is_against_the_training_precision
     assert speed.peak_memory("...\ncuda peak memory: 1234 MiB\n", rss=99.0) == 1234.0
     assert speed.peak_memory("a CPU run", rss=99.0) == 99.0
     assert [speed.matmul_dtype(args) for args in ("", "--bf16", "--fp16 --fp16-init-scale 8", "--amp")] == [
-        "float32", "bfloat16", "float16", "float16"]  # fmt: skip
+        "float32",
+        "bfloat16",
+        "float16",
+        "float16",
+    ]
 
 
 def test_gpu_script_names_its_parts(tmp_path):
@@ -91,7 +113,9 @@ def test_gpu_script_names_its_parts(tmp_path):
     usage = subprocess.run(["bash", script], capture_output=True, text=True, timeout=30)
     assert usage.returncode != 0 and "usage: bash benchmarks/gpu.sh OUT" in usage.stderr
     unknown = subprocess.run(["bash", script, str(tmp_path), "speed-huge"], capture_output=True, text=True, timeout=30)
-    assert unknown.returncode == 2 and "unknown part speed-huge: tests, kernels, speed-base or speed-big" in unknown.stderr
+    assert (
+        unknown.returncode == 2 and "unknown part speed-huge: tests, kernels, speed-base or speed-big" in unknown.stderr
+    )
 
 
 def test_gpu_session_checks_its_phases_then_stops_at_a_failed_install(tmp_path):
@@ -103,10 +127,18 @@ def test_gpu_session_checks_its_phases_then_stops_at_a_failed_install(tmp_path):
     from helpers import REPO
 
     script = os.path.join(REPO, "benchmarks", "gpu_session.sh")
-    unknown = subprocess.run(["bash", script, str(tmp_path / "a"), "checks", "tune"], capture_output=True, text=True, timeout=30)
-    assert unknown.returncode == 2 and "unknown phase tune: checks, torchrun, recipes, time, speed, speed-big, speed-base or profile" in unknown.stderr
+    unknown = subprocess.run(
+        ["bash", script, str(tmp_path / "a"), "checks", "tune"], capture_output=True, text=True, timeout=30
+    )
+    assert (
+        unknown.returncode == 2
+        and "unknown phase tune: checks, torchrun, recipes, time, speed, speed-big, speed-base or profile"
+        in unknown.stderr
+    )
     assert not (tmp_path / "a").exists()
-    env = dict(os.environ, SYSTEM_PYTHON=str(tmp_path / "no-python"), VENV=str(tmp_path / "venv"), LOGS=str(tmp_path / "logs"))
+    env = dict(
+        os.environ, SYSTEM_PYTHON=str(tmp_path / "no-python"), VENV=str(tmp_path / "venv"), LOGS=str(tmp_path / "logs")
+    )
     failed = subprocess.run(["bash", script, str(tmp_path / "b")], capture_output=True, text=True, timeout=60, env=env)
     assert failed.returncode == 1 and "install failed: nothing else can run" in failed.stdout
     assert "| install | failed (1) |" in (tmp_path / "b" / "summary.md").read_text()
@@ -125,14 +157,21 @@ def test_gpu_script_keeps_each_speed_runs_log_beside_its_table(tmp_path):
     from helpers import REPO
 
     fake = tmp_path / "python"  # a benchmarks.speed that writes its table and its runs' logs
-    fake.write_text('#!/usr/bin/env bash\nwhile [ $# -gt 0 ]; do case $1 in --work) work=$2 ;; --out) out=$2 ;; esac; shift; done\n'
-                    'echo hyps > "$work/generate_vaswani_0.log"; echo loss > "$work/train_builtin_0.log"; echo table > "$out"\n')  # fmt: skip
+    fake.write_text(
+        "#!/usr/bin/env bash\nwhile [ $# -gt 0 ]; do case $1 in --work) work=$2 ;; --out) out=$2 ;; esac; shift; done\n"
+        'echo hyps > "$work/generate_vaswani_0.log"; echo loss > "$work/train_builtin_0.log"; echo table > "$out"\n'
+    )
     fake.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, VENV_PYTHON=str(fake), WORK=str(work))
-    done = subprocess.run(["bash", os.path.join(REPO, "benchmarks", "gpu.sh"), str(tmp_path / "out"), "speed-big"],
-                          capture_output=True, text=True, timeout=30, env=env)  # fmt: skip
+    done = subprocess.run(
+        ["bash", os.path.join(REPO, "benchmarks", "gpu.sh"), str(tmp_path / "out"), "speed-big"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     runs = tmp_path / "out" / "speed_big_runs"
     assert (runs / "generate_vaswani_0.log").read_text() == "hyps\n" and (runs / "train_builtin_0.log").exists()
@@ -152,6 +191,7 @@ def test_generation_at_a_fixed_length_decodes_every_hypothesis_to_it(monkeypatch
         a = argparse.Namespace(gen_batch_size=8, generate_args="", gen_length=length)
         speed.generate("ckpt.pt", "bin", a, str(tmp_path / "log"))
     fixed, natural = (" ".join(c) for c in commands)
-    assert fixed.endswith("--beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 --min-len 30 --max-len-a 0 --max-len-b 30 "
-                          "--batch-size 8")  # fmt: skip
+    assert fixed.endswith(
+        "--beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 --min-len 30 --max-len-a 0 --max-len-b 30 --batch-size 8"
+    )
     assert "--min-len" not in natural and natural.endswith("--max-len-a 1 --max-len-b 50 --batch-size 8")

@@ -25,8 +25,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
         ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention"),  # memory-efficient attention: not a GEMM
         ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1", "matrix products"),
         ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT", "matrix products"),
-        ("void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor<float, 4>>",
-         "multi-tensor (optimizer, gradient norm)"),  # fmt: skip
+        (
+            "void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor<float, 4>>",
+            "multi-tensor (optimizer, gradient norm)",
+        ),
         ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "other"),
     ],
 )
@@ -36,13 +38,24 @@ def test_kernels_are_sorted_by_what_they_compute(name, kind):
 
 def test_the_table_gives_each_phase_and_what_is_left():
     result = {
-        "phases": {"data loading": 0.001, "forward and backward": 0.060, "gradient norm": 0.004, "optimizer step": 0.015},
-        "step": 0.100, "tokens": 50000, "profiled_step": 0.250,
+        "phases": {
+            "data loading": 0.001,
+            "forward and backward": 0.060,
+            "gradient norm": 0.004,
+            "optimizer step": 0.015,
+        },
+        "step": 0.100,
+        "tokens": 50000,
+        "profiled_step": 0.250,
         "calls": {"data loading": 0, "forward and backward": 2400, "gradient norm": 300, "optimizer step": 3600},
-        "kernels": {"attention": 0.010, "matrix products": 0.040, "multi-tensor (optimizer, gradient norm)": 0.012,
-                    "other": 0.018},
+        "kernels": {
+            "attention": 0.010,
+            "matrix products": 0.040,
+            "multi-tensor (optimizer, gradient norm)": 0.012,
+            "other": 0.018,
+        },
         "top_kernels": [("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT", 0.030), ("x" * 120 + "|", 0.001)],
-    }  # fmt: skip
+    }
     text = step_profile.table(result, "vaswani")
     assert "vaswani: 100.0 ms a step, 50,000 target tokens, 500,000 target tokens/s" in text
     assert "under torch's profiler, which counted the calls and kernels: 250.0 ms a step" in text
@@ -62,10 +75,15 @@ def test_kernel_time_leaves_out_the_ranges_marked_on_the_gpus_timeline():
 
     cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
     event = lambda key, us, device=cuda, annotation=False: types.SimpleNamespace(  # noqa: E731
-        key=key, self_device_time_total=us, device_type=device, is_user_annotation=annotation)
-    averages = [event("sm90_xmma_gemm_bf16bf16", 30_000), event("vectorized_elementwise_kernel<GeluCUDAKernelImpl>", 6_000),
-                event("phase: forward and backward", 50_000, annotation=True), event("forward", 40_000, annotation=True),
-                event("aten::mm", 30_000, device=cpu)]  # fmt: skip
+        key=key, self_device_time_total=us, device_type=device, is_user_annotation=annotation
+    )
+    averages = [
+        event("sm90_xmma_gemm_bf16bf16", 30_000),
+        event("vectorized_elementwise_kernel<GeluCUDAKernelImpl>", 6_000),
+        event("phase: forward and backward", 50_000, annotation=True),
+        event("forward", 40_000, annotation=True),
+        event("aten::mm", 30_000, device=cpu),
+    ]
     kinds, top = step_profile.kernel_times(averages, steps=2)
     assert dict(kinds) == {"matrix products": 0.015, "other": 0.003}
     assert top == [("sm90_xmma_gemm_bf16bf16", 0.015), ("vectorized_elementwise_kernel<GeluCUDAKernelImpl>", 0.003)]
@@ -75,13 +93,21 @@ def test_gpu_sh_speed_command_is_one_the_benchmark_parses():
     """The command benchmarks/gpu.sh runs, its variables given values, through benchmarks.speed's parser
     (a flag's value that starts with "--" must be written --train-args=--bf16)."""
     script = open(os.path.join(REPO, "benchmarks", "gpu.sh")).read()
-    command = re.search(r'-m benchmarks\.speed (.*?)\n\s*> ', script, re.S).group(1).replace("\\\n", " ").rstrip(" \\")
-    values = {"WORK": "runs/bench", "size": "big", "MAX_TOKENS": "16384", "UPDATES": "150", "LOG_INTERVAL": "25",
-              "REPEATS": "1", "GENERATE_REPEATS": "1", "GEN_LENGTH": "30", "OUT": "/tmp/out"}  # fmt: skip
+    command = re.search(r"-m benchmarks\.speed (.*?)\n\s*> ", script, re.S).group(1).replace("\\\n", " ").rstrip(" \\")
+    values = {
+        "WORK": "runs/bench",
+        "size": "big",
+        "MAX_TOKENS": "16384",
+        "UPDATES": "150",
+        "LOG_INTERVAL": "25",
+        "REPEATS": "1",
+        "GENERATE_REPEATS": "1",
+        "GEN_LENGTH": "30",
+        "OUT": "/tmp/out",
+    }
     command = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], command)
     a = speed.parser().parse_args(shlex.split(command))
     assert (a.size, a.train_args, a.generate_args, a.updates, a.gen_length) == ("big", "--bf16", "--bf16", 150, 30)
-
 
 
 PROFILE_TWO_UPDATES = """
@@ -100,34 +126,53 @@ def kinetos_abort_at_the_profilers_stop(proc) -> bool:
     (Python 3.11, 2.13.0+cpu) without that line: once in a fresh clone's make test, once in 8 runs of the same
     command here. That abort, and only it, is tried again."""
     stderr = proc.stderr.rstrip()
-    return (proc.returncode == -signal.SIGABRT and "profiler_stop" in stderr
-            and stderr.endswith("terminate called without an active exception"))
+    return (
+        proc.returncode == -signal.SIGABRT
+        and "profiler_stop" in stderr
+        and stderr.endswith("terminate called without an active exception")
+    )
 
 
 def test_kinetos_abort_at_the_profilers_stop_is_told_from_other_failures():
-    done = types.SimpleNamespace(returncode=-signal.SIGABRT, stderr="USDT: profiler_stop\nERROR: DeviceProperties.cpp:50] "
-                                 "gpuGetDeviceCount failed with code 35\nterminate called without an active exception\n")  # fmt: skip
+    done = types.SimpleNamespace(
+        returncode=-signal.SIGABRT,
+        stderr="USDT: profiler_stop\nERROR: DeviceProperties.cpp:50] "
+        "gpuGetDeviceCount failed with code 35\nterminate called without an active exception\n",
+    )
     assert kinetos_abort_at_the_profilers_stop(done)
-    cpu_wheel = types.SimpleNamespace(returncode=-signal.SIGABRT, stderr="USDT:2026-11-28 14:50:49 8116:8116 "
-                                      "SyncActivityProfilerHandler.cpp:59] profiler_stop\nterminate called without an "
-                                      "active exception\n")  # fmt: skip
+    cpu_wheel = types.SimpleNamespace(
+        returncode=-signal.SIGABRT,
+        stderr="USDT:2026-11-28 14:50:49 8116:8116 "
+        "SyncActivityProfilerHandler.cpp:59] profiler_stop\nterminate called without an "
+        "active exception\n",
+    )
     assert kinetos_abort_at_the_profilers_stop(cpu_wheel)
     assert not kinetos_abort_at_the_profilers_stop(types.SimpleNamespace(returncode=1, stderr=done.stderr))
-    assert not kinetos_abort_at_the_profilers_stop(types.SimpleNamespace(returncode=-signal.SIGABRT, stderr="Traceback ...\n"))
-    assert not kinetos_abort_at_the_profilers_stop(types.SimpleNamespace(  # an abort before the profiler stopped
-        returncode=-signal.SIGABRT, stderr="USDT: profiler_start\nterminate called without an active exception\n"))
+    assert not kinetos_abort_at_the_profilers_stop(
+        types.SimpleNamespace(returncode=-signal.SIGABRT, stderr="Traceback ...\n")
+    )
+    assert not kinetos_abort_at_the_profilers_stop(
+        types.SimpleNamespace(  # an abort before the profiler stopped
+            returncode=-signal.SIGABRT, stderr="USDT: profiler_start\nterminate called without an active exception\n"
+        )
+    )
 
 
 def test_a_step_is_profiled_through_fairseqs_trainer_in_bfloat16(data_bin):
     """fairseq's Trainer built as fairseq-train builds it, in bfloat16, and each phase of two updates timed, then
     two profiled, after one: five updates of about three an epoch (a large --max-tokens made a GPU run stop
-    at its corpus' end). In a fresh python, as the module runs: the plugin's patches must be in place before the parsing (fairseq's
-    own parsing asks for a TPU when --bf16 is given; this failed on the GPU machine)."""
+    at its corpus' end). In a fresh python, as the module runs: the plugin's patches must be in place before the parsing
+    (fairseq's own parsing asks for a TPU when --bf16 is given; this failed on the GPU machine)."""
     import torch
 
     for attempt in range(3):
-        proc = subprocess.run([sys.executable, "-c", PROFILE_TWO_UPDATES, str(data_bin / "bin")], cwd=REPO,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", PROFILE_TWO_UPDATES, str(data_bin / "bin")],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if not kinetos_abort_at_the_profilers_stop(proc):
             break
     assert proc.returncode == 0, proc.stderr[-3000:]

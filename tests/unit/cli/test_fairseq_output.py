@@ -30,8 +30,13 @@ def test_log_records_by_tag_in_order():
     assert [r["num_updates"] for r in log_records(TRAIN_LOG, "train_inner")] == ["10", "20"]
     assert log_records(TRAIN_LOG, "valid")[0]["valid_nll_loss"] == "8.0"
     assert log_records(TRAIN_LOG, "train")[0]["train_loss"] == "8.8"
-    assert numbers(log_records(TRAIN_LOG, "train_inner")[0]) == {"epoch": 1.0, "update": 0.5, "loss": 9.1,
-                                                                  "wps": 3000.5, "num_updates": 10.0}  # fmt: skip
+    assert numbers(log_records(TRAIN_LOG, "train_inner")[0]) == {
+        "epoch": 1.0,
+        "update": 0.5,
+        "loss": 9.1,
+        "wps": 3000.5,
+        "num_updates": 10.0,
+    }
 
 
 def test_sentence_lines_keep_the_first_line_per_id():

@@ -28,7 +28,7 @@ def test_the_defaults_read_from_config_source_are_the_dataclasses():
 
 def test_a_changed_default_in_config_reaches_the_flags(tmp_path, monkeypatch):
     source = open(config.__file__, encoding="utf-8").read()
-    changed = source.replace('warmup_updates: int = field(default=4000', 'warmup_updates: int = field(default=123')
+    changed = source.replace("warmup_updates: int = field(default=4000", "warmup_updates: int = field(default=123")
     assert changed != source
     (tmp_path / "config.py").write_text(changed)
     real = paper.plugin_default
@@ -38,12 +38,20 @@ def test_a_changed_default_in_config_reaches_the_flags(tmp_path, monkeypatch):
         real("VaswaniInverseSqrtConfig", "d_model")  # an interpolation, not a literal
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["decoding"], ["--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50"]),  # Section 6.1
-    (["decoding", "--parsing"], ["--beam", "21", "--lenpen", "0.3", "--max-len-a", "1", "--max-len-b", "300"]),  # 6.3
-    (["decoding", "--parsing", "--beam", "5"], ["--beam", "5", "--lenpen", "0.3", "--max-len-a", "1", "--max-len-b", "300"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["decoding"], ["--beam", "4", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "50"]),  # Section 6.1
+        (
+            ["decoding", "--parsing"],
+            ["--beam", "21", "--lenpen", "0.3", "--max-len-a", "1", "--max-len-b", "300"],
+        ),  # 6.3
+        (
+            ["decoding", "--parsing", "--beam", "5"],
+            ["--beam", "5", "--lenpen", "0.3", "--max-len-a", "1", "--max-len-b", "300"],
+        ),
+    ],
+)
 def test_decoding_flags(argv, expected, capsys):
     assert paper.main(argv) == 0
     assert capsys.readouterr().out.split() == expected
-

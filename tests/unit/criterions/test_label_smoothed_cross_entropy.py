@@ -149,7 +149,9 @@ def test_the_logits_path_is_only_for_fairseqs_stock_log_softmax(dictionary):
     batch = _sample(src, src_lengths, prev, dictionary)
     loss, _, _ = criterion(tempered, batch)
     logits = model(src, src_lengths, prev)[0]
-    expected, _ = label_smoothed_loss(torch.log_softmax(logits / 2.0, -1).view(-1, logits.size(-1)), batch["target"].view(-1), 0.1, PAD)
+    expected, _ = label_smoothed_loss(
+        torch.log_softmax(logits / 2.0, -1).view(-1, logits.size(-1)), batch["target"].view(-1), 0.1, PAD
+    )
     torch.testing.assert_close(loss, expected)
 
     model.decoder.adaptive_softmax = torch.nn.Identity()  # any adaptive softmax: the generic path

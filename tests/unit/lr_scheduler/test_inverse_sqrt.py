@@ -4,7 +4,11 @@ import pytest
 import torch
 from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
 
-from transformer_plugin.lr_scheduler.inverse_sqrt import VaswaniInverseSqrtConfig, VaswaniInverseSqrtSchedule, paper_lrate
+from transformer_plugin.lr_scheduler.inverse_sqrt import (
+    VaswaniInverseSqrtConfig,
+    VaswaniInverseSqrtSchedule,
+    paper_lrate,
+)
 
 eq3 = lambda step, d_model, warmup=4000: d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)  # noqa: E731
 
@@ -12,8 +16,9 @@ eq3 = lambda step, d_model, warmup=4000: d_model**-0.5 * min(step**-0.5, step * 
 def schedule(d_model, warmup=4000, multiplier=1.0, peak_warmup=None):
     params = [torch.nn.Parameter(torch.zeros(2))]
     optimizer = FairseqAdam(FairseqAdamConfig(lr=[1.0], adam_betas="(0.9, 0.98)", adam_eps=1e-9, tpu=False), params)
-    cfg = VaswaniInverseSqrtConfig(warmup_updates=warmup, d_model=d_model, lr_multiplier=multiplier,
-                                   peak_warmup_updates=peak_warmup)  # fmt: skip
+    cfg = VaswaniInverseSqrtConfig(
+        warmup_updates=warmup, d_model=d_model, lr_multiplier=multiplier, peak_warmup_updates=peak_warmup
+    )
     return VaswaniInverseSqrtSchedule(cfg, optimizer), optimizer
 
 
@@ -57,8 +62,14 @@ def test_peak_warmup_keeps_the_papers_peak_over_a_shorter_warmup(multiplier):
     assert optimizer.get_lr() == pytest.approx(multiplier * eq3(200, 512, 200))  # the paper's own peak for 200: higher
 
 
-@pytest.mark.parametrize("kwargs,flag", [(dict(d_model=None), "--d-model"), (dict(d_model=512, warmup=0), "--warmup-updates"),
-                                         (dict(d_model=512, peak_warmup=0), "--peak-warmup-updates")])
+@pytest.mark.parametrize(
+    "kwargs,flag",
+    [
+        (dict(d_model=None), "--d-model"),
+        (dict(d_model=512, warmup=0), "--warmup-updates"),
+        (dict(d_model=512, peak_warmup=0), "--peak-warmup-updates"),
+    ],
+)
 def test_bad_configuration_names_the_flag(kwargs, flag):
     with pytest.raises(ValueError, match=flag):
         schedule(**kwargs)

@@ -51,7 +51,9 @@ def test_decoding_starts_from_the_padding_rows_embedding(dictionary):
     same outputs as a model that starts from </s> whose </s> row holds the padding row's values; every later
     position (a </s> among them) keeps its own row."""
     torch.manual_seed(0)
-    untied = dict(share_all_embeddings=False, share_decoder_input_output_embed=False, dropout=0.0)  # </s>'s output row stays
+    untied = dict(
+        share_all_embeddings=False, share_decoder_input_output_embed=False, dropout=0.0
+    )  # </s>'s output row stays
     pad_start = build_vaswani(dictionary, decoder_start="pad", **untied).eval()
     with torch.no_grad():
         pad_start.decoder.embed.embed_tokens.weight[dictionary.pad()].normal_()  # a row that has drifted from zero

@@ -11,9 +11,8 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from helpers import SIZES, DummyTask, build_vaswani, fairseq_transformer, random_batch
+from helpers import SIZES, build_vaswani, fairseq_transformer, random_batch
 from transformer_plugin_cli.tools.convert import state_dict_from_fairseq_transformer
-
 
 
 @pytest.fixture
@@ -30,7 +29,9 @@ def pair(dictionary):
 @pytest.mark.parametrize("left_pad_source", [True, False])
 def test_logits_equal_fairseq_transformer(pair, dictionary, left_pad_source):
     ours, theirs = pair
-    src, src_lengths, prev = random_batch(dictionary, batch_size=4, src_len=9, tgt_len=7, left_pad_source=left_pad_source)
+    src, src_lengths, prev = random_batch(
+        dictionary, batch_size=4, src_len=9, tgt_len=7, left_pad_source=left_pad_source
+    )
     with torch.no_grad():
         expected, _ = theirs(src, src_lengths, prev)
         actual, _ = ours(src, src_lengths, prev)
@@ -78,7 +79,9 @@ def test_initialisation_matches_fairseq_transformer(dictionary):
     sizes = dict(d_model=128, d_ff=512, attention_heads=4, encoder_layers=2, decoder_layers=2)
     torch.manual_seed(0)
     theirs = state_dict_from_fairseq_transformer(fairseq_transformer(dictionary, sizes).state_dict())
-    ours = build_vaswani(dictionary, dropout=0.0, max_source_positions=64, max_target_positions=64, **sizes).state_dict()
+    ours = build_vaswani(
+        dictionary, dropout=0.0, max_source_positions=64, max_target_positions=64, **sizes
+    ).state_dict()
     assert sorted(ours) == sorted(theirs)
     kept = [name for name in ours if name.endswith(("in_proj.bias", "q_proj.bias", "kv_proj.bias"))]
     assert kept and all(not ours[name].any() for name in kept)
@@ -90,5 +93,7 @@ def test_initialisation_matches_fairseq_transformer(dictionary):
             pooled[kind][0].append(ours[name].flatten().float())
             pooled[kind][1].append(theirs[name].flatten().float())
     spread = {kind: (torch.cat(a).std().item(), torch.cat(b).std().item()) for kind, (a, b) in pooled.items()}
-    far = {kind: f"ours {a:.4f}, fairseq's {b:.4f}" for kind, (a, b) in spread.items() if abs(a - b) > 0.1 * max(b, 1e-3)}
+    far = {
+        kind: f"ours {a:.4f}, fairseq's {b:.4f}" for kind, (a, b) in spread.items() if abs(a - b) > 0.1 * max(b, 1e-3)
+    }
     assert not far, far

@@ -120,7 +120,9 @@ def test_cpu_attention_is_explicit_only_when_short_and_in_evaluation(monkeypatch
     without it first); evaluation takes it only above EXPLICIT_MAX_SCORES pairs."""
     calls = []
     fused = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    monkeypatch.setattr(
+        torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k)
+    )
     side = int(fast_paths.EXPLICIT_MAX_SCORES**0.5)
     for T, training, expected in ((side, False, 0), (side + 1, False, 1), (side, True, 1), (2, True, 1)):
         for grad in (False, True):
@@ -146,7 +148,11 @@ def test_fused_attention_gets_masks_in_the_forms_fused_kernels_take():
     assert len(forms) == len(calls)  # one form for every layer of each attention
     padded, unpadded = "training, padded batch", "training, no padding"
     assert forms[(padded, "decoder self-attention")] == forms[(unpadded, "decoder self-attention")] == "is_causal"
-    assert forms[(padded, "encoder self-attention")] == forms[(padded, "encoder-decoder attention")] == "(4, 1, 1, 10) float32"
+    assert (
+        forms[(padded, "encoder self-attention")]
+        == forms[(padded, "encoder-decoder attention")]
+        == "(4, 1, 1, 10) float32"
+    )
     assert forms[(unpadded, "encoder self-attention")] == forms[(unpadded, "encoder-decoder attention")] == "none"
 
 
@@ -158,8 +164,12 @@ def _fused_kernels_on_a_cuda_tensor():
     cuda_q = SimpleNamespace(device=torch.device("cuda", 0))
     flags = torch.backends.cuda
     with fast_paths.fused_kernels(cuda_q):
-        inside = {"cudnn": flags.cudnn_sdp_enabled(), "flash": flags.flash_sdp_enabled(),
-                  "efficient": flags.mem_efficient_sdp_enabled(), "math": flags.math_sdp_enabled()}  # fmt: skip
+        inside = {
+            "cudnn": flags.cudnn_sdp_enabled(),
+            "flash": flags.flash_sdp_enabled(),
+            "efficient": flags.mem_efficient_sdp_enabled(),
+            "math": flags.math_sdp_enabled(),
+        }
     return inside, flags.cudnn_sdp_enabled()
 
 

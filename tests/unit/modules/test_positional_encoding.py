@@ -50,7 +50,6 @@ def test_sinusoids_extrapolate_but_learned_positions_refuse():
         learned(tokens)
 
 
-
 def test_the_sinusoid_table_grows_when_a_sentence_needs_it():
     """A model given 100,000 positions (parallel_text.sh's generation, so that any test line is translated)
     holds 1,024 rows until a longer sentence comes; the rows it grows are the sinusoids, in the table's dtype."""

@@ -47,9 +47,13 @@ def test_checkpoint_classes_load(tmp_path):
         "args": argparse.Namespace(arch="vaswani_tiny", lr=[0.1]),
         "cfg": None,
         "model": {"w": torch.ones(2)},
-        "extra_state": {"metrics": {"_bleu_counts": np.array([14, 1, 0, 0], dtype=np.int64),
-                                    "summed": np.array([28.0, 2.0, 0.0, 0.0])}},  # as two workers' sum
-    }  # fmt: skip
+        "extra_state": {
+            "metrics": {
+                "_bleu_counts": np.array([14, 1, 0, 0], dtype=np.int64),
+                "summed": np.array([28.0, 2.0, 0.0, 0.0]),
+            }
+        },  # as two workers' sum
+    }
     torch.save(state, path)
     loaded = load_checked(path)
     assert loaded["args"].arch == "vaswani_tiny"

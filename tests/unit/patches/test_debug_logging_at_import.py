@@ -23,8 +23,9 @@ def _run(imports, loglevel=None):
     env = {k: v for k, v in os.environ.items() if k != "LOGLEVEL"}
     if loglevel:
         env["LOGLEVEL"] = loglevel
-    proc = subprocess.run([sys.executable, "-c", imports + PROBE], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", imports + PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1], proc.stderr
 
@@ -50,6 +51,7 @@ def test_loglevel_debug_keeps_the_debug_messages():
 
 
 def test_a_programs_own_logging_is_left_alone():
-    level, err = _run("import logging; logging.basicConfig(level=logging.DEBUG, format='own %(message)s')\n"
-                      "import transformer_plugin")  # fmt: skip
+    level, err = _run(
+        "import logging; logging.basicConfig(level=logging.DEBUG, format='own %(message)s')\nimport transformer_plugin"
+    )
     assert level == "DEBUG" and "own a debug message" in err

@@ -18,13 +18,26 @@ from transformer_plugin.patches import cpu_launchers, process_group_timeout
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:\s*'config' is validated against ConfigStore schema")
 
-LAUNCHER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "GROUP_RANK", "SLURM_PROCID",
-                      "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_NODEID")  # fmt: skip
+LAUNCHER_VARIABLES = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "GROUP_RANK",
+    "SLURM_PROCID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_NTASKS",
+    "SLURM_JOB_ID",
+    "SLURM_NODEID",
+)
 
 
 def training_config(*flags):
-    args = options.parse_args_and_arch(options.get_training_parser(),
-                                       ["data", "--user-dir", PLUGIN, "--arch", "vaswani_tiny", *flags])  # fmt: skip
+    args = options.parse_args_and_arch(
+        options.get_training_parser(), ["data", "--user-dir", PLUGIN, "--arch", "vaswani_tiny", *flags]
+    )
     return convert_namespace_to_omegaconf(args)
 
 
@@ -45,8 +58,13 @@ def run_one_worker(cfg):
     seen = {}
 
     def main(cfg):
-        seen.update(rank=dist.get_rank(), world=dist.get_world_size(), backend=dist.get_backend(),
-                    init=cfg.distributed_training.distributed_init_method, device_id=cfg.distributed_training.device_id)  # fmt: skip
+        seen.update(
+            rank=dist.get_rank(),
+            world=dist.get_world_size(),
+            backend=dist.get_backend(),
+            init=cfg.distributed_training.distributed_init_method,
+            device_id=cfg.distributed_training.device_id,
+        )
         dist.all_reduce(torch.ones(2), group=distributed_utils.get_global_group())
 
     assert not torch.cuda.is_available(), "this test is about CPU workers"
@@ -69,8 +87,14 @@ def test_a_cpu_worker_in_an_srun_step_reads_slurms_layout(launcher, caplog):
     kill every task but the first in torch.cuda.set_device. The rendezvous is the step's first node, on
     --distributed-port."""
     port = free_port()
-    launcher(SLURM_STEP_NODELIST="node[0-1]", SLURM_PROCID=0, SLURM_STEP_NUM_TASKS=1, SLURM_NTASKS=1, SLURM_JOB_ID=7,
-             SLURM_NODEID=0)  # fmt: skip
+    launcher(
+        SLURM_STEP_NODELIST="node[0-1]",
+        SLURM_PROCID=0,
+        SLURM_STEP_NUM_TASKS=1,
+        SLURM_NTASKS=1,
+        SLURM_JOB_ID=7,
+        SLURM_NODEID=0,
+    )
     with caplog.at_level("INFO"):
         seen = run_one_worker(training_config("--distributed-backend", "gloo", "--distributed-port", str(port)))
     assert seen == {"rank": 0, "world": 1, "backend": "gloo", "init": f"tcp://127.0.0.1:{port}", "device_id": 0}
@@ -97,16 +121,22 @@ def test_outside_a_launcher_nothing_changes(launcher):
 def test_a_world_size_that_disagrees_with_the_launcher_stops_the_run(launcher):
     launcher(MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(), WORLD_SIZE=2, RANK=0, LOCAL_RANK=0)
     with pytest.raises(cpu_launchers.LauncherMismatch, match="--distributed-world-size 4, but torchrun started 2"):
-        distributed_utils.call_main(training_config("--distributed-world-size", "4", "--distributed-backend", "gloo"),
-                                    lambda cfg: None)  # fmt: skip
+        distributed_utils.call_main(
+            training_config("--distributed-world-size", "4", "--distributed-backend", "gloo"), lambda cfg: None
+        )
 
 
-@pytest.mark.parametrize("variable, flags, timeout", [
-    ("7", [], datetime.timedelta(seconds=7)),
-    (None, ["--heartbeat-timeout", "7"], None),  # fairseq's own watchdog: its meaning stays fairseq's
-    (None, [], None),
-])  # fmt: skip
-def test_the_environments_timeout_bounds_every_process_group_fairseq_creates(launcher, monkeypatch, variable, flags, timeout):
+@pytest.mark.parametrize(
+    "variable, flags, timeout",
+    [
+        ("7", [], datetime.timedelta(seconds=7)),
+        (None, ["--heartbeat-timeout", "7"], None),  # fairseq's own watchdog: its meaning stays fairseq's
+        (None, [], None),
+    ],
+)
+def test_the_environments_timeout_bounds_every_process_group_fairseq_creates(
+    launcher, monkeypatch, variable, flags, timeout
+):
     """fairseq creates its groups without a timeout (torch's 30 minutes for gloo): a worker whose peer's
     machine is gone waits that long in its next all-reduce. With TRANSFORMER_PLUGIN_PROCESS_GROUP_TIMEOUT=N
     (the recipes set it) the default group and fairseq's global group (the one training all-reduces over)
@@ -114,8 +144,11 @@ def test_the_environments_timeout_bounds_every_process_group_fairseq_creates(lau
     created = []
     for name in ("init_process_group", "new_group"):
         real = getattr(torch.distributed, name)
-        monkeypatch.setattr(torch.distributed, name,
-                            lambda *a, _real=real, _name=name, **k: created.append((_name, k.get("timeout"))) or _real(*a, **k))  # fmt: skip
+        monkeypatch.setattr(
+            torch.distributed,
+            name,
+            lambda *a, _real=real, _name=name, **k: created.append((_name, k.get("timeout"))) or _real(*a, **k),
+        )
     if variable is None:
         monkeypatch.delenv(process_group_timeout.VARIABLE, raising=False)
     else:

@@ -1,5 +1,5 @@
-"""The patches to fairseq the plugin applies (transformer_plugin/patches/): every sentence batched (fairseq issue #5036), checkpoint
-copies that never leave a half-written file under the final name, --bf16 inference in bfloat16,
+"""The patches to fairseq the plugin applies (transformer_plugin/patches/): every sentence batched (fairseq issue
+#5036), checkpoint copies that never leave a half-written file under the final name, --bf16 inference in bfloat16,
 --replace-unk (#3533), --no-repeat-ngram-size on a CPU (#5206), and alignments from a generator
 built without fairseq-generate's --print-alignment, and distributed workers that join their gloo threads
 before they exit."""
@@ -199,14 +199,14 @@ def test_a_finished_worker_joins_its_process_groups_threads(tmp_path, monkeypatc
         trained.append(_gloo_threads() != before)
 
     monkeypatch.setattr(distributed_utils, "distributed_init", init_one_worker)
-    cfg = OmegaConf.create({"common": {"cpu": True, "tpu": False},
-                            "distributed_training": {"device_id": 0, "distributed_rank": 0}})  # fmt: skip
+    cfg = OmegaConf.create(
+        {"common": {"cpu": True, "tpu": False}, "distributed_training": {"device_id": 0, "distributed_rank": 0}}
+    )
     before, trained = _gloo_threads(), []
     distributed_utils.distributed_main(0, train, cfg, {})
     assert trained == [True] and not dist.is_initialized()
     assert not hasattr(distributed_utils.get_global_group, "_global_group")
     assert _gloo_threads() == before
-
 
 
 @pytest.mark.parametrize("max_norm", [0.0, 0.5])
@@ -235,9 +235,15 @@ def test_the_gradient_norm_is_fairseqs_in_a_few_calls(max_norm):
     for theirs, mine in zip(their_params, our_params):
         torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-6, atol=0)
     # operator calls that compute (detaching a gradient, or moving a tensor where it already is, computes nothing)
-    calls = [sum(e.name.startswith("aten::") and e.name not in ("aten::to", "aten::detach")
-                 and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))
-                 for e in profile.events()) for profile in (their_profile, our_profile)]  # fmt: skip
+    calls = [
+        sum(
+            e.name.startswith("aten::")
+            and e.name not in ("aten::to", "aten::detach")
+            and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))
+            for e in profile.events()
+        )
+        for profile in (their_profile, our_profile)
+    ]
     assert calls[0] >= 40 and calls[1] <= 8, calls
     called = []
     spy = foreach_grad_norm._foreach(lambda *args: called.append(args) or torch.tensor(1.0))

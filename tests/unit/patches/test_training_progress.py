@@ -10,13 +10,19 @@ NOON = datetime.datetime(2026, 11, 27, 12, 0)
 
 def test_the_line_says_how_far_how_long_and_when_it_ends():
     # 400 of 1,200 updates, 27 minutes after it started at update 0: 54 minutes left
-    assert line(400, 1200, 0.0, 0, 27 * 60, clock=NOON) == "update 400 of 1,200 (33%) | 27 min elapsed | about 54 min left, ends 12:54"
+    assert (
+        line(400, 1200, 0.0, 0, 27 * 60, clock=NOON)
+        == "update 400 of 1,200 (33%) | 27 min elapsed | about 54 min left, ends 12:54"
+    )
 
 
 def test_a_resumed_run_is_timed_by_what_this_process_did():
     # resumed at update 1,000: 100 updates in 10 minutes, 1,100 left
     text = line(1100, 2200, 0.0, 1000, 600, {"loss": "5.234", "bleu": "14.1"}, clock=NOON)
-    assert text == "update 1,100 of 2,200 (50%) | 10 min elapsed | about 1.8 h left, ends 13:50 | valid loss 5.23 valid bleu 14.10"
+    assert (
+        text == "update 1,100 of 2,200 (50%) | 10 min elapsed | about 1.8 h left, ends 13:50 | "
+        "valid loss 5.23 valid bleu 14.10"
+    )
 
 
 def test_an_end_on_another_day_names_the_day_and_the_last_update_has_none():

@@ -30,7 +30,9 @@ def test_what_is_missing_is_named(tmp_path):
 
 
 def test_line_counts_that_differ_are_refused_with_the_reason(tmp_path):
-    (tmp_path / "c.en").write_bytes(b"One.\nTwo\xe2\x80\xa8half.\nThree.\n")  # a U+2028 inside a line: another reader splits it
+    (tmp_path / "c.en").write_bytes(
+        b"One.\nTwo\xe2\x80\xa8half.\nThree.\n"
+    )  # a U+2028 inside a line: another reader splits it
     (tmp_path / "c.de").write_bytes(b"Eins.\nZwei.\n")
     with pytest.raises(corpora.CorpusError, match="U\\+2028 LINE SEPARATOR"):
         corpora.check_line_counts(corpora.find_corpus(str(tmp_path / "c"), "en", "de"))

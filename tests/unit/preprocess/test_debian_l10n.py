@@ -18,7 +18,10 @@ GAME = [
     ("Open the ~gate to the north", "Öffne das ~Tor im Norden"),  # LibreOffice accelerator
     ("Save the _game before you leave", "Speichere das _Spiel, bevor du gehst"),  # GTK accelerator
     ("menu\x04Close all open windows now", "Alle offenen Fenster jetzt schließen"),  # with a context
-    ("One arrow hits the target\x00%d arrows hit the target", "Ein Pfeil trifft das Ziel\x00%d Pfeile treffen das Ziel"),
+    (
+        "One arrow hits the target\x00%d arrows hit the target",
+        "Ein Pfeil trifft das Ziel\x00%d Pfeile treffen das Ziel",
+    ),
     ("A message that spans\ntwo lines of text", "Eine Meldung, die sich über\nzwei Zeilen erstreckt"),
     ("This one is not translated", ""),
     ("Same in both languages here", "Same in both languages here"),
@@ -34,11 +37,17 @@ TOOL = [
 
 def make_debs(root, game=GAME, tool=TOOL):
     root.mkdir(exist_ok=True)
-    l10n.build_deb(str(root), "game-data", {
-        "usr/share/games/game/locale/de/LC_MESSAGES/game.mo": l10n.mo_bytes(game),
-        "usr/share/games/game/locale/fr/LC_MESSAGES/game.mo": l10n.mo_bytes([("The dragon sleeps under the mountain", "Le dragon dort")]),
-        "usr/share/doc/game-data/copyright": b"free\n",
-    })  # fmt: skip
+    l10n.build_deb(
+        str(root),
+        "game-data",
+        {
+            "usr/share/games/game/locale/de/LC_MESSAGES/game.mo": l10n.mo_bytes(game),
+            "usr/share/games/game/locale/fr/LC_MESSAGES/game.mo": l10n.mo_bytes(
+                [("The dragon sleeps under the mountain", "Le dragon dort")]
+            ),
+            "usr/share/doc/game-data/copyright": b"free\n",
+        },
+    )
     l10n.build_deb(str(root), "tool", {"usr/share/locale/de/LC_MESSAGES/tool.mo": l10n.mo_bytes(tool)})
     return root
 
@@ -56,7 +65,9 @@ def read(path):
 
 
 def corpus(out):
-    return {split: list(zip(read(out / f"{split}.en"), read(out / f"{split}.de"))) for split in ("train", "valid", "test")}
+    return {
+        split: list(zip(read(out / f"{split}.en"), read(out / f"{split}.de"))) for split in ("train", "valid", "test")
+    }
 
 
 def test_mo_writer_is_read_by_gnu_gettext(tmp_path):
@@ -75,7 +86,9 @@ def test_prepare_cleans_splits_and_reports(tmp_path):
     report = prepare(debs, out)
     pairs = corpus(out)
     everything = dict(pair for split in pairs.values() for pair in split)
-    assert everything["The dragon sleeps under the mountain"] == "Der Drache schläft unter dem Berg"  # first package wins
+    assert (
+        everything["The dragon sleeps under the mountain"] == "Der Drache schläft unter dem Berg"
+    )  # first package wins
     assert "The dragon sleeps under the mountain!" not in everything  # differs only in punctuation: a duplicate
     assert everything["Open the gate to the north"] == "Öffne das Tor im Norden"
     assert everything["Save the game before you leave"] == "Speichere das Spiel, bevor du gehst"
@@ -97,9 +110,9 @@ def test_split_depends_on_the_sentences_not_the_package_order(tmp_path):
     prepare(debs, tmp_path / "b", packages=["tool", "game-data"])
     a, b = corpus(tmp_path / "a"), corpus(tmp_path / "b")
     for split in ("valid", "test"):
-        assert {en for en, _ in a[split]} - {"The dragon sleeps under the mountain"} == {
-            en for en, _ in b[split]
-        } - {"The dragon sleeps under the mountain!"}
+        assert {en for en, _ in a[split]} - {"The dragon sleeps under the mountain"} == {en for en, _ in b[split]} - {
+            "The dragon sleeps under the mountain!"
+        }
     train_a, test_a = {l10n.duplicate_key(en) for en, _ in a["train"]}, {l10n.duplicate_key(en) for en, _ in a["test"]}
     assert not train_a & test_a
 
@@ -140,7 +153,9 @@ def test_damaged_catalogue_is_named(tmp_path):
     debs = tmp_path / "debs"
     debs.mkdir()
     l10n.build_deb(str(debs), "game-data", {"usr/share/locale/de/LC_MESSAGES/game.mo": b"not a catalogue at all"})
-    with pytest.raises(l10n.DataError, match=r"game-data_1.0-1_all.deb:.*de/LC_MESSAGES/game.mo: not a readable gettext"):
+    with pytest.raises(
+        l10n.DataError, match=r"game-data_1.0-1_all.deb:.*de/LC_MESSAGES/game.mo: not a readable gettext"
+    ):
         prepare(debs, tmp_path / "out", packages=["game-data"])
 
 
@@ -176,12 +191,19 @@ def test_download_with_apt_get_and_every_failure_at_once(tmp_path, monkeypatch):
     debs = make_debs(tmp_path / "debs")
     fake_apt_get(tmp_path, debs, monkeypatch)
     out, downloads = tmp_path / "out", tmp_path / "downloads"
-    report = l10n.prepare(str(out), ["game-data", "tool"], download_dir=str(downloads), valid=3, test=4, log=lambda *_: None)
+    report = l10n.prepare(
+        str(out), ["game-data", "tool"], download_dir=str(downloads), valid=3, test=4, log=lambda *_: None
+    )
     assert sorted(os.listdir(downloads)) == ["game-data_1.0-1_all.deb", "tool_1.0-1_all.deb"]
     assert report["pairs"]["test"] == 4
-    with pytest.raises(l10n.DataError, match=r"(?s)failed for 2 of 3 packages.*gone-a: E: Unable to locate package gone-a"
-                                             r".*gone-b: E: Unable to locate package gone-b"):  # fmt: skip
-        l10n.prepare(str(tmp_path / "out2"), ["gone-a", "tool", "gone-b"], download_dir=str(downloads), log=lambda *_: None)
+    with pytest.raises(
+        l10n.DataError,
+        match=r"(?s)failed for 2 of 3 packages.*gone-a: E: Unable to locate package gone-a"
+        r".*gone-b: E: Unable to locate package gone-b",
+    ):
+        l10n.prepare(
+            str(tmp_path / "out2"), ["gone-a", "tool", "gone-b"], download_dir=str(downloads), log=lambda *_: None
+        )
     assert sorted(os.listdir(downloads)) == ["game-data_1.0-1_all.deb", "tool_1.0-1_all.deb"]  # nothing half-written
 
 
@@ -189,8 +211,25 @@ def test_toy_debs_and_cli(tmp_path):
     debs = tmp_path / "debs"
     assert l10n.main(["toy-debs", "--out", str(debs)]) == 0
     out = tmp_path / "out"
-    assert l10n.main(["prepare", "--out", str(out), "--debs", str(debs), "--packages", "toy-game-data", "toy-tool",
-                      "--valid", "10", "--test", "10"]) == 0  # fmt: skip
+    assert (
+        l10n.main(
+            [
+                "prepare",
+                "--out",
+                str(out),
+                "--debs",
+                str(debs),
+                "--packages",
+                "toy-game-data",
+                "toy-tool",
+                "--valid",
+                "10",
+                "--test",
+                "10",
+            ]
+        )
+        == 0
+    )
     assert len(read(out / "test.de")) == 10 and len(read(out / "train.en")) == 100
     assert l10n.main(["prepare", "--out", str(out), "--debs", str(debs), "--packages", "absent"]) == 1
 

@@ -1,7 +1,6 @@
 """preprocess/parallel_text.py: one's own parallel text, each hostile input with its message, every change and
 drop counted with its first lines, dev and test held out without overlap."""
 
-import gzip
 import json
 
 import pytest
@@ -10,16 +9,22 @@ from helpers import ENGLISH, GERMAN, corpus, many
 
 from preprocess import parallel_text as pt
 
+
 def prepare(tmp_path, train, **kw):
     kw.setdefault("rules", pt.Rules("en", "de", langid=False))
-    return pt.prepare(train if isinstance(train, list) else [train], "en", "de", str(tmp_path / "out"), log=lambda *_: None, **kw)
+    return pt.prepare(
+        train if isinstance(train, list) else [train], "en", "de", str(tmp_path / "out"), log=lambda *_: None, **kw
+    )
 
 
-@pytest.mark.parametrize("inserted, says", [
-    ("\u2028", "has 1 line with a U+2028 LINE SEPARATOR (the first: line 3)"),
-    ("\r", "has 1 line with a carriage return (the first: line 3)"),
-    ("\x00", "has 1 line with a NUL byte (the first: line 3)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "inserted, says",
+    [
+        ("\u2028", "has 1 line with a U+2028 LINE SEPARATOR (the first: line 3)"),
+        ("\r", "has 1 line with a carriage return (the first: line 3)"),
+        ("\x00", "has 1 line with a NUL byte (the first: line 3)"),
+    ],
+)
 def test_files_whose_line_counts_differ_are_refused_saying_why(tmp_path, inserted, says):
     """A tool that ended a line at the character split one sentence in two on one side only."""
     pairs = many(6)
@@ -79,8 +84,11 @@ def test_every_change_and_drop_is_counted_with_its_first_lines(tmp_path):
     assert drops["length ratio above 3"]["first"] == [f"{prefix}:13"]
     assert drops["source equal to target"]["first"] == [f"{prefix}:14"]
     assert drops["a duplicate of an earlier pair"]["first"] == [f"{prefix}:21"]
-    train = (tmp_path / "out" / "train.en").read_text().splitlines() + (tmp_path / "out" / "valid.en").read_text().splitlines() + \
-        (tmp_path / "out" / "test.en").read_text().splitlines()  # fmt: skip
+    train = (
+        (tmp_path / "out" / "train.en").read_text().splitlines()
+        + (tmp_path / "out" / "valid.en").read_text().splitlines()
+        + (tmp_path / "out" / "test.en").read_text().splitlines()
+    )
     assert "A bell and tab" in train and "Café decomposed here." in train and pairs[0][0][1:] in train
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert sum(report["pairs"].values()) == 300 - 5
@@ -90,7 +98,10 @@ def test_every_change_and_drop_is_counted_with_its_first_lines(tmp_path):
 
 def test_sides_in_another_language_or_script_are_dropped(tmp_path):
     pairs = many(300)
-    pairs[5] = ("Die Datei konnte nicht geöffnet werden, weil sie gesperrt ist.", GERMAN[0])  # German on the English side
+    pairs[5] = (
+        "Die Datei konnte nicht geöffnet werden, weil sie gesperrt ist.",
+        GERMAN[0],
+    )  # German on the English side
     pairs[6] = (ENGLISH[1], "Сохраните документ, прежде чем закрыть его.")  # Russian on the German side
     prefix = corpus(tmp_path, pairs)
     drops = prepare(tmp_path, prefix, rules=pt.Rules("en", "de"))["changes_and_drops"]
@@ -106,7 +117,11 @@ def test_dev_and_test_are_held_out_by_seed_with_no_source_in_training(tmp_path):
     assert report["pairs"]["valid"] == report["pairs"]["test"] == 200  # 1% at least 200, at most 10%
     out = tmp_path / "out"
     split = {name: set((out / f"{name}.en").read_text().splitlines()) for name in ("train", "valid", "test")}
-    assert not split["train"] & split["valid"] and not split["train"] & split["test"] and not split["valid"] & split["test"]
+    assert (
+        not split["train"] & split["valid"]
+        and not split["train"] & split["test"]
+        and not split["valid"] & split["test"]
+    )
     first = split["test"]
     prepare(tmp_path, prefix)
     assert set((out / "test.en").read_text().splitlines()) == first  # the same seed, the same split

@@ -44,8 +44,12 @@ def test_prepare_writes_all_or_nothing(tmp_path, capsys):
     assert f"{bad}:" in capsys.readouterr().err and not (tmp_path / "o").exists()
     ptb.write_toy_treebank(str(tmp_path / "tb"), sentences_per_file=2, files_per_section=1)
     missing = [str(tmp_path / "a.trees"), str(tmp_path / "b.trees")]
-    assert ptb.main(["prepare", "--treebank", str(tmp_path / "tb"), "--out", str(tmp_path / "o"),
-                     "--extra-trees", *missing]) == 1  # fmt: skip
+    assert (
+        ptb.main(
+            ["prepare", "--treebank", str(tmp_path / "tb"), "--out", str(tmp_path / "o"), "--extra-trees", *missing]
+        )
+        == 1
+    )
     assert f"extra trees file(s) do not exist: {', '.join(missing)}" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 

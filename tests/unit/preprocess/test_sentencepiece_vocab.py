@@ -32,7 +32,9 @@ def test_batches_on_threads_encode_as_line_by_line(tmp_path):
     text = str(tmp_path / "train.src")
     model = train([text, str(tmp_path / "train.tgt")], str(tmp_path / "spm"), vocab_size=300)
     processor = spm.SentencePieceProcessor(model_file=model)
-    expected = [" ".join(processor.encode(line, out_type=str)) for line in open(text, encoding="utf-8").read().splitlines()]
+    expected = [
+        " ".join(processor.encode(line, out_type=str)) for line in open(text, encoding="utf-8").read().splitlines()
+    ]
     for threads, batch in ((1, 10_000), (2, 7), (3, 499)):
         out = str(tmp_path / f"out.{threads}")
         assert encode(model, [text], [out], threads=threads, batch=batch) == [500]
@@ -45,8 +47,22 @@ def test_a_vocabulary_too_large_for_the_text_is_named(tmp_path, capsys):
     text = tmp_path / "train.txt"
     text.write_text("a few words\nand a few more\n")
     prefix = tmp_path / "spm" / "spm"
-    assert main(["train", "--inputs", str(text), "--model-prefix", str(prefix), "--vocab-size", "400",
-                 "--vocab-size-name", "TOY_VOCAB_SIZE"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--inputs",
+                str(text),
+                "--model-prefix",
+                str(prefix),
+                "--vocab-size",
+                "400",
+                "--vocab-size-name",
+                "TOY_VOCAB_SIZE",
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert "TOY_VOCAB_SIZE=400 is more than the training text" in error and str(text) in error
     assert not list((tmp_path / "spm").iterdir())  # nothing half-written
@@ -68,8 +84,21 @@ def test_a_sample_too_large_for_the_memory_stops_before_training_naming_the_sett
     assert f"training on 20,000 sentences of {text}" in str(e.value)
     sv.check_memory([str(text)], "unigram", fits, "SPM_SAMPLE", available=available)  # a sample that fits passes
     monkeypatch.setattr(sv, "available_memory", lambda: available)
-    code = sv.main(["train", "--inputs", str(text), "--model-prefix", str(tmp_path / "spm"), "--vocab-size", "100",
-                    "--model-type", "unigram", "--input-sentence-size-name", "SPM_SAMPLE"])  # fmt: skip
+    code = sv.main(
+        [
+            "train",
+            "--inputs",
+            str(text),
+            "--model-prefix",
+            str(tmp_path / "spm"),
+            "--vocab-size",
+            "100",
+            "--model-type",
+            "unigram",
+            "--input-sentence-size-name",
+            "SPM_SAMPLE",
+        ]
+    )
     assert code == 2 and "set SPM_SAMPLE to" in capsys.readouterr().err and not (tmp_path / "spm.model").exists()
 
 
@@ -100,13 +129,30 @@ def test_the_pieces_a_parents_dictionary_lacks_are_counted_per_input(tmp_path, c
     text = tmp_path / "train.src"
     args = ["encode", "--model", model, "--inputs", str(text), "--outputs", str(tmp_path / "plain"), "--threads", "1"]
     assert main(args) == 0
-    assert main([*args[:6], str(tmp_path / "counted"), "--threads", "1", "--dictionary", str(tmp_path / "dict.txt"),
-                 "--unknown-report", str(tmp_path / "unknown.json")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                *args[:6],
+                str(tmp_path / "counted"),
+                "--threads",
+                "1",
+                "--dictionary",
+                str(tmp_path / "dict.txt"),
+                "--unknown-report",
+                str(tmp_path / "unknown.json"),
+            ]
+        )
+        == 0
+    )
     encoded = (tmp_path / "counted").read_text().split()
     assert encoded == (tmp_path / "plain").read_text().split()
     report = json.loads((tmp_path / "unknown.json").read_text())
     known = set(pieces) - lacking
     expected = sum(p not in known for p in encoded)  # those left out, and any the model itself does not hold
-    assert report["inputs"]["train.src"] == {"pieces": len(encoded), "unknown": expected, "share": expected / len(encoded)}
+    assert report["inputs"]["train.src"] == {
+        "pieces": len(encoded),
+        "unknown": expected,
+        "share": expected / len(encoded),
+    }
     assert report["commonest"][0][1] == max(encoded.count(p) for p in set(encoded) - known)
     assert f"train.src: {expected:,} of {len(encoded):,} pieces" in capsys.readouterr().out

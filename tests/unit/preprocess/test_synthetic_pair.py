@@ -39,7 +39,9 @@ def test_target_is_verb_final_and_agrees():
         last = tgt_clause[-1]
         assert any(last.endswith(e) and last[: -len(e)] in target_verbs for e in verb_endings)
         # the source is SVO: its verb (lemma + "", "s" or "ed") is followed by the object
-        verb_at = [i for i, w in enumerate(src_clause) if any(w == v + e for v in source_verbs for e in ("", "s", "ed"))]
+        verb_at = [
+            i for i, w in enumerate(src_clause) if any(w == v + e for v in source_verbs for e in ("", "s", "ed"))
+        ]
         assert verb_at and verb_at[0] < len(src_clause) - 2
 
 
@@ -50,6 +52,8 @@ def test_held_out_sources_never_enter_train_even_when_the_grammar_repeats(tmp_pa
     monkeypatch.setattr(Grammar, "sentence_pair", lambda self: rng.choice(pool))
     generate(str(tmp_path), train=200, valid=5, test=5, seed=1)
     train = set((tmp_path / "train.src").read_text().splitlines())
-    held_out = set((tmp_path / "valid.src").read_text().splitlines()) | set((tmp_path / "test.src").read_text().splitlines())
+    held_out = set((tmp_path / "valid.src").read_text().splitlines()) | set(
+        (tmp_path / "test.src").read_text().splitlines()
+    )
     assert len(held_out) == 10 and not train & held_out
     assert len((tmp_path / "train.src").read_text().splitlines()) == 200

@@ -81,10 +81,13 @@ def test_prepare_from_directory(toy_en_de):
 def test_en_fr_layout_with_gzipped_giga_members(tmp_path):
     wmt14.write_toy_archives(str(tmp_path / "a"), "en-fr", pairs_per_corpus=20, test=5)
     assert members(tmp_path / "a" / "training-giga-fren.tar") == [
-        "giga-fren.release2.fixed.en.gz", "giga-fren.release2.fixed.fr.gz"]  # fmt: skip
+        "giga-fren.release2.fixed.en.gz",
+        "giga-fren.release2.fixed.fr.gz",
+    ]
     assert members(tmp_path / "a" / "training-parallel-un.tgz") == ["un/undoc.2000.fr-en.en", "un/undoc.2000.fr-en.fr"]
-    report = wmt14.prepare("en-fr", str(tmp_path / "out"), from_dir=str(tmp_path / "a"), ignore_pinned_md5=True,
-                           log=lambda *_: None)  # fmt: skip
+    report = wmt14.prepare(
+        "en-fr", str(tmp_path / "out"), from_dir=str(tmp_path / "a"), ignore_pinned_md5=True, log=lambda *_: None
+    )
     assert list(report["train"]) == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9", "giga-fren"]
     assert report["train_total"]["kept"] == 100
     assert len((tmp_path / "out" / "test.ref.fr").read_text().splitlines()) == 5
@@ -93,7 +96,15 @@ def test_en_fr_layout_with_gzipped_giga_members(tmp_path):
 def test_cleaning_counts_every_dropped_pair(tmp_path):
     wmt14.write_toy_archives(str(tmp_path / "a"), "en-de", pairs_per_corpus=5, test=3)
     en = [b"Good one.\n", b"\n", b"Bad \xff byte.\n", b"w " * 9 + b"\n", b"short\n", b"Windows line\r\n", b"Last.\n"]
-    de = [b"Gut eins.\n", b"Leer?\n", b"Ok.\n", b"w\n", b"a b c\n", b"Windows Zeile\r\n", b"\xe2\x80\x9eLetzte\xe2\x80\x9c.\n"]
+    de = [
+        b"Gut eins.\n",
+        b"Leer?\n",
+        b"Ok.\n",
+        b"w\n",
+        b"a b c\n",
+        b"Windows Zeile\r\n",
+        b"\xe2\x80\x9eLetzte\xe2\x80\x9c.\n",
+    ]
     archive = str(tmp_path / "a" / "training-parallel-nc-v9.tgz")
     add_member(archive, "training/news-commentary-v9.de-en.en", b"".join(en))
     add_member(archive, "training/news-commentary-v9.de-en.de", b"".join(de))
@@ -106,15 +117,27 @@ def test_cleaning_counts_every_dropped_pair(tmp_path):
 
 def test_normalisation():
     assert wmt14.normalize("„Hallo“ ,  sagte\u00a0er\x07…", "de") == '"Hallo" , sagte er...'
-    assert wmt14.normalize("l’eau  «x»", "fr") == "l'eau \"x\""
+    assert wmt14.normalize("l’eau  «x»", "fr") == 'l\'eau "x"'
 
 
 def test_line_count_mismatch_names_both_files(toy_en_de, tmp_path, capsys):
     archives = tmp_path / "a"
     wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=5, test=3)
     add_member(str(archives / "training-parallel-commoncrawl.tgz"), "commoncrawl.de-en.de", b"eins\nzwei\n")
-    code = wmt14.main(["prepare", "--pair", "en-de", "--out", str(tmp_path / "out"), "--from", str(archives),
-                       "--ignore-pinned-md5", "--workers", "1"])  # fmt: skip
+    code = wmt14.main(
+        [
+            "prepare",
+            "--pair",
+            "en-de",
+            "--out",
+            str(tmp_path / "out"),
+            "--from",
+            str(archives),
+            "--ignore-pinned-md5",
+            "--workers",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "commoncrawl.de-en.de ends after 2 lines but" in err and "commoncrawl.de-en.en has more" in err
@@ -141,15 +164,22 @@ def test_bad_archives_are_named(tmp_path, capsys, damage):
     code = wmt14.main(args + ([] if damage == "md5" else ["--ignore-pinned-md5"]))
     err = capsys.readouterr().err
     assert code == 1 and str(path) in err, err
-    expected = {"missing": "is missing", "truncated": "damaged or truncated", "garbage": "damaged or truncated",
-                "no member": "has no member training/europarl-v7.de-en.de", "md5": "has md5 48eca5d02f637af44e85186847141f67"}
+    expected = {
+        "missing": "is missing",
+        "truncated": "damaged or truncated",
+        "garbage": "damaged or truncated",
+        "no member": "has no member training/europarl-v7.de-en.de",
+        "md5": "has md5 48eca5d02f637af44e85186847141f67",
+    }
     assert expected[damage] in err
 
 
 def test_sgml_segments(tmp_path):
     path = tmp_path / "x.sgm"
-    path.write_text('<srcset setid="t" srclang="any">\n<doc docid="a" genre="news">\n<p>\n'
-                    '<seg id="1"> Ein  Satz &amp; mehr. </seg>\n</p>\n<seg id="2">Zwei</seg>\n</doc>\n</srcset>\n')
+    path.write_text(
+        '<srcset setid="t" srclang="any">\n<doc docid="a" genre="news">\n<p>\n'
+        '<seg id="1"> Ein  Satz &amp; mehr. </seg>\n</p>\n<seg id="2">Zwei</seg>\n</doc>\n</srcset>\n'
+    )
     assert wmt14.read_sgml(str(path)) == ["Ein Satz &amp; mehr.", "Zwei"]  # as sacreBLEU extracts them
     path.write_bytes(b'<seg id="1">ok</seg>\n<seg id="2">Stra\xdfe</seg>\n')  # Latin-1
     with pytest.raises(wmt14.DataError, match="x.sgm:2: not UTF-8"):
@@ -266,8 +296,9 @@ def test_gzip_members_are_checked(tmp_path):
     tar_path = str(tmp_path / "a" / "training-giga-fren.tar")
     add_member(tar_path, "giga-fren.release2.fixed.en.gz", gzip.compress(b"x\n" * 100)[:-12])
     with pytest.raises(wmt14.DataError, match="training-giga-fren.tar: damaged or truncated"):
-        wmt14.prepare("en-fr", str(tmp_path / "out"), from_dir=str(tmp_path / "a"), ignore_pinned_md5=True,
-                      log=lambda *_: None)  # fmt: skip
+        wmt14.prepare(
+            "en-fr", str(tmp_path / "out"), from_dir=str(tmp_path / "a"), ignore_pinned_md5=True, log=lambda *_: None
+        )
 
 
 # ---- re-runs, all archives up front, all-or-nothing outputs, dev.tgz ---------------------------
@@ -284,14 +315,28 @@ def test_a_rerun_reads_a_damaged_or_replaced_archive_again(tmp_path, capsys):
     prepare(archives, out)
     # a replaced test set: the new one is read, not the earlier extraction
     sgml = read_member(archives / "test-full.tgz", "test-full/newstest2014-deen-ref.de.sgm").decode()
-    add_member(str(archives / "test-full.tgz"), "test-full/newstest2014-deen-ref.de.sgm",
-               sgml.replace('<seg id="1">', '<seg id="1">Ersetzt ').encode())  # fmt: skip
+    add_member(
+        str(archives / "test-full.tgz"),
+        "test-full/newstest2014-deen-ref.de.sgm",
+        sgml.replace('<seg id="1">', '<seg id="1">Ersetzt ').encode(),
+    )
     prepare(archives, out)
     assert (out / "test.ref.de").read_text(encoding="utf-8").startswith("Ersetzt ")
     # a truncated europarl after a good run: an error naming it, not the earlier extraction
     europarl = archives / "training-parallel-europarl-v7.tgz"
     europarl.write_bytes(europarl.read_bytes()[: europarl.stat().st_size // 2])
-    args = ["prepare", "--pair", "en-de", "--out", str(out), "--from", str(archives), "--workers", "1", "--ignore-pinned-md5"]
+    args = [
+        "prepare",
+        "--pair",
+        "en-de",
+        "--out",
+        str(out),
+        "--from",
+        str(archives),
+        "--workers",
+        "1",
+        "--ignore-pinned-md5",
+    ]
     assert wmt14.main(args) == 1
     assert f"{europarl}: damaged or truncated" in capsys.readouterr().err
 
@@ -302,7 +347,18 @@ def test_every_missing_or_empty_archive_is_named_before_any_work(tmp_path, capsy
     (archives / "training-parallel-commoncrawl.tgz").unlink()
     (archives / "test.tgz").unlink()
     (archives / "training-parallel-nc-v9.tgz").write_bytes(b"")
-    args = ["prepare", "--pair", "en-de", "--out", str(out), "--from", str(archives), "--workers", "1", "--ignore-pinned-md5"]
+    args = [
+        "prepare",
+        "--pair",
+        "en-de",
+        "--out",
+        str(out),
+        "--from",
+        str(archives),
+        "--workers",
+        "1",
+        "--ignore-pinned-md5",
+    ]
     assert wmt14.main(args) == 1
     err = capsys.readouterr().err
     assert "3 not there" in err
@@ -316,10 +372,23 @@ def test_outputs_appear_only_when_everything_succeeded(tmp_path, capsys):
     archives, out = tmp_path / "a", tmp_path / "out"
     wmt14.write_toy_archives(str(archives), "en-de", pairs_per_corpus=5, test=6)  # 3 documents of 2 segments
     sgml = read_member(archives / "test-full.tgz", "test-full/newstest2014-deen-ref.de.sgm").decode()
-    dropped = sgml.replace(sgml[sgml.index('<seg id="2">') : sgml.index("</seg>", sgml.index('<seg id="2">')) + 7], "", 1)
+    dropped = sgml.replace(
+        sgml[sgml.index('<seg id="2">') : sgml.index("</seg>", sgml.index('<seg id="2">')) + 7], "", 1
+    )
     member = "test-full/newstest2014-deen-ref.de.sgm"
     add_member(str(archives / "test-full.tgz"), member, dropped.encode())
-    args = ["prepare", "--pair", "en-de", "--out", str(out), "--from", str(archives), "--workers", "1", "--ignore-pinned-md5"]
+    args = [
+        "prepare",
+        "--pair",
+        "en-de",
+        "--out",
+        str(out),
+        "--from",
+        str(archives),
+        "--workers",
+        "1",
+        "--ignore-pinned-md5",
+    ]
     assert wmt14.main(args) == 1
     err = capsys.readouterr().err
     assert "test set:" in err and "newstest2014-deen-src.en.sgm has 6 segments" in err

@@ -35,7 +35,9 @@ def a_gpu(candidate, vocab_size):
 
 
 def picked(pairs, max_update=None, seconds=0, speed=one_core, words_a_pair=12):
-    return rule.settings_for(pairs, LATIN, max_update, seconds, f"{seconds}s", speed, 20_000, pairs * words_a_pair * 2.0)
+    return rule.settings_for(
+        pairs, LATIN, max_update, seconds, f"{seconds}s", speed, 20_000, pairs * words_a_pair * 2.0
+    )
 
 
 def predicted(found):
@@ -53,7 +55,9 @@ def test_more_time_never_picks_what_is_predicted_worse(pairs, speed):
         found = picked(pairs, seconds=seconds, speed=speed)
         loss = predicted(found)
         assert loss <= before + 1e-9, (pairs, seconds, found.budget, before)
-        assert loss == min(o["predicted_valid_loss_bits"] for o in found.plan["options"] if o["predicted_valid_loss_bits"] is not None)
+        assert loss == min(
+            o["predicted_valid_loss_bits"] for o in found.plan["options"] if o["predicted_valid_loss_bits"] is not None
+        )
         before = loss
 
 
@@ -87,13 +91,23 @@ def test_a_budget_a_small_corpus_cannot_use_stops_at_what_helps_and_says_so():
 
 
 def test_the_curves_are_the_fit_of_the_budget_runs():
-    """The constants budget_rule.py holds are what benchmarks/budget_fit.py fits to benchmarks/records/budgets/*.json and Table 3."""
+    """The constants budget_rule.py holds are what benchmarks/budget_fit.py fits to benchmarks/records/budgets/*.json
+    and Table 3."""
     pytest.importorskip("scipy")
     from benchmarks import budget_fit
 
     fitted = budget_fit.fit(RECORDS)
-    for name in ("CAPACITY_C", "CAPACITY_GAMMA", "LEARNING_A", "LEARNING_BETA", "B_NOISE", "REPEATS_AT_01", "LEARNING_N3",
-                 "L_0", "FIT_RMS"):  # fmt: skip
+    for name in (
+        "CAPACITY_C",
+        "CAPACITY_GAMMA",
+        "LEARNING_A",
+        "LEARNING_BETA",
+        "B_NOISE",
+        "REPEATS_AT_01",
+        "LEARNING_N3",
+        "L_0",
+        "FIT_RMS",
+    ):
         assert getattr(rule, name) == pytest.approx(fitted[name], rel=2e-3, abs=2e-3), name
 
 
@@ -114,7 +128,9 @@ def test_among_the_measured_runs_the_lowest_predicted_loss_scores_within_half_a_
 
             def loss(r):
                 s = r["settings"]
-                c = rule.Candidate(r["candidate"], s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
+                c = rule.Candidate(
+                    r["candidate"], s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"])
+                )
                 return rule.predicted_loss(c, r["updates"], 8000, budget_fit.EPOCH_TOKENS[corpus])
 
             best = max(r["bleu"] for r in here)
@@ -125,7 +141,9 @@ def test_among_the_measured_runs_the_lowest_predicted_loss_scores_within_half_a_
 
 def test_the_plan_names_every_candidate_and_the_pick_in_a_short_line():
     found = picked(76_866, seconds=parse_time("1h"))
-    assert len(found.budget) < 120 and found.budget.startswith("N=2, d_model 256, d_ff 1024, P_drop 0.1, BPE 8,000 joint, 2,048")
+    assert len(found.budget) < 120 and found.budget.startswith(
+        "N=2, d_model 256, d_ff 1024, P_drop 0.1, BPE 8,000 joint, 2,048"
+    )
     names = [o["name"] for o in found.plan["options"]]
     assert len(names) == 6 and sum(o["picked"] for o in found.plan["options"]) == 1
     assert found.plan["unit"] == "bits per target piece of the corpus's vocabulary"
@@ -150,51 +168,104 @@ def test_what_time_picked_is_kept_when_the_speed_is_measured_again(tmp_path, mon
 
     prefix = corpus(tmp_path, many(300))
     figure = {"seconds": 1.0}
-    monkeypatch.setattr(speed_probe, "seconds_per_update", lambda probe, fresh=False: {"seconds": figure["seconds"] *
-                        (2 if "--d-model 256" not in probe.model_flags else 1) * probe.tokens_per_update / 2048})  # fmt: skip
+    monkeypatch.setattr(
+        speed_probe,
+        "seconds_per_update",
+        lambda probe, fresh=False: {
+            "seconds": figure["seconds"]
+            * (2 if "--d-model 256" not in probe.model_flags else 1)
+            * probe.tokens_per_update
+            / 2048
+        },
+    )
 
     def run(time_text):
-        args = ["settings", "--train", prefix, "--src", "en", "--tgt", "de", "--time", time_text, "--cpu-workers", "1",
-                "--keep", str(tmp_path / "w" / "settings.json"), "--plan", str(tmp_path / "w" / "plan.json"), "--min-pairs", "100"]
+        args = [
+            "settings",
+            "--train",
+            prefix,
+            "--src",
+            "en",
+            "--tgt",
+            "de",
+            "--time",
+            time_text,
+            "--cpu-workers",
+            "1",
+            "--keep",
+            str(tmp_path / "w" / "settings.json"),
+            "--plan",
+            str(tmp_path / "w" / "plan.json"),
+            "--min-pairs",
+            "100",
+        ]
         assert plan.command_line(args) == 0
         lines = capsys.readouterr().out.splitlines()
-        return {k: " ".join(shlex.split(v)) for k, v in (line.split("=", 1) for line in lines if line.startswith("AUTO_")
-                                                         and not line.startswith(("AUTO_INPUT", "AUTO_EXPLAIN")))}  # fmt: skip
+        return {
+            k: " ".join(shlex.split(v))
+            for k, v in (
+                line.split("=", 1)
+                for line in lines
+                if line.startswith("AUTO_") and not line.startswith(("AUTO_INPUT", "AUTO_EXPLAIN"))
+            )
+        }
 
     first = run("3h")
     figure["seconds"] = 4.0  # the machine measured again, four times slower
     again = run("3h")
-    assert {k: v for k, v in again.items() if k != "AUTO_BUDGET"} == {k: v for k, v in first.items() if k != "AUTO_BUDGET"}
+    assert {k: v for k, v in again.items() if k != "AUTO_BUDGET"} == {
+        k: v for k, v in first.items() if k != "AUTO_BUDGET"
+    }
     assert again["AUTO_BUDGET"].endswith(" bits, kept)") and len("picked: " + again["AUTO_BUDGET"]) < 120
-    assert json.loads((tmp_path / "w" / "plan.json").read_text())["settings"]["max_update"] == int(first["AUTO_MAX_UPDATE"])
+    assert json.loads((tmp_path / "w" / "plan.json").read_text())["settings"]["max_update"] == int(
+        first["AUTO_MAX_UPDATE"]
+    )
     assert "kept" not in run("4h")["AUTO_BUDGET"]  # another TIME: decided again
     with open(prefix + ".en", "a") as f, open(prefix + ".de", "a") as g:  # the corpus grew: decided again
         f.write("One more.\n"), g.write("Noch einer.\n")
     assert "kept" not in run("4h")["AUTO_BUDGET"]
 
 
-@pytest.mark.parametrize("pairs, vocab, size_class", [
-    (5_000_000, 32000, "large"), (600_000, 12000, "medium"), (200_000, 8000, "medium"), (50_000, 8000, "small"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "pairs, vocab, size_class",
+    [
+        (5_000_000, 32000, "large"),
+        (600_000, 12000, "medium"),
+        (200_000, 8000, "medium"),
+        (50_000, 8000, "small"),
+    ],
+)
 def test_the_settings_follow_the_corpus_size(pairs, vocab, size_class):
     found = rule.settings_for(pairs, ("LATIN", "LATIN"))
     assert found.vocab_size == vocab and found.size_class.startswith(size_class) and found.joint
     assert (found.dropout, found.arch) == ((0.1, "vaswani_base") if size_class == "large" else (0.3, "vaswani_base"))
     assert found.explain.startswith(f"no MAX_UPDATE or TIME: a full run of the {found.size_class} class")
-    assert found.budget.startswith(f"full run ({size_class}): N=6, d_model 512") and len("picked: " + found.budget) < 120
+    assert (
+        found.budget.startswith(f"full run ({size_class}): N=6, d_model 512") and len("picked: " + found.budget) < 120
+    )
 
 
-@pytest.mark.parametrize("pairs, max_update, model", [
-    (50_000, 1_200, "--encoder-layers 3 "), (50_000, 7_500, "--encoder-layers 3 "), (50_000, 30_000, "--d-ff 1024 --attention-heads 4"),
-    (5_000_000, 20_000, ""), (5_000_000, 100_000, ""),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "pairs, max_update, model",
+    [
+        (50_000, 1_200, "--encoder-layers 3 "),
+        (50_000, 7_500, "--encoder-layers 3 "),
+        (50_000, 30_000, "--d-ff 1024 --attention-heads 4"),
+        (5_000_000, 20_000, ""),
+        (5_000_000, 100_000, ""),
+    ],
+)
 def test_max_update_picks_the_lowest_predicted_loss_at_those_updates(pairs, max_update, model):
     """MAX_UPDATE fixes the updates of every candidate: the largest batch (4,096 tokens, or the class's) learns the most
     an update; 1,200 updates go to 3 layers of d_model 256 at 4,096 tokens (the best measured at 1,200 updates on 77k
     pairs, docs/benchmarks.md), the class's full run to the class's model, and a large corpus to the paper's."""
     found = rule.settings_for(pairs, ("LATIN", "LATIN"), max_update)
-    assert found.max_update == max_update and (found.model_flags.startswith(model) if model else found.model_flags == model)
-    assert found.tokens_per_update == max(o["tokens_per_update"] for o in found.plan["options"] if o["model_flags"] == found.model_flags)
+    assert found.max_update == max_update and (
+        found.model_flags.startswith(model) if model else found.model_flags == model
+    )
+    assert found.tokens_per_update == max(
+        o["tokens_per_update"] for o in found.plan["options"] if o["model_flags"] == found.model_flags
+    )
     assert found.budget.endswith("bits)") and found.plan["budget"] == f"MAX_UPDATE={max_update:,}"
 
 

@@ -24,24 +24,93 @@ def context(tmp_path, **kw):
 def test_where_the_checkout_environment_and_work_lie_is_not_part_of_a_stage(tmp_path):
     a = Context("/runs/a", "/src/one", python="/envs/a/bin/python")
     b = Context("/data/b", "/home/u/two", python="/opt/venv/bin/python")
-    stage = lambda ctx, work, repo: Stage("4", "t", "run", "", [  # noqa: E731
-        "launch_training", f"{work}/train.log", "torchrun", "--master-addr", "node0", "--master-port", "29500",
-        f"{os.path.dirname(ctx.python)}/fairseq-train", f"{work}/data-bin", "--user-dir", f"{repo}/transformer_plugin",
-        "--heartbeat-timeout", "600", "--max-update", "100", "--label", f"scores={work}/x.json"])  # fmt: skip
-    one, two = recipe.identity(stage(a, "/runs/a", "/src/one"), a), recipe.identity(stage(b, "/data/b", "/home/u/two"), b)
+
+    def stage(ctx, work, repo):
+        return Stage(
+            "4",
+            "t",
+            "run",
+            "",
+            [
+                "launch_training",
+                f"{work}/train.log",
+                "torchrun",
+                "--master-addr",
+                "node0",
+                "--master-port",
+                "29500",
+                f"{os.path.dirname(ctx.python)}/fairseq-train",
+                f"{work}/data-bin",
+                "--user-dir",
+                f"{repo}/transformer_plugin",
+                "--heartbeat-timeout",
+                "600",
+                "--max-update",
+                "100",
+                "--label",
+                f"scores={work}/x.json",
+            ],
+        )
+
+    one, two = (
+        recipe.identity(stage(a, "/runs/a", "/src/one"), a),
+        recipe.identity(stage(b, "/data/b", "/home/u/two"), b),
+    )
     assert one == two
-    assert one["command"] == ["launch_training", "$WORK/train.log", "torchrun", "fairseq-train", "$WORK/data-bin",
-                              "--user-dir", "$REPO/transformer_plugin", "--max-update", "100", "--label", "scores=$WORK/x.json"]  # fmt: skip
+    assert one["command"] == [
+        "launch_training",
+        "$WORK/train.log",
+        "torchrun",
+        "fairseq-train",
+        "$WORK/data-bin",
+        "--user-dir",
+        "$REPO/transformer_plugin",
+        "--max-update",
+        "100",
+        "--label",
+        "scores=$WORK/x.json",
+    ]
 
 
 def test_which_epoch_checkpoints_a_training_keeps_is_not_what_it_makes(tmp_path):
     """The recipes kept the last epochs' checkpoints until 2026-11-26 and keep none since: a training done
     before is the same stage, in a JSON stamp and in an old one."""
     ctx = context(tmp_path)
-    before = Stage("4", "t", "run", "", ["train_workers", "2", "log", "fairseq-train", "--keep-interval-updates", "5",
-                                         "--keep-last-epochs", "5", "--max-update", "100"])  # fmt: skip
-    now = Stage("4", "t", "run", "", ["train_workers", "2", "log", "fairseq-train", "--keep-interval-updates", "5",
-                                      "--no-epoch-checkpoints", "--max-update", "100"])  # fmt: skip
+    before = Stage(
+        "4",
+        "t",
+        "run",
+        "",
+        [
+            "train_workers",
+            "2",
+            "log",
+            "fairseq-train",
+            "--keep-interval-updates",
+            "5",
+            "--keep-last-epochs",
+            "5",
+            "--max-update",
+            "100",
+        ],
+    )
+    now = Stage(
+        "4",
+        "t",
+        "run",
+        "",
+        [
+            "train_workers",
+            "2",
+            "log",
+            "fairseq-train",
+            "--keep-interval-updates",
+            "5",
+            "--no-epoch-checkpoints",
+            "--max-update",
+            "100",
+        ],
+    )
     assert recipe.identity(before, ctx) == recipe.identity(now, ctx)
     assert recipe.normalised_legacy(before.argv) == recipe.normalised_legacy(now.argv)
 
@@ -53,7 +122,9 @@ def test_torchrun_as_the_environments_python_is_the_stage_torchrun_ran(tmp_path)
     ctx = context(tmp_path)
     tail = ["--nnodes", "1", "--master-addr", "n0", "/envs/a/bin/fairseq-train", "--max-update", "100"]
     before = Stage("4", "t", "run", "", ["launch_training", "log", "torchrun", *tail])
-    now = Stage("4", "t", "run", "", ["launch_training", "log", "/envs/a/bin/python", "-m", "torch.distributed.run", *tail])
+    now = Stage(
+        "4", "t", "run", "", ["launch_training", "log", "/envs/a/bin/python", "-m", "torch.distributed.run", *tail]
+    )
     assert recipe.identity(before, ctx) == recipe.identity(now, ctx)
     assert recipe.normalised_legacy(before.argv) == recipe.normalised_legacy(now.argv)
     other = Stage("4", "t", "run", "", ["launch_training", "log", "/envs/a/bin/python", "-m", "other.module", *tail])
@@ -62,8 +133,16 @@ def test_torchrun_as_the_environments_python_is_the_stage_torchrun_ran(tmp_path)
 
 def test_the_python_and_work_inside_the_checkout_are_placed():
     ctx = Context("runs/demo", os.getcwd(), python="python")
-    words = recipe.identity(Stage("1", "t", "run", "", ["python", "-m", "x", "--out", "runs/demo/data",
-                                                        os.path.join(os.getcwd(), "runs/demo/spm"), "runs/demo2"]), ctx)  # fmt: skip
+    words = recipe.identity(
+        Stage(
+            "1",
+            "t",
+            "run",
+            "",
+            ["python", "-m", "x", "--out", "runs/demo/data", os.path.join(os.getcwd(), "runs/demo/spm"), "runs/demo2"],
+        ),
+        ctx,
+    )
     assert words["command"] == ["python", "-m", "x", "--out", "$WORK/data", "$WORK/spm", "runs/demo2"]
 
 
@@ -104,16 +183,33 @@ def test_words_that_are_not_paths_are_not_inputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "test").mkdir()  # a directory named like fairseq's split
     ctx = context(tmp_path)
-    assert recipe.identity(Stage("6", "t", "run", "", ["fairseq-generate", "--gen-subset", "test"]), ctx)["inputs"] == []
+    assert (
+        recipe.identity(Stage("6", "t", "run", "", ["fairseq-generate", "--gen-subset", "test"]), ctx)["inputs"] == []
+    )
 
 
 # ---- stamps ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("word", ["plain", "with space", "it's", 'say "x"', "a\nb\tc", "$HOME", "ünï", "", "(0.9, 0.98)",
-                                  "set -euo pipefail\n  \"$0\" -m x --in \"$1\"/{a,b}.src"])  # fmt: skip
+@pytest.mark.parametrize(
+    "word",
+    [
+        "plain",
+        "with space",
+        "it's",
+        'say "x"',
+        "a\nb\tc",
+        "$HOME",
+        "ünï",
+        "",
+        "(0.9, 0.98)",
+        'set -euo pipefail\n  "$0" -m x --in "$1"/{a,b}.src',
+    ],
+)
 def test_words_as_bash_quoted_them_read_back(word):
-    quoted = subprocess.run(["bash", "-c", 'printf "%q " "$@"', "q", word, "next"], capture_output=True, text=True).stdout
+    quoted = subprocess.run(
+        ["bash", "-c", 'printf "%q " "$@"', "q", word, "next"], capture_output=True, text=True
+    ).stdout
     assert recipe.bash_words(quoted) == [word, "next"] if word else recipe.bash_words(quoted) == ["", "next"]
 
 
@@ -126,16 +222,25 @@ def test_setting_names_are_the_variables_the_environment_may_set(tmp_path):
 # ---- what changed ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("old, new, says", [
-    # GPUS is not on the command line, although its new value is a word of the line that changed
-    ({"VOCAB": "300", "GPUS": "0"}, {"VOCAB": "1", "GPUS": "1"}, "VOCAB was 300, now 1"),
-    ({"EXTRA": ""}, {"EXTRA": "--dropout 0.3"}, "EXTRA was (empty), now --dropout 0.3"),
-    ({"MAX_UPDATE": "30"}, {"MAX_UPDATE": "40"}, "MAX_UPDATE was 30, now 40"),  # inside the --note of a report
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "old, new, says",
+    [
+        # GPUS is not on the command line, although its new value is a word of the line that changed
+        ({"VOCAB": "300", "GPUS": "0"}, {"VOCAB": "1", "GPUS": "1"}, "VOCAB was 300, now 1"),
+        ({"EXTRA": ""}, {"EXTRA": "--dropout 0.3"}, "EXTRA was (empty), now --dropout 0.3"),
+        ({"MAX_UPDATE": "30"}, {"MAX_UPDATE": "40"}, "MAX_UPDATE was 30, now 40"),  # inside the --note of a report
+    ],
+)
 def test_a_change_is_named_by_the_variables_that_explain_it(old, new, says):
     before = ["prep", "--vocab", "300", "--note", "3000 pairs, 30 updates"]
-    after = ["prep", "--vocab", "1" if new.get("VOCAB") == "1" else "300", "--note", "3000 pairs, 40 updates" if "MAX_UPDATE" in new else "3000 pairs, 30 updates",
-             *new.get("EXTRA", "").split()]  # fmt: skip
+    after = [
+        "prep",
+        "--vocab",
+        "1" if new.get("VOCAB") == "1" else "300",
+        "--note",
+        "3000 pairs, 40 updates" if "MAX_UPDATE" in new else "3000 pairs, 30 updates",
+        *new.get("EXTRA", "").split(),
+    ]
     assert recipe.changed_settings(before, after, old, new) == says
 
 
@@ -143,15 +248,20 @@ def test_a_value_that_is_a_word_elsewhere_too_is_found_where_it_changed():
     """--max-update 10 -> 12 with --log-interval 10 unchanged: 10 is still a word of the new line."""
     before = ["fairseq-train", "--max-update", "10", "--log-interval", "10"]
     after = ["fairseq-train", "--max-update", "12", "--log-interval", "10"]
-    assert recipe.changed_settings(before, after, {"MAX_UPDATE": "10"}, {"MAX_UPDATE": "12"}) == "MAX_UPDATE was 10, now 12"
+    assert (
+        recipe.changed_settings(before, after, {"MAX_UPDATE": "10"}, {"MAX_UPDATE": "12"})
+        == "MAX_UPDATE was 10, now 12"
+    )
     assert recipe.changed_words(before, after) == "was 10, now 12"
 
 
 def stages():
-    return [Stage("1", "data", "data", "", ["prep", "--vocab", "300"]),
-            Stage("2", "bin", "data", "", ["bin"]),
-            Stage("3", "train", "run", "", ["train_workers", "2", "/w/log", "fairseq-train", "--steps", "10"]),
-            Stage("4", "score", "run", "", ["score"])]  # fmt: skip
+    return [
+        Stage("1", "data", "data", "", ["prep", "--vocab", "300"]),
+        Stage("2", "bin", "data", "", ["bin"]),
+        Stage("3", "train", "run", "", ["train_workers", "2", "/w/log", "fairseq-train", "--steps", "10"]),
+        Stage("4", "score", "run", "", ["score"]),
+    ]
 
 
 def mark_done(ctx, plan):
@@ -170,10 +280,16 @@ def test_every_stage_is_decided_before_any_work(tmp_path):
     decisions = recipe.decide(changed, ctx)
     assert [d.action for d in decisions] == ["redo", "redo", "stop", "redo"]
     assert decisions[0].why == "its settings changed since it was done: VOCAB was 300, now 400"
-    assert decisions[2].why == "stage 1, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"
-    assert decisions[3].why == "stage 1, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"
+    assert (
+        decisions[2].why == "stage 1, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"
+    )
+    assert (
+        decisions[3].why == "stage 1, whose outputs it may read (it declares none), is redone (VOCAB was 300, now 400)"
+    )
     message = recipe.stop_message(changed[2], decisions[2].why, ctx)
-    assert message.startswith("stage 3 (training) was done, but stage 1, whose outputs it may read (it declares none), is redone")
+    assert message.startswith(
+        "stage 3 (training) was done, but stage 1, whose outputs it may read (it declares none), is redone"
+    )
     assert f"delete checkpoints and {ctx.stamp_dir}/3;" in message  # fairseq's default --save-dir
 
 
@@ -182,8 +298,11 @@ def test_a_stage_never_done_redoes_the_stages_after_it(tmp_path):
     mark_done(ctx, stages())
     os.remove(os.path.join(ctx.stamp_dir, "2"))
     assert [(d.action, d.why) for d in recipe.decide(stages(), ctx)] == [
-        ("skip", ""), ("run", ""), ("stop", "stage 2, whose outputs it may read (it declares none), is redone (it was never done)"),
-        ("redo", "stage 2, whose outputs it may read (it declares none), is redone (it was never done)")]  # fmt: skip
+        ("skip", ""),
+        ("run", ""),
+        ("stop", "stage 2, whose outputs it may read (it declares none), is redone (it was never done)"),
+        ("redo", "stage 2, whose outputs it may read (it declares none), is redone (it was never done)"),
+    ]
 
 
 def test_on_another_node_data_stages_wait_and_stamps_are_the_nodes_own(tmp_path):
@@ -202,8 +321,29 @@ def test_an_unreadable_stamp_redoes_its_stage(tmp_path):
 
 
 def test_the_plan_as_lib_sh_writes_it():
-    data = b"\0".join([b"stage", b"3", b"train it", b"run", b"", b"1", b"c d.en", b"0", b"2", b"a b", b"", b"var", b"VOCAB",
-                       b"300", b"source", b"/r.sh"]) + b"\0"  # fmt: skip
+    data = (
+        b"\0".join(
+            [
+                b"stage",
+                b"3",
+                b"train it",
+                b"run",
+                b"",
+                b"1",
+                b"c d.en",
+                b"0",
+                b"2",
+                b"a b",
+                b"",
+                b"var",
+                b"VOCAB",
+                b"300",
+                b"source",
+                b"/r.sh",
+            ]
+        )
+        + b"\0"
+    )
     plan, variables, sources = recipe.read_plan(data)
     assert plan == [Stage("3", "train it", "run", "", ["a b", ""], reads=["c d.en"], writes=[])]
     assert variables == {"VOCAB": "300"} and sources == ["/r.sh"]
@@ -215,14 +355,38 @@ def test_the_plan_as_lib_sh_writes_it():
 def pipeline(tmp_path, corpus, export=("hf",)):
     """A recipe's stages as the recipes declare them: a corpus given as a prefix, read through --reads."""
     w = str(tmp_path / "work")
-    plan = [Stage("1", "clean", "data", "", ["prep", "--train", corpus, "--out", f"{w}/data"], reads=[f"{corpus}.en", f"{corpus}.de"]),
-            Stage("2", "spm", "data", "", ["spm", "--inputs", f"{w}/data/train.en", "--model-prefix", f"{w}/spm/spm"]),
-            Stage("3", "bin", "data", f"{w}/bin", ["bin", "--trainpref", f"{w}/data/train", "--spm", f"{w}/spm/spm.model"]),
-            Stage("4", "train", "run", "", ["train_workers", "1", f"{w}/train.log", "fairseq-train", f"{w}/bin", "--save-dir", f"{w}/ckpt"]),
-            Stage("5", "average", "run", "", ["avg", "--inputs", f"{w}/ckpt", "--output", f"{w}/ckpt/average.pt"]),
-            Stage("6", "generate", "run", "", ["capture", f"{w}/gen.out", "generate", f"{w}/bin", "--path", f"{w}/ckpt/average.pt", "--beam", "4"]),
-            Stage("7", "score", "run", "", ["score", "--generate-output", f"{w}/gen.out", "--json", f"{w}/scores.json"])]
-    plan += [Stage(f"9-{e}", e, "run", "", [f"export-{e}", "--model", f"{w}/ckpt/average.pt", "--output_dir", f"{w}/{e}"]) for e in export]
+    plan = [
+        Stage(
+            "1",
+            "clean",
+            "data",
+            "",
+            ["prep", "--train", corpus, "--out", f"{w}/data"],
+            reads=[f"{corpus}.en", f"{corpus}.de"],
+        ),
+        Stage("2", "spm", "data", "", ["spm", "--inputs", f"{w}/data/train.en", "--model-prefix", f"{w}/spm/spm"]),
+        Stage("3", "bin", "data", f"{w}/bin", ["bin", "--trainpref", f"{w}/data/train", "--spm", f"{w}/spm/spm.model"]),
+        Stage(
+            "4",
+            "train",
+            "run",
+            "",
+            ["train_workers", "1", f"{w}/train.log", "fairseq-train", f"{w}/bin", "--save-dir", f"{w}/ckpt"],
+        ),
+        Stage("5", "average", "run", "", ["avg", "--inputs", f"{w}/ckpt", "--output", f"{w}/ckpt/average.pt"]),
+        Stage(
+            "6",
+            "generate",
+            "run",
+            "",
+            ["capture", f"{w}/gen.out", "generate", f"{w}/bin", "--path", f"{w}/ckpt/average.pt", "--beam", "4"],
+        ),
+        Stage("7", "score", "run", "", ["score", "--generate-output", f"{w}/gen.out", "--json", f"{w}/scores.json"]),
+    ]
+    plan += [
+        Stage(f"9-{e}", e, "run", "", [f"export-{e}", "--model", f"{w}/ckpt/average.pt", "--output_dir", f"{w}/{e}"])
+        for e in export
+    ]
     return plan
 
 
@@ -245,8 +409,9 @@ def test_an_edited_corpus_given_as_a_prefix_redoes_what_reads_it_and_stops_befor
     decisions = recipe.decide(pipeline(tmp_path, corpus), ctx)
     assert [d.action for d in decisions] == ["redo", "redo", "redo", "stop", "redo", "redo", "redo", "redo"]
     assert decisions[0].why == f"its inputs changed since it was done: the content of {corpus}.de changed"
-    assert decisions[3].why == (f"stage 3, whose outputs it reads ($WORK/bin), is redone (the content of {corpus}.de "
-                                "changed, in stage 1)")  # fmt: skip
+    assert decisions[3].why == (
+        f"stage 3, whose outputs it reads ($WORK/bin), is redone (the content of {corpus}.de changed, in stage 1)"
+    )
     message = recipe.stop_message(pipeline(tmp_path, corpus)[3], decisions[3].why, ctx)
     assert message.startswith("stage 4 (training) was done, but stage 3") and f"{corpus}.de" in message
 
@@ -289,10 +454,27 @@ def test_a_change_redoes_what_reads_it_and_nothing_else(tmp_path, corpus):
 
 
 def test_paths_are_read_in_every_form_a_command_names_them():
-    stage = Stage("8", "report", "run", "", ["report", "--scores", "average of the last 5=/w/scores.json", "--data",
-                                             "/w/bin/shard0:/w/bin/shard1", "--from=/c/in,/c/other", "--n", "5"])  # fmt: skip
+    stage = Stage(
+        "8",
+        "report",
+        "run",
+        "",
+        [
+            "report",
+            "--scores",
+            "average of the last 5=/w/scores.json",
+            "--data",
+            "/w/bin/shard0:/w/bin/shard1",
+            "--from=/c/in,/c/other",
+            "--n",
+            "5",
+        ],
+    )
     assert set(stage.names()) >= {"/w/scores.json", "/w/bin/shard0", "/w/bin/shard1", "/c/in", "/c/other"}
-    assert recipe.reads_from(stage, Stage("7", "score", "run", "", ["score", "--json", "/w/scores.json"]), "/w") == "/w/scores.json"
+    assert (
+        recipe.reads_from(stage, Stage("7", "score", "run", "", ["score", "--json", "/w/scores.json"]), "/w")
+        == "/w/scores.json"
+    )
     assert recipe.reads_from(stage, Stage("6", "gen", "run", "", ["capture", "/w/gen.out", "generate"]), "/w") is None
 
 
@@ -320,40 +502,97 @@ def test_the_stop_advice_quotes_its_paths(tmp_path):
 
 # ---- the layout of a training ----------------------------------------------------------------------------
 
-LAYOUT = dict(launch="local", nnodes="1", node_rank="0", master_addr="", master_port="", gpus="8", cpu_workers="2",
-              dist_timeout="600", tokens=25000, cap=4096)  # fmt: skip
+LAYOUT = dict(
+    launch="local",
+    nnodes="1",
+    node_rank="0",
+    master_addr="",
+    master_port="",
+    gpus="8",
+    cpu_workers="2",
+    dist_timeout="600",
+    tokens=25000,
+    cap=4096,
+)
 
 
-@pytest.mark.parametrize("gpus, nnodes, launch, max_tokens, update_freq, summary", [
-    ("8", "1", "local", "3125", "1", "8 GPUs x --max-tokens 3125 x --update-freq 1 = 25000 tokens per update"),
-    ("1", "1", "local", "3572", "7", "1 GPUs x --max-tokens 3572 x --update-freq 7 = 25004 tokens per update"),
-    ("8", "4", "slurm", "782", "1", "32 GPUs (4 machines x 8) x --max-tokens 782 x --update-freq 1 = 25024 tokens per update"),
-    ("0", "1", "local", "3125", "4", "2 CPU workers x --max-tokens 3125 x --update-freq 4 = 25000 tokens per update"),
-])  # fmt: skip
-def test_the_batch_is_about_the_papers_for_any_number_of_devices(gpus, nnodes, launch, max_tokens, update_freq, summary):
+@pytest.mark.parametrize(
+    "gpus, nnodes, launch, max_tokens, update_freq, summary",
+    [
+        ("8", "1", "local", "3125", "1", "8 GPUs x --max-tokens 3125 x --update-freq 1 = 25000 tokens per update"),
+        ("1", "1", "local", "3572", "7", "1 GPUs x --max-tokens 3572 x --update-freq 7 = 25004 tokens per update"),
+        (
+            "8",
+            "4",
+            "slurm",
+            "782",
+            "1",
+            "32 GPUs (4 machines x 8) x --max-tokens 782 x --update-freq 1 = 25024 tokens per update",
+        ),
+        (
+            "0",
+            "1",
+            "local",
+            "3125",
+            "4",
+            "2 CPU workers x --max-tokens 3125 x --update-freq 4 = 25000 tokens per update",
+        ),
+    ],
+)
+def test_the_batch_is_about_the_papers_for_any_number_of_devices(
+    gpus, nnodes, launch, max_tokens, update_freq, summary
+):
     found = recipe.layout(**dict(LAYOUT, gpus=gpus, nnodes=nnodes, launch=launch))
     assert (found["MAX_TOKENS"], found["UPDATE_FREQ"], found["BATCH_SUMMARY"]) == (max_tokens, update_freq, summary)
     assert found["MASTER_ADDR"] == "127.0.0.1" and found["MASTER_PORT"] == "29500"
 
 
 def test_under_slurm_the_port_comes_from_the_job():
-    assert recipe.layout(**dict(LAYOUT, launch="slurm"), slurm_job_id="12345")["MASTER_PORT"] == str(10000 + 12345 % 50000)
+    assert recipe.layout(**dict(LAYOUT, launch="slurm"), slurm_job_id="12345")["MASTER_PORT"] == str(
+        10000 + 12345 % 50000
+    )
 
 
-@pytest.mark.parametrize("changes, real, says", [
-    (dict(launch="local", nnodes="2"), {}, "NNODES=2: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm"),
-    (dict(launch="mpirun"), {}, "LAUNCH=mpirun: use local, torchrun or slurm"),
-    (dict(node_rank="1"), {}, "NODE_RANK=1 with LAUNCH=local: only LAUNCH=torchrun runs the recipe on every machine"),
-    (dict(launch="torchrun", nnodes="2", node_rank="2", master_addr="n0"), {}, "NODE_RANK=2: with NNODES=2, each machine's number, 0 to 1"),
-    (dict(launch="torchrun", nnodes="2"), {}, "LAUNCH=torchrun NNODES=2 needs MASTER_ADDR: node 0's address"),
-    (dict(gpus="0", cpu_workers="0"), {}, "CPU_WORKERS=0: processes per machine, 1 or more"),
-    (dict(gpus="eight"), {}, "GPUS=eight: GPUs per machine, or 0 for CPU workers"),
-    (dict(dist_timeout="soon"), {}, "DIST_TIMEOUT=soon: seconds, 1 or more"),
-    (dict(launch="slurm"), dict(real=True), "LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set"),
-    (dict(launch="slurm", nnodes="2"), dict(real=True, slurm_job_id="7", slurm_job_num_nodes="4"),
-     "NNODES=2, but this SLURM allocation has 4 nodes (sbatch --nodes)"),
-    (dict(gpus="8"), dict(real=True, cuda_devices=lambda: 2, hostname="gpu7"), "GPUS=8, but torch sees 2 CUDA devices on gpu7"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "changes, real, says",
+    [
+        (
+            dict(launch="local", nnodes="2"),
+            {},
+            "NNODES=2: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm",
+        ),
+        (dict(launch="mpirun"), {}, "LAUNCH=mpirun: use local, torchrun or slurm"),
+        (
+            dict(node_rank="1"),
+            {},
+            "NODE_RANK=1 with LAUNCH=local: only LAUNCH=torchrun runs the recipe on every machine",
+        ),
+        (
+            dict(launch="torchrun", nnodes="2", node_rank="2", master_addr="n0"),
+            {},
+            "NODE_RANK=2: with NNODES=2, each machine's number, 0 to 1",
+        ),
+        (dict(launch="torchrun", nnodes="2"), {}, "LAUNCH=torchrun NNODES=2 needs MASTER_ADDR: node 0's address"),
+        (dict(gpus="0", cpu_workers="0"), {}, "CPU_WORKERS=0: processes per machine, 1 or more"),
+        (dict(gpus="eight"), {}, "GPUS=eight: GPUs per machine, or 0 for CPU workers"),
+        (dict(dist_timeout="soon"), {}, "DIST_TIMEOUT=soon: seconds, 1 or more"),
+        (
+            dict(launch="slurm"),
+            dict(real=True),
+            "LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set",
+        ),
+        (
+            dict(launch="slurm", nnodes="2"),
+            dict(real=True, slurm_job_id="7", slurm_job_num_nodes="4"),
+            "NNODES=2, but this SLURM allocation has 4 nodes (sbatch --nodes)",
+        ),
+        (
+            dict(gpus="8"),
+            dict(real=True, cuda_devices=lambda: 2, hostname="gpu7"),
+            "GPUS=8, but torch sees 2 CUDA devices on gpu7",
+        ),
+    ],
+)
 def test_a_layout_that_cannot_work_is_named(changes, real, says):
     with pytest.raises(recipe.LayoutError, match=None) as error:
         recipe.layout(**dict(LAYOUT, **changes), **real)
@@ -369,28 +608,55 @@ def test_what_only_the_machine_tells_is_asked_only_in_a_real_run():
 # ---- why a training stopped: the cases, as data ------------------------------------------------------------
 
 FAILURES = [
-    ("RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [10.213.0.2]:10903: Connection reset by peer.",
-     "the connection to the worker at 10.213.0.2 was lost"),
-    ("RuntimeError: [pair.cc:589] Connection closed by peer [10.1.2.3]:62134", "the connection to the worker at 10.1.2.3 was lost"),
-    ("RuntimeError: [unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete",
-     "no word from the other machines for DIST_TIMEOUT=20 s"),
-    ("torch.distributed.DistStoreError: Timed out after 21 seconds waiting for clients. 1/2 clients joined.",
-     "not every machine joined torchrun's rendezvous at node0:29500 within DIST_TIMEOUT=20 s (start the recipe on every "
-     "machine, NODE_RANK=0 to 1)"),
-    ("torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (10.0.0.1, 29500)",
-     "node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=20 s"),
-    ("srun: error: node1: task 1: Killed\nsrun: Terminating StepId=12.0", "a task failed (node1: task 1: Killed), and srun ended the others"),
+    (
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [10.213.0.2]:10903: Connection reset by peer.",
+        "the connection to the worker at 10.213.0.2 was lost",
+    ),
+    (
+        "RuntimeError: [pair.cc:589] Connection closed by peer [10.1.2.3]:62134",
+        "the connection to the worker at 10.1.2.3 was lost",
+    ),
+    (
+        "RuntimeError: [unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete",
+        "no word from the other machines for DIST_TIMEOUT=20 s",
+    ),
+    (
+        "torch.distributed.DistStoreError: Timed out after 21 seconds waiting for clients. 1/2 clients joined.",
+        "not every machine joined torchrun's rendezvous at node0:29500 within DIST_TIMEOUT=20 s (start the recipe on "
+        "every "
+        "machine, NODE_RANK=0 to 1)",
+    ),
+    (
+        "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+        "(10.0.0.1, 29500)",
+        "node 0's rendezvous at node0:29500 did not answer within DIST_TIMEOUT=20 s",
+    ),
+    (
+        "srun: error: node1: task 1: Killed\nsrun: Terminating StepId=12.0",
+        "a task failed (node1: task 1: Killed), and srun ended the others",
+    ),
     # the killed task's peer saw its connection close before srun ended it: the death is the cause, in either order
-    ("[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.2]:17562\nsrun: error: node0: task 0: Terminated\n"
-     "srun: error: node1: task 1: Killed", "a task failed (node1: task 1: Killed), and srun ended the others"),
+    (
+        "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.213.0.2]:17562\nsrun: error: node0: task "
+        "0: Terminated\n"
+        "srun: error: node1: task 1: Killed",
+        "a task failed (node1: task 1: Killed), and srun ended the others",
+    ),
     # a task that exited on an error of its own (here a timeout) is no signal death: its message says why
-    ("RuntimeError: Timed out waiting 20000ms for recv\nsrun: error: node0: task 0: Exited with exit code 1",
-     "no word from the other machines for DIST_TIMEOUT=20 s"),
-    ("srun: error: node1: task 1: Exited with exit code 1\nsrun: error: node0: task 0: Terminated",
-     "a task failed (node1: task 1: Exited with exit code 1), and srun ended the others"),
-    ("  exitcode  : -9 (pid: 5303)\n  error_file: <N/A>", "a training process on this machine failed (exitcode : -9 (pid: 5303))"),
+    (
+        "RuntimeError: Timed out waiting 20000ms for recv\nsrun: error: node0: task 0: Exited with exit code 1",
+        "no word from the other machines for DIST_TIMEOUT=20 s",
+    ),
+    (
+        "srun: error: node1: task 1: Exited with exit code 1\nsrun: error: node0: task 0: Terminated",
+        "a task failed (node1: task 1: Exited with exit code 1), and srun ended the others",
+    ),
+    (
+        "  exitcode  : -9 (pid: 5303)\n  error_file: <N/A>",
+        "a training process on this machine failed (exitcode : -9 (pid: 5303))",
+    ),
     ("Traceback: ValueError: something else", "fairseq-train failed"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("output, says", FAILURES)

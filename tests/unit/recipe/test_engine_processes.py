@@ -18,8 +18,15 @@ from recipe.engine.stamps import Context
 
 
 def python(code: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=user_env(PYTHONPATH=REPO), **kwargs)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=user_env(PYTHONPATH=REPO),
+        **kwargs,
+    )
 
 
 def test_a_sighup_inherited_as_ignored_stays_ignored_in_the_engine_and_its_children():
@@ -69,7 +76,9 @@ class Failing:
 def test_a_sink_that_fails_is_dropped_and_the_pipe_drained_to_the_end(tmp_path):
     """tee used to die with its sink: the child then blocked on a full pipe, and the stage never ended."""
     supervisor = Supervisor()
-    proc = supervisor.start([sys.executable, "-c", "import sys; sys.stdout.write('x' * 1_000_000)"], stdout=subprocess.PIPE)
+    proc = supervisor.start(
+        [sys.executable, "-c", "import sys; sys.stdout.write('x' * 1_000_000)"], stdout=subprocess.PIPE
+    )
     kept = open(tmp_path / "log", "wb")
     failing = Failing()
     tee = Tee(proc.stdout, failing, kept)
@@ -104,7 +113,8 @@ def test_what_leaves_the_stages_group_and_is_orphaned_is_ended_with_it(tmp_path)
         except Interrupted:
             pass
         worker = int(open({str(pid_file)!r}).read())
-        print(os.path.exists(f"/proc/{{worker}}") and open(f"/proc/{{worker}}/stat").read().split(")")[-1].split()[0] != "Z")
+        alive = os.path.exists(f"/proc/{{worker}}")
+        print(alive and open(f"/proc/{{worker}}/stat").read().split(")")[-1].split()[0] != "Z")
     """)
     assert proc.stdout.split() == ["False"], proc.stdout + proc.stderr
 
@@ -113,7 +123,8 @@ def test_what_leaves_the_stages_group_and_is_orphaned_is_ended_with_it(tmp_path)
 def test_an_orphan_that_ends_in_the_stages_group_does_not_keep_the_stage_waiting(status):
     """srun leaves a helper of its own in the stage's group: orphaned, it is reparented to the engine (a subreaper),
     and once it ended its zombie kept the group alive, so a failed training never ended (the SLURM job stayed)."""
-    proc = python(f"""
+    proc = python(
+        f"""
         import sys, time
         from recipe.engine.processes import Supervisor
         s = Supervisor(grace=1)
@@ -122,7 +133,9 @@ def test_an_orphan_that_ends_in_the_stages_group_does_not_keep_the_stage_waiting
         started = time.monotonic()
         result, _ = s.wait([p])
         print(result, round(time.monotonic() - started) < 3)
-    """, timeout=20)
+    """,
+        timeout=20,
+    )
     assert proc.stdout.split() == [str(status), "True"], proc.stdout + proc.stderr
 
 
@@ -145,8 +158,13 @@ def test_a_training_started_again_from_nothing_writes_a_log_of_its_own(tmp_path)
     ctx = Context(str(tmp_path / "work"), REPO, sys.executable)
     said = []
     launcher = Launcher(ctx, Supervisor(), lambda *a, **k: said.append(a[0]), {})
-    command = [sys.executable, "-c", "import sys; print('rank', sys.argv[sys.argv.index('--distributed-rank') + 1])",
-               "--save-dir", str(save)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; print('rank', sys.argv[sys.argv.index('--distributed-rank') + 1])",
+        "--save-dir",
+        str(save),
+    ]
     save.mkdir()
     launcher.train_workers(2, log, command)
     (save / "checkpoint_last.pt").write_text("")
@@ -156,8 +174,13 @@ def test_a_training_started_again_from_nothing_writes_a_log_of_its_own(tmp_path)
     launcher.train_workers(2, log, command)
     [kept] = [n for n in os.listdir(tmp_path) if n.startswith("train.log.") and "rank" not in n]
     assert open(log).read().count("rank 0") == 1 and open(tmp_path / kept).read().count("rank 0") == 2
-    assert open(log + ".rank1").read().count("rank 1") == 1 and open(tmp_path / (kept + ".rank1")).read().count("rank 1") == 2
-    assert said == [f"training starts from nothing (no checkpoint_last.pt): the earlier run's log is kept as {tmp_path / kept}"]
+    assert (
+        open(log + ".rank1").read().count("rank 1") == 1
+        and open(tmp_path / (kept + ".rank1")).read().count("rank 1") == 2
+    )
+    assert said == [
+        f"training starts from nothing (no checkpoint_last.pt): the earlier run's log is kept as {tmp_path / kept}"
+    ]
 
 
 @pytest.mark.parametrize("background", [False, True])
@@ -165,9 +188,14 @@ def test_ctrl_c_while_the_engine_decides_is_one_line_and_changes_nothing(tmp_pat
     def start():  # a shell's background job inherits SIGINT ignored; a terminal's foreground job does not
         signal.signal(signal.SIGINT, signal.SIG_IGN if background else signal.SIG_DFL)
 
-    proc = subprocess.Popen([sys.executable, "-m", "recipe.engine", "run", "--work", str(tmp_path / "w"),
-                             "--repo", REPO], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=user_env(PYTHONPATH=REPO),
-                            preexec_fn=start)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recipe.engine", "run", "--work", str(tmp_path / "w"), "--repo", REPO],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=user_env(PYTHONPATH=REPO),
+        preexec_fn=start,
+    )
     time.sleep(2)  # it reads the plan, which never ends
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)

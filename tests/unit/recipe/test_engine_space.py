@@ -8,22 +8,34 @@ from helpers import build_vaswani, make_dictionary
 from recipe.engine import space
 
 
-@pytest.mark.parametrize("arch, flags, overrides, share", [
-    ("vaswani_tiny", [], {}, "all"),
-    ("vaswani_base", [], {}, "all"),
-    ("vaswani_big", [], {}, "all"),
-    ("vaswani_parsing", [], {}, "decoder"),
-    ("vaswani_tiny", ["--positional-encoding", "learned"], {"positional_encoding": "learned"}, "all"),
-    ("vaswani_tiny", ["--encoder-layers", "3", "--d-ff", "100", "--attention-heads", "2", "--d-k", "16"],
-     {"encoder_layers": 3, "d_ff": 100, "attention_heads": 2, "d_k": 16}, "all"),
-    ("vaswani_tiny", [], {}, "none"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "arch, flags, overrides, share",
+    [
+        ("vaswani_tiny", [], {}, "all"),
+        ("vaswani_base", [], {}, "all"),
+        ("vaswani_big", [], {}, "all"),
+        ("vaswani_parsing", [], {}, "decoder"),
+        ("vaswani_tiny", ["--positional-encoding", "learned"], {"positional_encoding": "learned"}, "all"),
+        (
+            "vaswani_tiny",
+            ["--encoder-layers", "3", "--d-ff", "100", "--attention-heads", "2", "--d-k", "16"],
+            {"encoder_layers": 3, "d_ff": 100, "attention_heads": 2, "d_k": 16},
+            "all",
+        ),
+        ("vaswani_tiny", [], {}, "none"),
+    ],
+)
 def test_the_parameters_counted_from_the_flags_are_the_models(arch, flags, overrides, share):
     vocab = 104
     words = ["fairseq-train", "data-bin", "--arch", arch, *flags]
     words += {"all": ["--share-all-embeddings"], "decoder": ["--share-decoder-input-output-embed"], "none": []}[share]
-    model = build_vaswani(make_dictionary(vocab - 4), arch, share_all_embeddings=share == "all",
-                          share_decoder_input_output_embed=share == "decoder", **overrides)  # fmt: skip
+    model = build_vaswani(
+        make_dictionary(vocab - 4),
+        arch,
+        share_all_embeddings=share == "all",
+        share_decoder_input_output_embed=share == "decoder",
+        **overrides,
+    )
     assert space.parameters(words, vocab, vocab) == sum(p.numel() for p in model.parameters())
 
 
@@ -36,14 +48,32 @@ def test_the_papers_models_have_the_papers_sizes():
 
 def test_checkpoints_kept_are_those_fairseq_keeps(tmp_path):
     plan = space.Plan(fallback_vocabulary=1000)
-    words = ["train_workers", "2", "log", "fairseq-train", str(tmp_path / "bin"), "--arch", "vaswani_tiny",
-             "--share-all-embeddings", "--max-update", "100", "--save-interval-updates", "10", "--keep-interval-updates",
-             "5", "--no-epoch-checkpoints", "--save-dir", str(tmp_path / "ckpt")]  # fmt: skip
+    words = [
+        "train_workers",
+        "2",
+        "log",
+        "fairseq-train",
+        str(tmp_path / "bin"),
+        "--arch",
+        "vaswani_tiny",
+        "--share-all-embeddings",
+        "--max-update",
+        "100",
+        "--save-interval-updates",
+        "10",
+        "--keep-interval-updates",
+        "5",
+        "--no-epoch-checkpoints",
+        "--save-dir",
+        str(tmp_path / "ckpt"),
+    ]
     written = space.stage_writes(words, plan)
     one = written.transient / 2
     assert written.kept == 7 * one  # 5 by update, the last, the best
     assert space.stage_writes([*words, "--disable-validation"], plan).kept == 6 * one
-    assert space.stage_writes([w for w in words if w != "--no-epoch-checkpoints"], plan).kept == 8 * one  # fairseq keeps 1 epoch's
+    assert (
+        space.stage_writes([w for w in words if w != "--no-epoch-checkpoints"], plan).kept == 8 * one
+    )  # fairseq keeps 1 epoch's
     assert space.stage_writes([*words[:-2], "--fp16", "--save-dir", str(tmp_path / "c")], plan).kept < written.kept
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "checkpoint_last.pt").write_bytes(b"x" * int(one))  # a training that resumes
@@ -56,18 +86,86 @@ def test_each_stage_reads_what_the_one_before_will_write(tmp_path):
     work = tmp_path / "w"
     stages = [
         ("1", ["python", "-m", "preprocess.wmt14", "prepare", "--pair", "en-de", "--out", f"{work}/data"], True),
-        ("2a", ["python", "-m", "preprocess.sentencepiece_vocab", "train", "--inputs", f"{work}/data/train.en",
-                f"{work}/data/train.de", "--model-prefix", f"{work}/spm/spm", "--vocab-size", "37000"], True),
-        ("2b", ["python", "-m", "preprocess.sentencepiece_vocab", "encode", "--model", f"{work}/spm/spm.model",
-                "--inputs", f"{work}/data/train.en", f"{work}/data/train.de", "--outputs", f"{work}/spm/train.sp.en",
-                f"{work}/spm/train.sp.de"], True),
-        ("3", ["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref", f"{work}/spm/train.sp",
-               "--joined-dictionary", "--destdir", f"{work}/data-bin"], True),
-        ("4", ["launch_training", "log", "torchrun", "fairseq-train", f"{work}/data-bin", "--arch", "vaswani_big",
-               "--share-all-embeddings", "--max-update", "300000", "--save-interval-updates", "1500",
-               "--keep-interval-updates", "20", "--no-epoch-checkpoints", "--save-dir", f"{work}/big/checkpoints"], True),
-        ("5", ["python", "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs", f"{work}/big/checkpoints"], True),
-    ]  # fmt: skip
+        (
+            "2a",
+            [
+                "python",
+                "-m",
+                "preprocess.sentencepiece_vocab",
+                "train",
+                "--inputs",
+                f"{work}/data/train.en",
+                f"{work}/data/train.de",
+                "--model-prefix",
+                f"{work}/spm/spm",
+                "--vocab-size",
+                "37000",
+            ],
+            True,
+        ),
+        (
+            "2b",
+            [
+                "python",
+                "-m",
+                "preprocess.sentencepiece_vocab",
+                "encode",
+                "--model",
+                f"{work}/spm/spm.model",
+                "--inputs",
+                f"{work}/data/train.en",
+                f"{work}/data/train.de",
+                "--outputs",
+                f"{work}/spm/train.sp.en",
+                f"{work}/spm/train.sp.de",
+            ],
+            True,
+        ),
+        (
+            "3",
+            [
+                "fairseq-preprocess",
+                "--source-lang",
+                "en",
+                "--target-lang",
+                "de",
+                "--trainpref",
+                f"{work}/spm/train.sp",
+                "--joined-dictionary",
+                "--destdir",
+                f"{work}/data-bin",
+            ],
+            True,
+        ),
+        (
+            "4",
+            [
+                "launch_training",
+                "log",
+                "torchrun",
+                "fairseq-train",
+                f"{work}/data-bin",
+                "--arch",
+                "vaswani_big",
+                "--share-all-embeddings",
+                "--max-update",
+                "300000",
+                "--save-interval-updates",
+                "1500",
+                "--keep-interval-updates",
+                "20",
+                "--no-epoch-checkpoints",
+                "--save-dir",
+                f"{work}/big/checkpoints",
+            ],
+            True,
+        ),
+        (
+            "5",
+            ["python", "-m", "transformer_plugin_cli.tools.average_checkpoints", "--inputs", f"{work}/big/checkpoints"],
+            True,
+        ),
+    ]
     plan = space.estimate(stages)
     by_stage = dict(plan.stages)
     text = space.CLEANED_RATIO * space.DOWNLOADED_TEXT["en-de"]
@@ -86,33 +184,126 @@ def test_shards_are_estimated_as_one_data_bin(tmp_path):
     shard half the binarized text; the training on the shards colon-joined is sized from their dictionary,
     from the plan or from shard0's files once they exist."""
     work = tmp_path / "w"
-    spm = ["python", "-m", "preprocess.sentencepiece_vocab", "train", "--inputs", f"{work}/data/train.en",
-           f"{work}/data/train.de", "--model-prefix", f"{work}/spm/spm", "--vocab-size", "8000"]  # fmt: skip
-    encode = ["python", "-m", "preprocess.sentencepiece_vocab", "encode", "--model", f"{work}/spm/spm.model", "--inputs",
-              f"{work}/data/train.en", f"{work}/data/train.de", "--outputs", f"{work}/spm/train.sp.en", f"{work}/spm/train.sp.de"]  # fmt: skip
+    spm = [
+        "python",
+        "-m",
+        "preprocess.sentencepiece_vocab",
+        "train",
+        "--inputs",
+        f"{work}/data/train.en",
+        f"{work}/data/train.de",
+        "--model-prefix",
+        f"{work}/spm/spm",
+        "--vocab-size",
+        "8000",
+    ]
+    encode = [
+        "python",
+        "-m",
+        "preprocess.sentencepiece_vocab",
+        "encode",
+        "--model",
+        f"{work}/spm/spm.model",
+        "--inputs",
+        f"{work}/data/train.en",
+        f"{work}/data/train.de",
+        "--outputs",
+        f"{work}/spm/train.sp.en",
+        f"{work}/spm/train.sp.de",
+    ]
     (work / "data").mkdir(parents=True)
     for lang in ("en", "de"):
         (work / "data" / f"train.{lang}").write_bytes(b"x" * 1_000_000)
-    train = ["fairseq-train", f"{work}/data-bin/shard0:{work}/data-bin/shard1", "--arch", "vaswani_tiny",
-             "--share-all-embeddings", "--max-update", "100", "--save-interval-updates", "10", "--keep-interval-updates", "5",
-             "--no-epoch-checkpoints", "--save-dir", f"{work}/ckpt"]  # fmt: skip
-    shards = [("2a", spm, True), ("2b", encode, True),
-              ("3a", ["python", "-m", "preprocess.shards", "split", "--prefix", f"{work}/spm/train.sp", "--langs", "en", "de",
-                      "--shards", "2", "--out", f"{work}/spm/shards"], True),
-              ("3b", ["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref", f"{work}/spm/train.sp",
-                      "--joined-dictionary", "--dict-only", "--destdir", f"{work}/data-bin/dict"], True),
-              *((f"3c-shard{i}", ["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref",
-                                  f"{work}/spm/shards/train.sp.shard{i}", "--srcdict", f"{work}/data-bin/dict/dict.en.txt",
-                                  "--tgtdict", f"{work}/data-bin/dict/dict.de.txt", "--destdir", f"{work}/data-bin/shard{i}"],
-                 True) for i in range(2)),
-              ("4", train, True)]  # fmt: skip
+    train = [
+        "fairseq-train",
+        f"{work}/data-bin/shard0:{work}/data-bin/shard1",
+        "--arch",
+        "vaswani_tiny",
+        "--share-all-embeddings",
+        "--max-update",
+        "100",
+        "--save-interval-updates",
+        "10",
+        "--keep-interval-updates",
+        "5",
+        "--no-epoch-checkpoints",
+        "--save-dir",
+        f"{work}/ckpt",
+    ]
+    shards = [
+        ("2a", spm, True),
+        ("2b", encode, True),
+        (
+            "3a",
+            [
+                "python",
+                "-m",
+                "preprocess.shards",
+                "split",
+                "--prefix",
+                f"{work}/spm/train.sp",
+                "--langs",
+                "en",
+                "de",
+                "--shards",
+                "2",
+                "--out",
+                f"{work}/spm/shards",
+            ],
+            True,
+        ),
+        (
+            "3b",
+            [
+                "fairseq-preprocess",
+                "--source-lang",
+                "en",
+                "--target-lang",
+                "de",
+                "--trainpref",
+                f"{work}/spm/train.sp",
+                "--joined-dictionary",
+                "--dict-only",
+                "--destdir",
+                f"{work}/data-bin/dict",
+            ],
+            True,
+        ),
+        *(
+            (
+                f"3c-shard{i}",
+                [
+                    "fairseq-preprocess",
+                    "--source-lang",
+                    "en",
+                    "--target-lang",
+                    "de",
+                    "--trainpref",
+                    f"{work}/spm/shards/train.sp.shard{i}",
+                    "--srcdict",
+                    f"{work}/data-bin/dict/dict.en.txt",
+                    "--tgtdict",
+                    f"{work}/data-bin/dict/dict.de.txt",
+                    "--destdir",
+                    f"{work}/data-bin/shard{i}",
+                ],
+                True,
+            )
+            for i in range(2)
+        ),
+        ("4", train, True),
+    ]
     by_stage = dict(space.estimate(shards).stages)
     encoded = by_stage["2b"].kept
     assert by_stage["3a"].kept == pytest.approx(encoded) and by_stage["3b"].kept == space.SMALL
-    assert by_stage["3c-shard0"].kept == by_stage["3c-shard1"].kept == pytest.approx(space.BINARIZED_RATIO * encoded / 2)
+    assert (
+        by_stage["3c-shard0"].kept == by_stage["3c-shard1"].kept == pytest.approx(space.BINARIZED_RATIO * encoded / 2)
+    )
     planned = space.Plan(fallback_vocabulary=space._padded(8004))  # sentencepiece's 8,000 and fairseq's 4
     one = space.stage_writes([*train[:1], f"{work}/data-bin/x", *train[2:]], planned).transient / 2
-    assert by_stage["4"].kept == pytest.approx(7 * one)  # the vocabulary of 8,000 pieces, through the shards' dictionary
+    assert by_stage["4"].kept == pytest.approx(
+        7 * one
+    )  # the vocabulary of 8,000 pieces, through the shards' dictionary
     (work / "data-bin" / "shard0").mkdir(parents=True)
     for lang in ("en", "de"):  # made: the dictionary is read from the first shard, as from a data-bin of its own
         (work / "data-bin" / "shard0" / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(8000)))
@@ -122,8 +313,12 @@ def test_shards_are_estimated_as_one_data_bin(tmp_path):
 
 def test_a_command_without_an_estimate_says_so():
     """It used to be counted as 64 KB without a word."""
-    plan = space.estimate([("9", ["python", "-m", "my_tool", "--out", "/big/place"], True),
-                           ("7", ["python", "-m", "transformer_plugin_cli.tools.evaluate", "--json", "s.json"], True)])  # fmt: skip
+    plan = space.estimate(
+        [
+            ("9", ["python", "-m", "my_tool", "--out", "/big/place"], True),
+            ("7", ["python", "-m", "transformer_plugin_cli.tools.evaluate", "--json", "s.json"], True),
+        ]
+    )
     written = dict(plan.stages)
     assert written["9"].kind == "unknown" and written["9"].how == "no estimate for my_tool: counted as 65.5 KB"
     assert written["7"].kind == "other" and written["7"].how == "a small output"

@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from transformer_plugin_cli.serving import import_marian  # noqa: E402
-from recipe.parent import ParentError, main, read_parent  # noqa: E402
+from transformer_plugin_cli.serving import import_marian
+from recipe.parent import ParentError, main, read_parent
 
-from helpers import marian_directory  # noqa: E402
+from helpers import marian_directory
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +29,20 @@ def test_a_marian_directory_gives_its_model_its_pieces_and_an_import_into_work(p
     found = read_parent(str(parent[0]), "en", "de", str(tmp_path / "work")).assignments("en", "de")
     assert found["PARENT_KIND"] == "marian" and found["PARENT_DIR"] == str(tmp_path / "work" / "parent")
     assert found["PARENT_SRC_DICT"] == str(tmp_path / "work" / "parent" / "dict.en.txt")
-    assert (found["PARENT_SRC_SPM"], found["PARENT_TGT_SPM"]) == (str(parent[0] / "source.spm"), str(parent[0] / "target.spm"))
-    assert found["PARENT_MODEL_FLAGS"] == ("--encoder-layers 2 --decoder-layers 2 --d-model 32 --d-ff 64 --attention-heads 4 "
-                                           "--attention-dropout 0.0 --activation-dropout 0.0 --activation-fn swish --output-bias "
-                                           "--max-source-positions 64 --max-target-positions 64 --decoder-start pad")  # fmt: skip
-    assert (found["PARENT_DROPOUT"], found["PARENT_SHARE"], found["PARENT_VOCAB_SIZE"]) == ("0.1", "--share-all-embeddings", "40")
+    assert (found["PARENT_SRC_SPM"], found["PARENT_TGT_SPM"]) == (
+        str(parent[0] / "source.spm"),
+        str(parent[0] / "target.spm"),
+    )
+    assert found["PARENT_MODEL_FLAGS"] == (
+        "--encoder-layers 2 --decoder-layers 2 --d-model 32 --d-ff 64 --attention-heads 4 "
+        "--attention-dropout 0.0 --activation-dropout 0.0 --activation-fn swish --output-bias "
+        "--max-source-positions 64 --max-target-positions 64 --decoder-start pad"
+    )
+    assert (found["PARENT_DROPOUT"], found["PARENT_SHARE"], found["PARENT_VOCAB_SIZE"]) == (
+        "0.1",
+        "--share-all-embeddings",
+        "40",
+    )
 
 
 def test_an_imported_directory_gives_the_model_its_checkpoint_holds(parent, tmp_path):
@@ -49,9 +58,14 @@ def test_an_imported_directory_gives_the_model_its_checkpoint_holds(parent, tmp_
 
 def test_the_command_prints_shell_assignments_or_one_error(parent, tmp_path, capsys):
     assert main(["settings", "--init", str(parent[0]), "--src", "en", "--tgt", "de", "--work", str(tmp_path)]) == 0
-    assert "PARENT_SUMMARY='N=2+2, d_model 32, d_ff 64, h 4, P_drop 0.1, swish, output bias, shared embeddings, " \
-           "decoding from <pad>, 40 target pieces'" in capsys.readouterr().out  # fmt: skip
-    assert main(["settings", "--init", str(tmp_path / "nowhere"), "--src", "en", "--tgt", "de", "--work", str(tmp_path)]) == 2
+    assert (
+        "PARENT_SUMMARY='N=2+2, d_model 32, d_ff 64, h 4, P_drop 0.1, swish, output bias, shared embeddings, "
+        "decoding from <pad>, 40 target pieces'" in capsys.readouterr().out
+    )
+    assert (
+        main(["settings", "--init", str(tmp_path / "nowhere"), "--src", "en", "--tgt", "de", "--work", str(tmp_path)])
+        == 2
+    )
     assert capsys.readouterr().err == f"INIT: INIT={tmp_path / 'nowhere'}: no such directory\n"
 
 
@@ -79,31 +93,77 @@ def reversed_lines(text):
 
 REFUSED = {
     "no directory": (lambda p, t: t / "nowhere", "en-de", "INIT={dir}: no such directory"),
-    "neither kind": (lambda p, t: (t / "empty").mkdir() or t / "empty", "en-de",
-                     "INIT={dir}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a directory "
-                     "vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)"),
-    "no source sentencepiece model": (lambda p, t: copy_without(p[0], t / "hf", "source.spm"), "en-de",
-                                      "{dir}/source.spm: no such file (the parent's sentencepiece model"),
-    "no target sentencepiece model, imported": (lambda p, t: copy_without(p[1], t / "imported", "target.spm"), "en-de",
-                                                "{dir}/target.spm: no such file"),
-    "no weights": (lambda p, t: copy_without(p[0], t / "hf", "model.safetensors"), "en-de",
-                   "{dir}: no model.safetensors or pytorch_model.bin"),
-    "no vocabulary": (lambda p, t: copy_without(p[0], t / "hf", "vocab.json"), "en-de", "{dir}/vocab.json: no such file"),
-    "another model": (lambda p, t: edited(p[0], t / "hf", "config.json", lambda c: json.dumps({**json.loads(c), "model_type": "bart"})),
-                      "en-de", "{dir}/config.json: model_type 'bart', not 'marian'"),
-    "pre-norm": (lambda p, t: edited(p[0], t / "hf", "config.json", lambda c: json.dumps({**json.loads(c), "normalize_before": True})),
-                 "en-de", "{dir}/config.json: normalize_before true"),
-    "another pair": (lambda p, t: p[0], "de-en", "{dir}/tokenizer_config.json: the parent translates en-de, not de-en (SRC, TGT)"),
-    "another pair, imported": (lambda p, t: p[1], "de-en", "{dir}/checkpoint.pt: the parent translates en-de, not de-en (SRC, TGT)"),
-    "no dictionary": (lambda p, t: copy_without(p[1], t / "imported", "dict.de.txt"), "en-de",
-                      "{dir}/dict.de.txt: no such file (the parent's dictionary for de; {dir} has dict.en.txt)"),
-    "a dictionary of another size": (lambda p, t: edited(p[1], t / "imported", "dict.de.txt", lambda d: d.split("\n", 1)[1]), "en-de",
-                                     "{dir}/dict.de.txt: 40 entries, but {dir}/checkpoint.pt has 41 embedding rows for de: "
-                                     "not the dictionary this checkpoint was trained with"),
-    "another dictionary of that size": (lambda p, t: edited(p[1], t / "imported", "dict.de.txt", reversed_lines), "en-de",
-                                        "{dir}/dict.de.txt: not the dictionary {dir}/checkpoint.pt was imported with"),
-    "not a checkpoint": (lambda p, t: replaced(p[1], t / "imported", "checkpoint.pt", b"text"), "en-de",
-                         "{dir}/checkpoint.pt: not a fairseq checkpoint this project wrote"),
+    "neither kind": (
+        lambda p, t: (t / "empty").mkdir() or t / "empty",
+        "en-de",
+        "INIT={dir}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a directory "
+        "vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)",
+    ),
+    "no source sentencepiece model": (
+        lambda p, t: copy_without(p[0], t / "hf", "source.spm"),
+        "en-de",
+        "{dir}/source.spm: no such file (the parent's sentencepiece model",
+    ),
+    "no target sentencepiece model, imported": (
+        lambda p, t: copy_without(p[1], t / "imported", "target.spm"),
+        "en-de",
+        "{dir}/target.spm: no such file",
+    ),
+    "no weights": (
+        lambda p, t: copy_without(p[0], t / "hf", "model.safetensors"),
+        "en-de",
+        "{dir}: no model.safetensors or pytorch_model.bin",
+    ),
+    "no vocabulary": (
+        lambda p, t: copy_without(p[0], t / "hf", "vocab.json"),
+        "en-de",
+        "{dir}/vocab.json: no such file",
+    ),
+    "another model": (
+        lambda p, t: edited(
+            p[0], t / "hf", "config.json", lambda c: json.dumps({**json.loads(c), "model_type": "bart"})
+        ),
+        "en-de",
+        "{dir}/config.json: model_type 'bart', not 'marian'",
+    ),
+    "pre-norm": (
+        lambda p, t: edited(
+            p[0], t / "hf", "config.json", lambda c: json.dumps({**json.loads(c), "normalize_before": True})
+        ),
+        "en-de",
+        "{dir}/config.json: normalize_before true",
+    ),
+    "another pair": (
+        lambda p, t: p[0],
+        "de-en",
+        "{dir}/tokenizer_config.json: the parent translates en-de, not de-en (SRC, TGT)",
+    ),
+    "another pair, imported": (
+        lambda p, t: p[1],
+        "de-en",
+        "{dir}/checkpoint.pt: the parent translates en-de, not de-en (SRC, TGT)",
+    ),
+    "no dictionary": (
+        lambda p, t: copy_without(p[1], t / "imported", "dict.de.txt"),
+        "en-de",
+        "{dir}/dict.de.txt: no such file (the parent's dictionary for de; {dir} has dict.en.txt)",
+    ),
+    "a dictionary of another size": (
+        lambda p, t: edited(p[1], t / "imported", "dict.de.txt", lambda d: d.split("\n", 1)[1]),
+        "en-de",
+        "{dir}/dict.de.txt: 40 entries, but {dir}/checkpoint.pt has 41 embedding rows for de: "
+        "not the dictionary this checkpoint was trained with",
+    ),
+    "another dictionary of that size": (
+        lambda p, t: edited(p[1], t / "imported", "dict.de.txt", reversed_lines),
+        "en-de",
+        "{dir}/dict.de.txt: not the dictionary {dir}/checkpoint.pt was imported with",
+    ),
+    "not a checkpoint": (
+        lambda p, t: replaced(p[1], t / "imported", "checkpoint.pt", b"text"),
+        "en-de",
+        "{dir}/checkpoint.pt: not a fairseq checkpoint this project wrote",
+    ),
 }
 
 

@@ -13,7 +13,10 @@ def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkey
 
     monkeypatch.setattr(speed_probe, "cuda_here", lambda: False)
     prefix = corpus(tmp_path, many(100))
-    assert plan.command_line(["settings", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"]) == 2
+    assert (
+        plan.command_line(["settings", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"])
+        == 2
+    )
     assert "error: TIME=8h: this machine has no CUDA device to measure the GPUs' speed on" in capsys.readouterr().err
 
 

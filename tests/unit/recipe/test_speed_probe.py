@@ -27,14 +27,23 @@ def seeded(cache, probe, seconds):
     cache.write_text(json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()}}))
 
 
-@pytest.mark.parametrize("text, seconds", [("90m", 5400), ("8h", 28800), ("1h30m", 5400), ("2d", 172800), ("1.5h", 5400),
-                                           ("600s", 600), ("1h 30m", 5400)])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("90m", 5400), ("8h", 28800), ("1h30m", 5400), ("2d", 172800), ("1.5h", 5400), ("600s", 600), ("1h 30m", 5400)],
+)
 def test_a_time_is_a_duration_with_units(text, seconds):
     assert parse_time(text) == seconds
 
 
-@pytest.mark.parametrize("text, says", [("90", "a duration such as 90m"), ("8 hours", "a duration such as"),
-                                        ("", "a duration such as"), ("1m", "under two minutes")])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("90", "a duration such as 90m"),
+        ("8 hours", "a duration such as"),
+        ("", "a duration such as"),
+        ("1m", "under two minutes"),
+    ],
+)
 def test_anything_else_is_refused_naming_time(text, says):
     with pytest.raises(BudgetError, match=f"TIME={text}: .*{says}"):
         parse_time(text)
@@ -55,8 +64,11 @@ def test_the_probe_measures_a_models_updates_here_and_keeps_the_figure(cache, mo
     sp_measure, sp.measure = sp.measure, lambda probe: measured.append(probe) or 1.5
     try:
         found = sp.seconds_per_update(other)
-        assert {k: v for k, v in found.items() if k != "at"} == {"seconds": 1.5, "measured": sp.time.strftime("%Y-%m-%d %H:%M"),
-                                                                 "cached": False}  # fmt: skip
+        assert {k: v for k, v in found.items() if k != "at"} == {
+            "seconds": 1.5,
+            "measured": sp.time.strftime("%Y-%m-%d %H:%M"),
+            "cached": False,
+        }
         assert abs(found["at"] - sp.time.time()) < 60
     finally:
         sp.measure = sp_measure
@@ -71,11 +83,15 @@ def test_a_probe_that_cannot_build_its_model_says_which(cache):
 def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
     seeded(cache, TINY, 2.0)
     found = budget(TINY, "1h")
-    assert found["MAX_UPDATE"] == str(int((3600 - probe_arithmetic.TIME_STARTUP_SECONDS) * probe_arithmetic.TIME_TRAINING_SHARE / 2.0))  # 1,681
+    assert found["MAX_UPDATE"] == str(
+        int((3600 - probe_arithmetic.TIME_STARTUP_SECONDS) * probe_arithmetic.TIME_TRAINING_SHARE / 2.0)
+    )  # 1,681
     assert found["STOP_TIME_HOURS"] == f"{(3600 - probe_arithmetic.TIME_STARTUP_SECONDS) / 3600:.4f}"
     assert abs(int(found["TRAINING_SECONDS"]) - 3600) <= 2  # what fits is about the time given
-    assert re.match(r"60 min here: 1,681 updates of 2\.00 s \(a probe of this machine, measured \d{4}-\d\d-\d\d \d\d:\d\d",
-                    found["TRAINING_TIME"]), found["TRAINING_TIME"]  # fmt: skip
+    assert re.match(
+        r"60 min here: 1,681 updates of 2\.00 s \(a probe of this machine, measured \d{4}-\d\d-\d\d \d\d:\d\d",
+        found["TRAINING_TIME"],
+    ), found["TRAINING_TIME"]
     # a dev set of 6,000 target tokens, 10 updates' worth (of 600): a validation takes 10 x 2 s x VALID_TOKEN_COST,
     # 10 s, and the run of about 1,580 updates validates 20 times (every 79): 100 updates fewer
     validated = budget(TINY, "1h", tokens_per_update=600, valid_tokens=6000)
@@ -90,7 +106,9 @@ def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
 
 def test_a_time_too_short_for_100_updates_is_refused(cache):
     seeded(cache, TINY, 60.0)
-    with pytest.raises(BudgetError, match=r"TIME=90m: 84 updates of 60.0 s fit here, too few to learn anything \(100 at least\)"):
+    with pytest.raises(
+        BudgetError, match=r"TIME=90m: 84 updates of 60.0 s fit here, too few to learn anything \(100 at least\)"
+    ):
         budget(TINY, "90m")
 
 
@@ -103,11 +121,17 @@ def test_the_updates_a_time_gave_are_kept_for_a_resumed_run(cache, tmp_path):
     seeded(cache, TINY, 4.0)  # the machine measured again, slower
     resumed = budget(TINY, "1h", kept=str(kept))
     assert resumed["MAX_UPDATE"] == first["MAX_UPDATE"] and "(decided " in resumed["TRAINING_TIME"]
-    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 4.0))
-    assert budget(TINY, "2h", kept=str(kept), valid_tokens=6000)["MAX_UPDATE"] != str(int((7200 - 60) * 0.95 / 4.0))  # another dev set
+    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(
+        int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 4.0)
+    )
+    assert budget(TINY, "2h", kept=str(kept), valid_tokens=6000)["MAX_UPDATE"] != str(
+        int((7200 - 60) * 0.95 / 4.0)
+    )  # another dev set
     bigger = Probe("vaswani_tiny", "--d-ff 512", 200, 600, workers=2, threads=1)
     seeded(cache, bigger, 3.0)
-    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 3.0))
+    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(
+        int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 3.0)
+    )
 
 
 def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
@@ -127,8 +151,10 @@ def test_a_busy_machines_figure_is_measured_again_once_it_is_quiet(cache, monkey
     monkeypatch.setattr(sp, "measure", lambda probe: next(figures))
     monkeypatch.setattr(sp, "busy", lambda: "load 3.8 on 2 cores")
     assert budget(TINY, max_update=1000)["TRAINING_TIME"].startswith(
-        "89 min here: 1,000 updates of 5.00 s (a probe of this machine, measured now with the machine busy (load 3.8 on 2 cores), "
-        "so likely too slow: measured again once it is quiet; kept in")  # fmt: skip
+        "89 min here: 1,000 updates of 5.00 s (a probe of this machine, measured now with the machine busy (load 3.8 "
+        "on 2 cores), "
+        "so likely too slow: measured again once it is quiet; kept in"
+    )
     assert sp.seconds_per_update(TINY)["seconds"] == 5.0  # still busy: read back
     monkeypatch.setattr(sp, "busy", lambda: "")
     quiet = sp.seconds_per_update(TINY)
@@ -222,14 +248,26 @@ def test_on_a_gpu_the_probe_times_the_real_micro_batches_and_scales_from_them():
         return 0.2
 
     def update(tokens, max_tokens=4096, gpus=1):
-        probe = sp.layout_probe("vaswani_big", "", 32000, tokens * gpus, gpus=gpus, cpu_workers=2, precision="bf16",
-                                max_tokens_per_device=max_tokens)  # fmt: skip
+        probe = sp.layout_probe(
+            "vaswani_big",
+            "",
+            32000,
+            tokens * gpus,
+            gpus=gpus,
+            cpu_workers=2,
+            precision="bf16",
+            max_tokens_per_device=max_tokens,
+        )
         return probe_arithmetic.seconds_an_update(probe, device, lambda: 0.05)
 
     assert update(2048) == update(4096) == pytest.approx(0.25)
     assert set(timed) == {2048 // 30, 4096 // 30}  # the micro-batch each update runs, not a capped one
-    assert update(16384) == pytest.approx(4 * 0.2 + 0.05) and update(16384, gpus=8) == pytest.approx(0.85)  # a device's share
+    assert update(16384) == pytest.approx(4 * 0.2 + 0.05) and update(16384, gpus=8) == pytest.approx(
+        0.85
+    )  # a device's share
     assert update(6000) == pytest.approx(2 * 0.2 + 0.05)  # 4,096 and 1,904: two micro-batches
     cpu = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=1)
     assert probe_arithmetic.micro_batches(cpu) == (2048, 2.0)
-    assert probe_arithmetic.seconds_an_update(cpu, lambda sentences: 0.2, lambda: 0.05) == pytest.approx(2 * 0.2 * 2048 / (68 * 30) + 0.05)
+    assert probe_arithmetic.seconds_an_update(cpu, lambda sentences: 0.2, lambda: 0.05) == pytest.approx(
+        2 * 0.2 * 2048 / (68 * 30) + 0.05
+    )

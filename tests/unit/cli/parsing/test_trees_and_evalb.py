@@ -6,7 +6,15 @@ import random
 import pytest
 
 from transformer_plugin_cli.parsing import evalb
-from transformer_plugin_cli.parsing.trees import REPAIR_KINDS, TreeError, clean, delinearise, linearise, parse_tree, read_trees
+from transformer_plugin_cli.parsing.trees import (
+    REPAIR_KINDS,
+    TreeError,
+    clean,
+    delinearise,
+    linearise,
+    parse_tree,
+    read_trees,
+)
 
 MRG = """(
   (S
@@ -24,8 +32,10 @@ def test_read_and_clean_mrg():
     assert str(clean(first)) == "(S (NP (DT The) (NN price)) (VP (VBD was) (VP (VBN cut))) (. .))"
     # the SBAR holds only empty elements: it goes, and its VP keeps the verb
     assert str(clean(second)) == "(S (NP (PRP It)) (VP (VBD rose)) (. .))"
-    assert str(clean(parse_tree("(TOP (S (NP (-LRB- -LRB-) (NN x)) (ADVP|PRT (RB up))))"))) == \
-        "(S (NP (-LRB- -LRB-) (NN x)) (ADVP (RB up)))"  # fmt: skip
+    assert (
+        str(clean(parse_tree("(TOP (S (NP (-LRB- -LRB-) (NN x)) (ADVP|PRT (RB up))))")))
+        == "(S (NP (-LRB- -LRB-) (NN x)) (ADVP (RB up)))"
+    )
     assert clean(parse_tree("( (S (-NONE- *)) )")) is None
 
 
@@ -49,17 +59,20 @@ def test_well_formed_output_needs_no_repair(toy_gold):
         assert evalb.score_sentence(tree, rebuilt).f1 == 100.0
 
 
-@pytest.mark.parametrize("tokens, kind", [
-    ("(S (NP XX XX )NP )NP )S", "unmatched_close"),
-    ("(S (NP XX XX )VP )S", "mismatched_close"),
-    ("(S (NP XX XX", "unclosed"),
-    ("(S (NP XX <unk> XX )NP )S", "unknown_token"),
-    ("(S (NP XX )NP )S", "missing_words"),
-    ("(S (NP XX XX XX XX )NP )S", "extra_words"),
-    ("(S (NP XX XX )NP (VP )VP )S", "empty_constituent"),
-    ("(NP XX )NP (VP XX )VP", "added_root"),
-    ("", "added_root"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "tokens, kind",
+    [
+        ("(S (NP XX XX )NP )NP )S", "unmatched_close"),
+        ("(S (NP XX XX )VP )S", "mismatched_close"),
+        ("(S (NP XX XX", "unclosed"),
+        ("(S (NP XX <unk> XX )NP )S", "unknown_token"),
+        ("(S (NP XX )NP )S", "missing_words"),
+        ("(S (NP XX XX XX XX )NP )S", "extra_words"),
+        ("(S (NP XX XX )NP (VP )VP )S", "empty_constituent"),
+        ("(NP XX )NP (VP XX )VP", "added_root"),
+        ("", "added_root"),
+    ],
+)
 def test_every_kind_of_malformed_output_is_repaired(tokens, kind):
     words = ["The", "cat"]
     tree, repairs = delinearise(tokens.split(), words)
@@ -91,7 +104,11 @@ def test_output_nested_thousands_deep_is_repaired_and_scored(tmp_path, depth):
     assert str(tree).count("(NP") == depth and parse_tree(str(tree)) == tree
     assert len(linearise(tree)) == 2 * depth + 3 and clean(tree) == tree
     s = evalb.score_sentence(gold, tree)
-    assert s.error is None and (s.matched, s.gold, s.test) == (0, 3, depth)  # S(0,3) NP(0,2) VP(2,3) against NP(0,3) x depth
+    assert s.error is None and (s.matched, s.gold, s.test) == (
+        0,
+        3,
+        depth,
+    )  # S(0,3) NP(0,2) VP(2,3) against NP(0,3) x depth
     generate = tmp_path / "generate.out"
     generate.write_text(f"H-0\t-0.5\t{' '.join(tokens)}\n")
     (tmp_path / "words").write_text("a b c\n")
@@ -121,8 +138,10 @@ def test_known_partial_match():
 
 def test_punctuation_and_root_rules():
     # where the final period hangs does not matter: punctuation is removed before spans are counted
-    assert score(GOLD, "(TOP (S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat) (. .))))))").f1 \
-        == 100.0  # fmt: skip
+    assert (
+        score(GOLD, "(TOP (S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat) (. .))))))").f1
+        == 100.0
+    )
     s = score("(TOP " + GOLD + ")", GOLD)  # the TOP wrapper is not a bracket; S is
     assert (s.gold, s.test, s.matched) == (5, 5, 5)
 
@@ -198,6 +217,9 @@ def test_agrees_with_pyevalb_where_the_conventions_coincide(toy_gold):
             pyevalb_parser.create_from_bracket_string(str(gold)), pyevalb_parser.create_from_bracket_string(test_str)
         )
         assert (ours.matched, ours.gold, ours.test) == (
-            theirs.matched_brackets, theirs.gold_brackets, theirs.test_brackets), (str(gold), test_str)  # fmt: skip
+            theirs.matched_brackets,
+            theirs.gold_brackets,
+            theirs.test_brackets,
+        ), (str(gold), test_str)
         compared += 1
     assert compared >= 30

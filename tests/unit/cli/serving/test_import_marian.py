@@ -19,18 +19,27 @@ from helpers import MARIAN_V as V, marian_directory as marian_dir, marian_senten
 def load(out):
     from fairseq import checkpoint_utils
 
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(out / "checkpoint.pt")],
-                                                                    arg_overrides={"data": str(out)})  # fmt: skip
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(out / "checkpoint.pt")], arg_overrides={"data": str(out)}
+    )
     return models[0].eval(), task
 
 
 def test_an_opus_mt_shaped_model_is_held_exactly(tmp_path):
     theirs = marian_dir(tmp_path / "hf")
     path, flags = import_marian.import_marian(str(tmp_path / "hf"), str(tmp_path / "out"))
-    assert " ".join(flags) == ("--arch vaswani_base --encoder-layers 2 --decoder-layers 2 --d-model 32 --d-ff 64 --attention-heads 4"
-                               " --dropout 0.1 --attention-dropout 0.0 --activation-dropout 0.0 --activation-fn swish --output-bias"
-                               " --max-source-positions 64 --max-target-positions 64 --decoder-start pad --share-all-embeddings")
-    assert sorted(os.listdir(tmp_path / "out")) == ["checkpoint.pt", "dict.de.txt", "dict.en.txt", "source.spm", "target.spm"]
+    assert " ".join(flags) == (
+        "--arch vaswani_base --encoder-layers 2 --decoder-layers 2 --d-model 32 --d-ff 64 --attention-heads 4"
+        " --dropout 0.1 --attention-dropout 0.0 --activation-dropout 0.0 --activation-fn swish --output-bias"
+        " --max-source-positions 64 --max-target-positions 64 --decoder-start pad --share-all-embeddings"
+    )
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "checkpoint.pt",
+        "dict.de.txt",
+        "dict.en.txt",
+        "source.spm",
+        "target.spm",
+    ]
     ours, task = load(tmp_path / "out")
     assert path == str(tmp_path / "out" / "checkpoint.pt")
     pieces = marian_sentencepiece()[1]
@@ -50,12 +59,15 @@ def test_separate_vocabularies_are_held_exactly(tmp_path):
     assert import_marian.check_equivalent(ours, theirs, rows, rows, tolerance=1e-5) <= 1e-5
 
 
-@pytest.mark.parametrize("change,message", [
-    (dict(activation_function="gelu"), "activation_function 'gelu': relu or swish only"),
-    (dict(scale_embedding=False), "scale_embedding false"),
-    (dict(decoder_ffn_dim=32), "encoder_ffn_dim 64 and decoder_ffn_dim 32: one value for both sides"),
-    (dict(normalize_before=True), "normalize_before true: MarianMT"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (dict(activation_function="gelu"), "activation_function 'gelu': relu or swish only"),
+        (dict(scale_embedding=False), "scale_embedding false"),
+        (dict(decoder_ffn_dim=32), "encoder_ffn_dim 64 and decoder_ffn_dim 32: one value for both sides"),
+        (dict(normalize_before=True), "normalize_before true: MarianMT"),
+    ],
+)
 def test_what_cannot_be_held_is_refused_naming_the_setting(tmp_path, change, message):
     marian_dir(tmp_path / "hf", **change)
     with pytest.raises(import_marian.MarianImportError, match=message):
@@ -84,7 +96,9 @@ def test_a_model_of_this_project_exported_and_imported_again_has_identical_tenso
     dictionary = make_dictionary(30)
     model = build_vaswani(dictionary, dropout=0.0, max_source_positions=64, max_target_positions=64).eval()
 
-    cfg = vaswani_args("vaswani_tiny", share_all_embeddings=True, dropout=0.0, max_source_positions=64, max_target_positions=64)
+    cfg = vaswani_args(
+        "vaswani_tiny", share_all_embeddings=True, dropout=0.0, max_source_positions=64, max_target_positions=64
+    )
     hf = transformers.MarianMTModel(marian.marian_config(cfg, dictionary, dictionary)).eval()
     with torch.no_grad():
         hf.load_state_dict(marian.marian_state_dict(model, marian.paper_to_marian(cfg.d_model)), strict=False)
@@ -124,7 +138,9 @@ def test_fairseqs_beam_search_on_the_import_gives_transformers_generate(tmp_path
     our_src = torch.tensor([[1] * (width - len(w)) + [to_fairseq[t] for t in w] for w in words])
     config = generation_config(theirs.config, beam, 1.0, 13)
     with torch.no_grad():
-        generated = theirs.generate(input_ids=their_src, attention_mask=their_src.ne(V - 1).long(), generation_config=config)
+        generated = theirs.generate(
+            input_ids=their_src, attention_mask=their_src.ne(V - 1).long(), generation_config=config
+        )
         generator = task.build_generator([ours], Namespace(beam=beam, max_len_a=0, max_len_b=12, min_len=1, lenpen=1.0))
         hypotheses = generator.generate([ours], {"net_input": {"src_tokens": our_src, "src_lengths": lengths + 1}})
     for i in range(100):

@@ -34,7 +34,9 @@ def test_average_is_the_exact_elementwise_mean(tmp_path):
         torch.testing.assert_close(out["model"][name], expected, rtol=0, atol=1e-7)
     half = ((models[0]["half"].float() + models[1]["half"].float() + models[2]["half"].float()) / 3).half()
     assert out["model"]["half"].dtype == torch.float16 and torch.equal(out["model"]["half"], half)
-    assert out["model"]["num_batches_tracked"].item() == 7 and not out["model"]["num_batches_tracked"].is_floating_point()
+    assert (
+        out["model"]["num_batches_tracked"].item() == 7 and not out["model"]["num_batches_tracked"].is_floating_point()
+    )
     assert out["extra_state"] == {"seed": 0}  # the rest comes from the first (newest) input
     assert out["averaged_from"] == [str(tmp_path / f"c{i}.pt") for i in range(3)]
 
@@ -72,14 +74,27 @@ def test_last_update_checkpoints_are_picked_newest_first(tmp_path):
     saved_at(tmp_path / "checkpoint_best.pt", 1100)  # not a "last" state
     chosen = last_checkpoints(str(tmp_path), 3, update_based=True)
     assert [(u, os.path.basename(p)) for u, p in chosen] == [
-        (1000, "checkpoint_3_1000.pt"), (400, "checkpoint_2_400.pt"), (300, "checkpoint_2_300.pt")]  # fmt: skip
+        (1000, "checkpoint_3_1000.pt"),
+        (400, "checkpoint_2_400.pt"),
+        (300, "checkpoint_2_300.pt"),
+    ]
     bounded = last_checkpoints(str(tmp_path), 2, update_based=True, upper_bound=300)
     assert [os.path.basename(p) for _, p in bounded] == ["checkpoint_2_300.pt", "checkpoint_1_200.pt"]
-    with pytest.raises(FileNotFoundError, match=r"found 5 \(update 100, update 200, update 300, update 400, update 1000\)"):
+    with pytest.raises(
+        FileNotFoundError, match=r"found 5 \(update 100, update 200, update 300, update 400, update 1000\)"
+    ):
         last_checkpoints(str(tmp_path), 6, update_based=True)
-    assert [os.path.basename(p) for _, p in last_checkpoints(str(tmp_path), 1, update_based=False)] == ["checkpoint3.pt"]
+    assert [os.path.basename(p) for _, p in last_checkpoints(str(tmp_path), 1, update_based=False)] == [
+        "checkpoint3.pt"
+    ]
     # a training that stopped early (--patience) saved fewer: all of them, with --or-fewer
-    assert [u for u, _ in last_checkpoints(str(tmp_path), 6, update_based=True, fewer=True)] == [1000, 400, 300, 200, 100]
+    assert [u for u, _ in last_checkpoints(str(tmp_path), 6, update_based=True, fewer=True)] == [
+        1000,
+        400,
+        300,
+        200,
+        100,
+    ]
 
 
 def test_a_state_saved_only_at_an_epoch_end_is_averaged(tmp_path, capsys):
@@ -91,12 +106,20 @@ def test_a_state_saved_only_at_an_epoch_end_is_averaged(tmp_path, capsys):
     saved_at(tmp_path / "checkpoint_last.pt", 300, seed=4)  # update 300 ended epoch 3
     chosen = last_checkpoints(str(tmp_path), 3, update_based=True)
     assert [(u, os.path.basename(p)) for u, p in chosen] == [
-        (300, "checkpoint_last.pt"), (250, "checkpoint_2_250.pt"), (150, "checkpoint_2_150.pt")]  # fmt: skip
+        (300, "checkpoint_last.pt"),
+        (250, "checkpoint_2_250.pt"),
+        (150, "checkpoint_2_150.pt"),
+    ]
     saved_at(tmp_path / "checkpoint3.pt", 300, seed=4)  # without --no-epoch-checkpoints: the same state twice
     assert [u for u, _ in last_checkpoints(str(tmp_path), 4, update_based=True)] == [300, 250, 150, 50]
     assert main(["--inputs", str(tmp_path), "--num-update-checkpoints", "3", "--output", str(tmp_path / "avg.pt")]) == 0
     printed = capsys.readouterr().out
-    assert "update 300: " in printed and "update 250: " in printed and "update 150: " in printed and "update 50" not in printed
+    assert (
+        "update 300: " in printed
+        and "update 250: " in printed
+        and "update 150: " in printed
+        and "update 50" not in printed
+    )
 
 
 def test_cli_writes_a_loadable_checkpoint_and_reports_errors(tmp_path, capsys):
@@ -107,7 +130,18 @@ def test_cli_writes_a_loadable_checkpoint_and_reports_errors(tmp_path, capsys):
     assert not os.path.exists(str(out) + ".tmp")
     assert load_checked(out)["averaged_from"][0].endswith("checkpoint_1_20.pt")
     (tmp_path / "broken.pt").write_bytes(b"\x00garbage")
-    assert main(["--inputs", str(tmp_path / "checkpoint_1_10.pt"), str(tmp_path / "broken.pt"), "--output", str(tmp_path / "x.pt")]) == 1
+    assert (
+        main(
+            [
+                "--inputs",
+                str(tmp_path / "checkpoint_1_10.pt"),
+                str(tmp_path / "broken.pt"),
+                "--output",
+                str(tmp_path / "x.pt"),
+            ]
+        )
+        == 1
+    )
     assert "broken.pt" in capsys.readouterr().err
     assert not (tmp_path / "x.pt").exists()
 

@@ -15,10 +15,20 @@ from transformer_plugin.models.vaswani_transformer import VaswaniTransformerMode
 
 def fairseq_cfg(**overrides):
     cfg = dict(
-        _name="transformer", encoder_embed_dim=32, decoder_embed_dim=32, encoder_ffn_embed_dim=64,
-        decoder_ffn_embed_dim=64, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2,
-        decoder_layers=2, share_all_embeddings=True, dropout=0.0, max_source_positions=64, max_target_positions=64,
-    )  # fmt: skip
+        _name="transformer",
+        encoder_embed_dim=32,
+        decoder_embed_dim=32,
+        encoder_ffn_embed_dim=64,
+        decoder_ffn_embed_dim=64,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        share_all_embeddings=True,
+        dropout=0.0,
+        max_source_positions=64,
+        max_target_positions=64,
+    )
     cfg.update(overrides)
     return cfg
 
@@ -65,5 +75,7 @@ def test_checkpoint_without_cfg_is_refused():
 
 
 def test_module_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "transformer_plugin_cli.tools.convert", "--help"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "transformer_plugin_cli.tools.convert", "--help"], capture_output=True, text=True
+    )
     assert proc.returncode == 0 and "vaswani_transformer" in proc.stdout

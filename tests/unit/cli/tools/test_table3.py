@@ -26,13 +26,30 @@ def test_every_rows_flags_parse_and_change_the_model(row, tmp_path):
 
     from helpers import REPO, DummyTask, make_dictionary
 
-    argv = [str(tmp_path), "--user-dir", f"{REPO}/transformer_plugin", "--task", "translation", "--arch",
-            "vaswani_base", "--criterion", "vaswani_label_smoothed_cross_entropy", "--share-all-embeddings",
-            *[word for item in row.flags.items() for word in item]]  # fmt: skip
+    argv = [
+        str(tmp_path),
+        "--user-dir",
+        f"{REPO}/transformer_plugin",
+        "--task",
+        "translation",
+        "--arch",
+        "vaswani_base",
+        "--criterion",
+        "vaswani_label_smoothed_cross_entropy",
+        "--share-all-embeddings",
+        *[word for item in row.flags.items() for word in item],
+    ]
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
     settings = {**cfg.model, "label_smoothing": cfg.criterion.label_smoothing}
-    expected = dict(encoder_layers=6, d_model=512, d_ff=2048, attention_heads=8, dropout=0.1, label_smoothing=0.1,
-                    positional_encoding="sinusoidal")  # fmt: skip
+    expected = dict(
+        encoder_layers=6,
+        d_model=512,
+        d_ff=2048,
+        attention_heads=8,
+        dropout=0.1,
+        label_smoothing=0.1,
+        positional_encoding="sinusoidal",
+    )
     for name, value in row.flags.items():
         key = name[2:].replace("-", "_")
         expected[key] = type(expected.get(key, 0))(value) if key in expected else int(value)
