@@ -2,14 +2,13 @@
 decides every stage before any work, runs them in order, and stops every process a stage started when the
 recipe is interrupted. Not a console script: lib.sh runs ``python -m recipe.engine``
 (:mod:`.__main__`) with the environment's python. Nothing here imports torch or fairseq (it runs at every start
-of a recipe), except :func:`.layout.cuda_devices` in a real run on GPUs.
+of a recipe), except :func:`recipe.layout.cuda_devices` in a real run on GPUs.
 
 - :mod:`.verbs`: the engine's own verbs a stage's command may start with (capture, train_workers, launch_training);
 - :mod:`.stamps`: a stage, what it makes (its identity: command, digests of what it reads) and its stamp;
-  :mod:`.legacy`: stamps from before the engine, which still count (:mod:`.shell_words`: their quoting);
 - :mod:`.decisions`: skip, run, redo, stop or wait, for every stage, from what each reads and writes;
 - :mod:`.space`: what the stages that run will write, against the disk's free space;
-- :mod:`.layout`: machines, processes and batch of a training; :mod:`.failures`: why a stage failed, in words;
+- :mod:`recipe.layout`: machines, processes and batch of a training; :mod:`.failures`: why a stage failed, in words;
 - :mod:`.processes`: process groups, signals, leftovers; :mod:`.launching`: one stage's command, run or shown;
 - :mod:`.runner`: the run, stage after stage.
 """
@@ -25,8 +24,6 @@ from recipe.engine.decisions import (  # noqa: F401
 )
 from recipe.engine.failures import FAILURES, StageFailed, exit_status, training_failure  # noqa: F401
 from recipe.layout import LayoutError, free_port, layout, worker_commands, worker_threads  # noqa: F401
-from recipe.engine.legacy import legacy_words, normalised_legacy  # noqa: F401
-from recipe.engine.shell_words import bash_words  # noqa: F401
 from recipe.engine.stamps import (  # noqa: F401
     Context,
     DigestCache,

@@ -21,7 +21,6 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from recipe.engine.legacy import legacy_words, normalised_legacy
 from recipe.engine.stamps import Context, Done, Stage, identity, read_stamp
 
 CHANGED = "its settings changed since it was done: "  # then the settings, named
@@ -75,18 +74,9 @@ def _files_changed(old: Sequence[Dict], new: Sequence[Dict]) -> List[str]:
 
 def why_changed(done: Done, stage: Stage, ctx: Context, now: Dict) -> Tuple[str, bool]:
     """Why the stage must be redone ('' if it need not be), and whether a stamp that holds is to be rewritten
-    (an old one)."""
-    if done.identity is None:  # a stamp from before the engine
-        current = legacy_words(stage, ctx)
-        before = normalised_legacy(done.legacy)
-        if before == current:
-            return "", True
-        found = changed_settings(before, current, done.settings, ctx.settings)
-        return (
-            CHANGED + found
-            if found
-            else f"its settings or inputs changed since it was done: {changed_words(before, current)}"
-        ), False
+    (one of an earlier version of the stamps)."""
+    if done.unread:
+        return f"its stamp could not be read: {done.unread}", False
     before, after = done.identity["command"], now["command"]
     if before != after:
         found = changed_settings(before, after, done.settings, ctx.settings)

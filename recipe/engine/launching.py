@@ -4,7 +4,6 @@
 import contextlib
 import glob
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from typing import Callable, Dict, Optional, Sequence
 from recipe.engine.decisions import changed_words
 from recipe.engine.failures import StageFailed, exit_status, training_failure
 from recipe.layout import free_port, worker_commands, worker_threads
-from recipe.engine.legacy import normalised_legacy
 from recipe.engine.processes import Interrupted, Supervisor, Tee
 from recipe.engine.space import flag
 from recipe.engine.stamps import Context, Stage, identity, read_stamp
@@ -226,13 +224,9 @@ class Launcher:
                 said = True
             time.sleep(0.5)
         done = read_stamp(stamp)
-        if done.identity is not None:
-            theirs, ours = done.identity["command"], identity(stage, self.ctx)["command"]
-            # node 0's inputs are on node 0: the paths this node names may differ
-            same = [w for w in theirs if not w.startswith("$INPUT")] == [w for w in ours if not w.startswith("$INPUT")]
-        else:
-            theirs, ours = normalised_legacy(done.legacy), normalised_legacy(stage.argv)
-            same = theirs[: len(ours)] == ours and all(re.match(r"^.+=[0-9a-f]{16}$", w) for w in theirs[len(ours) :])
+        theirs, ours = done.identity["command"], identity(stage, self.ctx)["command"]
+        # node 0's inputs are on node 0: the paths this node names may differ
+        same = [w for w in theirs if not w.startswith("$INPUT")] == [w for w in ours if not w.startswith("$INPUT")]
         if not same:
             raise StageFailed(
                 2,

@@ -5,7 +5,7 @@ object holding the stage's command as a list (:func:`identity`: where the checko
 ``WORK`` lie is left out, and so are the options that change only how a stage runs, :data:`HOW_ONLY_OPTIONS`),
 the digests of the files it reads from outside ``WORK`` (the content: another copy of the same corpus is the
 same input), and the recipe's settings with their values (to name the one that changed). Which stages read
-which stage's outputs is :mod:`.decisions`' business; old stamps are :mod:`.legacy`'s.
+which stage's outputs is :mod:`.decisions`' business.
 """
 
 import contextlib
@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from transformer_plugin_cli.files import write_json
-from recipe.engine.shell_words import bash_words
 from recipe.engine.verbs import call
 
 # options that change how a stage runs, not what it makes, left out of its identity with their values:
 # the processes and threads of data preparation (sentencepiece's BPE is the same for any thread count; a
 # unigram model's scores differ in the sixth digit and the one made stays, consistent with what was made
 # from it), where and how long the machines of a training wait for each other, and which of its epochs'
-# checkpoints a training keeps beside those averaging reads (the recipes kept them until 2026-11-26).
+# checkpoints a training keeps beside those averaging reads.
 HOW_ONLY_OPTIONS = (
     "--workers",
     "--threads",
@@ -178,8 +177,8 @@ def without_how_only(words: Sequence[str]) -> List[str]:
 
 
 def as_torchrun(words: Sequence[str]) -> List[str]:
-    """``words`` with ``PYTHON -m torch.distributed.run`` written ``torchrun``: the recipes ran ``torchrun``
-    until 2026-11-27 and now run it as the environment's python, and a stamp of either holds for the other."""
+    """``words`` with ``PYTHON -m torch.distributed.run`` written ``torchrun``: the launcher of a training is
+    torchrun in its identity, whether the command names it or runs it as the environment's python."""
     out = list(words)
     for i in range(len(out) - 2):
         if out[i + 1 : i + 3] == ["-m", "torch.distributed.run"] and os.path.basename(out[i]).startswith("python"):
@@ -282,14 +281,17 @@ def setting_names(sources: Sequence[str]) -> List[str]:
     return sorted(names)
 
 
+OLD_FORMAT = "a command line, as older versions of the recipes wrote their stamps, not JSON"
+
+
 @dataclass
 class Done:
-    """A stamp as read: the identity it records (None for an old stamp, whose ``legacy`` words are kept
-    instead) and the settings of the run that wrote it."""
+    """A stamp as read: the identity it records and the settings of the run that wrote it; ``unread`` says why a
+    stamp that is there could not be read (it counts as made by something else)."""
 
-    identity: Optional[Dict]
+    identity: Dict
     settings: Dict[str, str]
-    legacy: Optional[List[str]] = None
+    unread: str = ""
 
 
 def read_stamp(path: str) -> Optional[Done]:
@@ -298,23 +300,16 @@ def read_stamp(path: str) -> Optional[Done]:
             text = f.read()
     except FileNotFoundError:
         return None
-    if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-            ident = {"command": data["command"], "inputs": data.get("inputs", [])}
-            if "reads" in data:  # a stamp of version 2 has none: it holds if the rest does, and is rewritten
-                ident["reads"] = data["reads"]
-            return Done(ident, data.get("settings", {}))
-        except (ValueError, KeyError, TypeError):
-            return Done({"command": ["(an unreadable stamp)"], "inputs": []}, {})
-    settings = {}
-    with contextlib.suppress(FileNotFoundError):
-        with open(path + ".settings", encoding="utf-8") as f:
-            for line in f:
-                name, _, value = line.rstrip("\n").partition("=")
-                words = bash_words(value)
-                settings[name] = words[0] if words else ""
-    return Done(None, settings, legacy=bash_words(text.strip("\n")))
+    if not text.lstrip().startswith("{"):
+        return Done({"command": [], "inputs": []}, {}, unread=OLD_FORMAT)
+    try:
+        data = json.loads(text)
+        ident = {"command": data["command"], "inputs": data.get("inputs", [])}
+        if "reads" in data:  # a stamp of version 2 has none: it holds if the rest does, and is rewritten
+            ident["reads"] = data["reads"]
+        return Done(ident, data.get("settings", {}))
+    except (ValueError, KeyError, TypeError):
+        return Done({"command": [], "inputs": []}, {}, unread="it is not the JSON object a stamp holds")
 
 
 def write_stamp(path: str, stage: Stage, ident: Dict, ctx: Context) -> None:

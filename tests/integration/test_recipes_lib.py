@@ -1,5 +1,5 @@
 """recipes/lib.sh and its engine (recipe/engine/) from the shell, as the recipes use
-them: stamps, what a stage makes, every stage decided before any work, stamps of the code before the engine,
+them: stamps, what a stage makes, every stage decided before any work, stamps of an older format,
 data from node 0, the launcher of data-parallel workers, Ctrl-C and kill, and failures explained."""
 
 import json
@@ -14,8 +14,6 @@ import pytest
 
 from helpers import BIN, REPO, one_stage, processes_naming, user_env
 
-OLD_LIB = os.path.join(os.path.dirname(__file__), "data", "lib_before_json_stamps.sh")
-
 RECIPE = r"""#!/usr/bin/env bash
 # a recipe in miniature: data, vocabulary, training, scoring
 set -euo pipefail
@@ -27,15 +25,16 @@ stage 1 "data" bash -c 'echo data >> "$0/log"' "$WORK" "$CORPUS"
 stage 2 "vocabulary of $VOCAB" bash -c 'echo "vocab $1" >> "$0/log"' "$WORK" "$VOCAB"
 [ "${TRAIN:-1}" = 0 ] || stage 3 "train" train_workers 1 "$WORK/train.log" bash -c 'echo "train $1" >> "$0/log"; mkdir -p "$0/ckpt"; touch "$0/ckpt/checkpoint_last.pt"; [ -z "${FAIL_TRAIN:-}" ]' "$WORK" "$STEPS" --save-dir "$WORK/ckpt"
 stage 4 "score" bash -c 'echo score >> "$0/log"' "$WORK" "$REPO/transformer_plugin" "${VENV_PYTHON:-python}"
-declare -F run_stages > /dev/null || run_stages() { :; }  # lib.sh before the engine ran each stage at once
 run_stages
 """
 
 
-def recipe(tmp_path, *args, lib=os.path.join(REPO, "recipes", "lib.sh"), script="recipe.sh", **variables):
+def recipe(tmp_path, *args, script="recipe.sh", **variables):
     path = tmp_path / script
     path.write_text(RECIPE)
-    env = user_env(**{"REPO": REPO, "LIB": lib, "WORK": tmp_path / "work", **variables})
+    env = user_env(
+        **{"REPO": REPO, "LIB": os.path.join(REPO, "recipes", "lib.sh"), "WORK": tmp_path / "work", **variables}
+    )
     proc = subprocess.run(["bash", str(path), *args], env=env, capture_output=True, text=True, timeout=60)
     log = tmp_path / "work" / "log"
     return proc, log.read_text().splitlines() if log.exists() else []
@@ -181,38 +180,27 @@ def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
     assert "source .venv/bin/activate" in proc.stderr
 
 
-# ---- stamps of the code before the engine, another checkout, another environment -------------------------
+# ---- stamps of an older format, another checkout, another environment -------------------------------------
 
 
-def test_stamps_written_by_the_code_before_the_engine_keep_counting(tmp_path):
-    """A run made with lib.sh as it was on 2026-11-25 (its stamps a quoted command line, with ID.settings
-    beside it) continues under the engine: nothing is redone, and each stamp is rewritten as JSON."""
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "train.txt").write_text("one\n")
-    proc, log = recipe(tmp_path, lib=OLD_LIB, CORPUS=corpus, STEPS="1 2")
-    assert proc.returncode == 0 and log == ["data", "vocab 300", "train 1 2", "score"], proc.stderr
-    assert (tmp_path / "work" / ".done" / "3.settings").exists()
-    assert not (tmp_path / "work" / ".done" / "3").read_text().startswith("{")
-    proc, _ = recipe(tmp_path, "--dry-run", CORPUS=corpus, STEPS="1 2")
-    assert proc.returncode == 0 and proc.stdout.count("a real run skips this stage") == 4, proc.stdout
-    proc, log = recipe(tmp_path, CORPUS=corpus, STEPS="1 2")
-    assert proc.returncode == 0 and proc.stdout.count("skipping") == 4 and len(log) == 4, proc.stdout + proc.stderr
-    assert json.loads((tmp_path / "work" / ".done" / "3").read_text())["settings"]["STEPS"] == "1 2"
-    assert not (tmp_path / "work" / ".done" / "3.settings").exists()
-    proc, _ = recipe(tmp_path, "--dry-run", CORPUS=corpus, STEPS="1 2")  # and the JSON ones hold as well
-    assert proc.stdout.count("a real run skips this stage") == 4
-
-
-def test_an_old_stamp_whose_settings_changed_still_stops_training_naming_the_setting(tmp_path):
-    recipe(tmp_path, lib=OLD_LIB)
-    proc, log = recipe(tmp_path, STEPS="20")
+def test_a_stamp_of_an_older_format_is_not_read_a_data_stage_is_redone_and_a_training_stops(tmp_path):
+    """A stamp that is not JSON (a command line, as older versions of the recipes wrote): a data stage is redone,
+    saying why, and a training stops before any work, naming the stamp's format."""
+    recipe(tmp_path)
+    (tmp_path / "work" / ".done" / "1").write_text('bash -c echo\\ data\\ \\>\\>\\ \\"\\$0/log\\" /w\n')
+    proc, _ = recipe(tmp_path, "--dry-run")
     assert (
-        proc.returncode == 3
-        and "stage 3 (training) was done, but its settings changed since it was done: STEPS was 10, now 20"
+        proc.returncode == 0
+        and "its stamp could not be read: a command line, as older versions of the recipes wrote" in proc.stdout
+    ), proc.stdout
+    (tmp_path / "work" / ".done" / "3").write_text("bash -c train\n")
+    proc, log = recipe(tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert (
+        "stage 3 (training) was done, but its stamp could not be read: a command line, as older versions of the recipes wrote"
         in proc.stderr
     )
-    assert log == ["data", "vocab 300", "train 10", "score"]
+    assert log == ["data", "vocab 300", "train 10", "score"]  # nothing ran
 
 
 def test_another_checkout_and_environment_continue_the_run(tmp_path):

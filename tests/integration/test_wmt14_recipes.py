@@ -274,65 +274,6 @@ def test_a_data_stage_that_fills_the_disk_leaves_no_stamp_and_its_rerun_starts_c
                 assert (small / part / name).read_bytes() == (work / part / name).read_bytes(), f"{part}/{name}"
 
 
-OLD_LIB = os.path.join(os.path.dirname(__file__), "data", "lib_before_json_stamps.sh")
-
-
-def write_old_stamp(stamp, old_modules=False):
-    """What recipes/lib.sh as it was on 2026-11-25 wrote for the stage of this (JSON) stamp: the quoted
-    command line and the identity of its external inputs (its own input_identity), settings beside it."""
-    made = json.loads(stamp.read_text())
-    script = 'source "$OLD_LIB"; printf -v m "%q " "$@"; printf "%s\\n" "${m% }$(input_identity "$@")"'
-    text = subprocess.run(
-        ["bash", "-c", script, "old", *made["made"]["argv"]],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, OLD_LIB=OLD_LIB, WORK=str(stamp.parent.parent), REPO=REPO),
-    ).stdout
-    if old_modules:  # before the data preparation moved from transformer_plugin_cli.data to preprocess/
-        text = text.replace("-m preprocess.", "-m transformer_plugin_cli.data.")
-    stamp.write_text(text)
-    settings = subprocess.run(
-        [
-            "bash",
-            "-c",
-            'for a in "$@"; do printf "%s=%q\\n" "${a%%=*}" "${a#*=}"; done',
-            "s",
-            *(f"{k}={v}" for k, v in made["settings"].items()),
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout
-    (stamp.parent / f"{stamp.name}.settings").write_text(settings)
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("old_modules", [False, True])
-def test_stamps_written_before_the_engine_still_hold(toy_run, old_modules):
-    """A run made with lib.sh as it was before the engine (and before the data preparation moved to
-    preprocess/) keeps every stage: a redone stage 1 would stop the recipe at its finished training. A real
-    run skips them all and rewrites their stamps as JSON."""
-    work, _ = toy_run
-    stamps = {p: p.read_text() for p in (work / ".done").iterdir() if p.name[0].isdigit() and "." not in p.name}
-    try:
-        for path in stamps:
-            write_old_stamp(path, old_modules)
-        assert not any(p.read_text().startswith("{") for p in stamps)
-        assert old_modules == any("transformer_plugin_cli.data.wmt14" in p.read_text() for p in stamps)
-        proc = run_recipe("wmt14_en_de_base.sh", work, "--dry-run", FROM=str(work.parent / "archives"), **TOY)
-        assert proc.returncode == 0 and proc.stdout.count("a real run skips this stage") == 9, proc.stdout[-3000:]
-        proc = run_recipe("wmt14_en_de_base.sh", work, FROM=str(work.parent / "archives"), **TOY)
-        assert proc.returncode == 0 and proc.stdout.count("done already with these settings: skipping") == 9, (
-            proc.stdout[-3000:]
-        )
-        assert all(p.read_text().startswith("{") for p in stamps)
-        assert not any(p.name.endswith(".settings") for p in (work / ".done").iterdir())
-    finally:
-        for path, text in stamps.items():
-            path.write_text(text)
-
-
 @pytest.mark.e2e
 def test_another_clone_environment_and_work_path_continue_the_run(toy_run, tmp_path):
     """The run's WORK, moved, continued from a second clone of the repository with the environment at another
