@@ -183,7 +183,7 @@ KERNEL_TESTS := tests/unit/models tests/unit/modules tests/unit/criterions tests
 	tests/integration/test_cli.py::test_ctranslate2_export_scores_and_translates_as_fairseq \
 	tests/integration/test_cli.py::test_half_precision_trains_and_generates
 # Each path one word, its variables joined by commas: torch's kernels without vector instructions with MKL's
-# reproducible path (each was a path of its own until 2026-11-27: together they take a third less of CI's time);
+# reproducible path (together rather than each a path of its own: a third less of CI's time);
 # an AVX2 processor without AVX-512 (torch's, MKL's and oneDNN's kernels alike).
 KERNEL_PATHS := ATEN_CPU_CAPABILITY=default,MKL_CBWR=COMPATIBLE \
 	ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,ONEDNN_MAX_CPU_ISA=AVX2

@@ -1,4 +1,4 @@
-"""The parallel-text recipe's pick for a budget in time, against the candidates beside it (issue 50, item 4).
+"""The parallel-text recipe's pick for a budget in time, against the candidates beside it.
 
 For each corpus and each budget (a ``TIME`` of one core), every candidate runs through
 ``recipes/parallel_text.sh`` as a user would run it, with the candidate's settings and the updates that the

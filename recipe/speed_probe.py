@@ -157,7 +157,7 @@ FRESH_SINCE = "TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE"
 
 def _stale(kept: Dict[str, object]) -> bool:
     """Whether a kept figure is too old to read back: MAX_AGE_DAYS, or measured before FRESH_SINCE."""
-    try:  # "at": seconds since the epoch (since 2026-11-28); "measured": to the minute, for people
+    try:  # "at": seconds since the epoch; "measured": to the minute, for people (a figure that has no "at")
         measured = (
             float(kept["at"]) if "at" in kept else time.mktime(time.strptime(str(kept["measured"]), "%Y-%m-%d %H:%M"))
         )

@@ -146,7 +146,7 @@ def test_an_edited_corpus_redoes_what_reads_it_and_stops_before_training_naming_
 @pytest.mark.e2e
 def test_a_tsv_gives_the_data_of_the_two_files(two_files_run, corpus, tmp_path):
     """Stages 1-3 alone (DATA_ONLY=1) from the TSV: the same text, pieces and binarized data as from the two files.
-    (Validation by BLEU, which this test's run checked until 2026-11-28, is the two-files run's: TOY.)"""
+    (Validation by BLEU is the two-files run's: TOY.)"""
     work, _, _ = two_files_run
     proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus / "pairs.tsv"), DATA_ONLY="1", **TOY)
     assert proc.returncode == 0, proc.stderr[-3000:]

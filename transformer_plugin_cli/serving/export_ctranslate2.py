@@ -36,7 +36,7 @@ def _vocabulary(dictionary) -> List[str]:
 
 def check_supported(cfg) -> None:
     """Refuse what CTranslate2 cannot represent, naming the flag. --decoder-start pad is refused: CTranslate2 4.8's
-    scores were the same with its start token set to the padding token and to </s> (2026-11-28), so that its
+    scores were the same with its start token set to the padding token and to </s>, so that its
     decoding from the padding row could not be shown."""
     check_even_heads(cfg, "CTranslate2")
     if getattr(cfg, "decoder_start", "eos") != "eos":

@@ -73,8 +73,8 @@ def test_where_the_checkout_environment_and_work_lie_is_not_part_of_a_stage(tmp_
 
 
 def test_which_epoch_checkpoints_a_training_keeps_is_not_what_it_makes(tmp_path):
-    """The recipes kept the last epochs' checkpoints until 2026-11-26 and keep none since: a training done
-    before is the same stage, in a JSON stamp and in an old one."""
+    """Which epochs' checkpoints a training keeps (--keep-last-epochs, --no-epoch-checkpoints) changes how it runs,
+    not what it makes: a training done with either is the same stage."""
     ctx = context(tmp_path)
     before = Stage(
         "4",
@@ -397,7 +397,7 @@ def test_an_edited_corpus_given_as_a_prefix_redoes_what_reads_it_and_stops_befor
 def test_a_training_stopped_before_it_was_done_continues_only_under_its_own_settings(tmp_path, corpus):
     """A training that was stopped (a signal, a session that ended) left checkpoints and no stamp: run again the same,
     it continues them; run with another MAX_UPDATE (and so another warm-up), it stops rather than continue them under
-    settings they were not trained with (it did, until 2026-11-28), and says how to go on."""
+    settings they were not trained with, and says how to go on."""
     ctx = context(tmp_path, settings={"MAX_UPDATE": "1873"})
     plan = pipeline(tmp_path, corpus)
     plan[3].argv += ["--max-update", "1873"]
