@@ -117,11 +117,11 @@ def main(argv=None) -> int:
             if (
                 export(
                     [
-                        "--model_path",
+                        "--model-path",
                         a.checkpoint,
-                        "--data_dir",
+                        "--data-dir",
                         a.data_bin,
-                        "--output_dir",
+                        "--output-dir",
                         model_dir,
                         "--quantization",
                         quantization,

@@ -296,10 +296,10 @@ stage 8 "report with learning curves, Eq. (3) and attention maps" \
 for export in $EXPORT; do
   case $export in
     ct2) stage 9-ct2 "CTranslate2 model" "$PY" -m transformer_plugin_cli.serving.export_ctranslate2 \
-           --model_path "$MODEL_PATH" --data_dir "$EVAL_DATA" --output_dir "$WORK/ct2" --force ;;
+           --model-path "$MODEL_PATH" --data-dir "$EVAL_DATA" --output-dir "$WORK/ct2" --force ;;
     hf) stage 9-hf "Hugging Face Transformers model (MarianMT)" "$PY" -m transformer_plugin_cli.serving.export_transformers \
-          --model_path "$MODEL_PATH" --data_dir "$EVAL_DATA" --spm "$SRC_SPM" --target_spm "$TGT_SPM" \
-          --scores "test=$OUT/scores.test.json" --output_dir "$WORK/hf" --force ;;
+          --model-path "$MODEL_PATH" --data-dir "$EVAL_DATA" --spm "$SRC_SPM" --target-spm "$TGT_SPM" \
+          --scores "test=$OUT/scores.test.json" --output-dir "$WORK/hf" --force ;;
     *) echo "EXPORT=$EXPORT: ct2 and/or hf" >&2; exit 2 ;;
   esac
 done

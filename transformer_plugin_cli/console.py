@@ -9,6 +9,7 @@
 Nothing here imports fairseq: the light tools stay light.
 """
 
+import argparse
 import functools
 import os
 import select
@@ -54,3 +55,18 @@ def console_script(main: Callable) -> Callable:
 
     command.__console_script__ = True
     return command
+
+
+def kebab_case_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every long option of ``parser`` spelled ``--kebab-case``, as every tool spells its own, the options that
+    CTranslate2's converters declare (``--output_dir``, ``--vocab_mapping``) too; each also parses spelled
+    ``--snake_case``, as the exports' options were and users' scripts type them. ``--help`` shows the kebab-case
+    spelling alone."""
+    for action in parser._actions:
+        for i, option in enumerate(action.option_strings):
+            if option.startswith("--"):
+                kebab, snake = option.replace("_", "-"), "--" + option[2:].replace("-", "_")
+                action.option_strings[i] = kebab
+                for spelling in (kebab, snake):
+                    parser._option_string_actions.setdefault(spelling, action)
+    return parser

@@ -49,6 +49,7 @@ OUTPUT_OPTIONS = (
     "--save-dir",
     "--model-prefix",
     "--out-dir",
+    "--output-dir",
     "--output_dir",
     "--hypotheses-out",
     "--json",

@@ -314,7 +314,7 @@ def test_ctranslate2_export_scores_and_translates_as_fairseq(data_bin, tmp_path,
     from transformer_plugin_cli.serving.export_ctranslate2 import main as export
 
     assert (
-        export(["--model_path", ckpt, "--data_dir", str(data_bin / "bin"), "--output_dir", str(tmp_path / "ct2")]) == 0
+        export(["--model-path", ckpt, "--data-dir", str(data_bin / "bin"), "--output-dir", str(tmp_path / "ct2")]) == 0
     )
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     common = ["--user-dir", PLUGIN, "--path", ckpt, "--batch-size", "16", "--gen-subset", "test"]

@@ -37,15 +37,15 @@ Model = argparse.Namespace  # root, bin, checkpoint, source spm, target spm, exp
 def export(model, out, *extra):
     return export_transformers.main(
         [
-            "--model_path",
+            "--model-path",
             str(model.checkpoint),
-            "--data_dir",
+            "--data-dir",
             str(model.bin),
             "--spm",
             str(model.spm),
-            "--target_spm",
+            "--target-spm",
             str(model.target_spm),
-            "--output_dir",
+            "--output-dir",
             str(out),
             *extra,
         ]
@@ -365,13 +365,13 @@ def test_the_console_script_and_the_model_card(shared, tmp_path):
     result = subprocess.run(
         [
             os.path.join(BIN, "vaswani-export-hf"),
-            "--model_path",
+            "--model-path",
             str(shared.checkpoint),
-            "--data_dir",
+            "--data-dir",
             str(shared.bin),
             "--spm",
             str(shared.spm),
-            "--output_dir",
+            "--output-dir",
             str(tmp_path / "m"),
             "--scores",
             f"copy test={tmp_path / 'scores.json'}",
@@ -469,7 +469,7 @@ def test_without_binarized_data_the_default_bound_is_asked_for(shared, tmp_path,
     for name in ("dict.src.txt", "dict.tgt.txt"):
         shutil.copy(shared.bin / name, dictionaries / name)
     model = Model(**{**vars(shared), "bin": dictionaries})
-    languages = ("--source_lang", "src", "--target_lang", "tgt")  # which the data files would have said
+    languages = ("--source-lang", "src", "--target-lang", "tgt")  # which the data files would have said
     assert export(model, tmp_path / "out", *languages) == 1
     assert f"{dictionaries} holds no binarized src-tgt split" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "out")

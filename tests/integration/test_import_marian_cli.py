@@ -142,15 +142,15 @@ def test_import_decode_fine_tune_and_average_through_the_clis(tmp_path):
     imported = tmp_path / "imported"
     run_tool(
         "vaswani-export-hf",
-        "--model_path",
+        "--model-path",
         str(tmp_path / "average.pt"),
-        "--data_dir",
+        "--data-dir",
         str(tmp_path / "bin"),
         "--spm",
         str(imported / "source.spm"),
-        "--target_spm",
+        "--target-spm",
         str(imported / "target.spm"),
-        "--output_dir",
+        "--output-dir",
         str(tmp_path / "hf2"),
     )
     exported = transformers.MarianMTModel.from_pretrained(tmp_path / "hf2")

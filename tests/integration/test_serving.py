@@ -22,11 +22,11 @@ def ct2(served):
     assert (
         export(
             [
-                "--model_path",
+                "--model-path",
                 str(root / "ckpt" / "checkpoint_last.pt"),
-                "--data_dir",
+                "--data-dir",
                 str(root / "bin"),
-                "--output_dir",
+                "--output-dir",
                 str(root / "ct2"),
             ]
         )

@@ -4,8 +4,8 @@ CTranslate2's own fairseq converter accepts only fairseq's model names (``transf
 ...), so it refuses this plugin's checkpoints. This converter takes the same flags and writes the
 same kind of model directory:
 
-    vaswani-export-ct2 --model_path checkpoints/average.pt \\
-        --data_dir data-bin/wmt14_en_de --output_dir ct2_model [--quantization int8] [--force]
+    vaswani-export-ct2 --model-path checkpoints/average.pt \\
+        --data-dir data-bin/wmt14_en_de --output-dir ct2_model [--quantization int8] [--force]
 
 What is carried over: the model's own positional table (the paper's interleaved sinusoids, fairseq's
 concatenated ones, or learned positions: always written out as a table, so CTranslate2 uses exactly
@@ -26,7 +26,7 @@ from typing import List, Optional
 import numpy as np
 from ctranslate2.converters.converter import Converter
 
-from ..console import console_script
+from ..console import console_script, kebab_case_options
 from .checkpoint import UnsupportedModelError, check_even_heads, load_for_export
 
 
@@ -149,12 +149,12 @@ class VaswaniTransformerConverter(Converter):
 @console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model_path", required=True, help="the vaswani_transformer checkpoint (.pt)")
-    parser.add_argument("--data_dir", required=True, help="the fairseq data directory with its dict.*.txt")
-    parser.add_argument("--source_lang", help="source language, if the checkpoint does not name it")
-    parser.add_argument("--target_lang", help="target language, if the checkpoint does not name it")
+    parser.add_argument("--model-path", required=True, help="the vaswani_transformer checkpoint (.pt)")
+    parser.add_argument("--data-dir", required=True, help="the fairseq data directory with its dict.*.txt")
+    parser.add_argument("--source-lang", help="source language, if the checkpoint does not name it")
+    parser.add_argument("--target-lang", help="target language, if the checkpoint does not name it")
     Converter.declare_arguments(parser)  # --output_dir, --vocab_mapping, --quantization, --force
-    args = parser.parse_args(argv)
+    args = kebab_case_options(parser).parse_args(argv)
     from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
 
     converter = VaswaniTransformerConverter(args.model_path, args.data_dir, args.source_lang, args.target_lang)

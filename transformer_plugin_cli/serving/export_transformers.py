@@ -38,7 +38,7 @@ import shutil
 import sys
 from typing import Optional, Sequence
 
-from ..console import console_script
+from ..console import console_script, kebab_case_options
 from ..paper import DECODING
 from .checkpoint import UnsupportedModelError, load_for_export
 from .marian import (
@@ -211,13 +211,13 @@ def export(
 @console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model_path", required=True, help="the vaswani_transformer checkpoint (.pt)")
-    parser.add_argument("--data_dir", required=True, help="the fairseq data directory with its dict.*.txt")
+    parser.add_argument("--model-path", required=True, help="the vaswani_transformer checkpoint (.pt)")
+    parser.add_argument("--data-dir", required=True, help="the fairseq data directory with its dict.*.txt")
     parser.add_argument("--spm", required=True, help="the sentencepiece model the source (and target) was encoded with")
-    parser.add_argument("--target_spm", help="the target side's sentencepiece model, if not --spm")
-    parser.add_argument("--output_dir", required=True, help="the model directory to write")
-    parser.add_argument("--source_lang", help="source language, if the checkpoint does not name it")
-    parser.add_argument("--target_lang", help="target language, if the checkpoint does not name it")
+    parser.add_argument("--target-spm", help="the target side's sentencepiece model, if not --spm")
+    parser.add_argument("--output-dir", required=True, help="the model directory to write")
+    parser.add_argument("--source-lang", help="source language, if the checkpoint does not name it")
+    parser.add_argument("--target-lang", help="target language, if the checkpoint does not name it")
     parser.add_argument(
         "--scores",
         action="append",
@@ -247,7 +247,7 @@ def main(argv=None) -> int:
         " binarized in --data_dir)",
     )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --output_dir")
-    args = parser.parse_args(argv)
+    args = kebab_case_options(parser).parse_args(argv)
     from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
 
     command = "vaswani-export-hf " + " ".join(sys.argv[1:] if argv is None else argv)

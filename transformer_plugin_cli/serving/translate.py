@@ -1,8 +1,8 @@
 """Translate plain text with a model exported by ``export_ctranslate2``: sentencepiece in, beam search, sentencepiece
 out.
 
-    vaswani-export-ct2 --model_path checkpoints/average.pt \\
-        --data_dir data-bin/wmt14_en_de --output_dir ct2_model --quantization int8
+    vaswani-export-ct2 --model-path checkpoints/average.pt \\
+        --data-dir data-bin/wmt14_en_de --output-dir ct2_model --quantization int8
     vaswani-translate --model ct2_model --spm data/spm.model < newstest2014.en > out.de
     vaswani-translate --model ct2_model --spm data/spm.model --input a.en b.en --output out.de
 

@@ -54,3 +54,23 @@ def test_a_broken_pipe_to_another_program_is_an_error():
 
 def test_what_main_returns_is_kept():
     assert console_script(lambda: 3)() == 3 and console_script(lambda: None)() is None
+
+
+def test_long_options_are_kebab_case_and_their_snake_case_spellings_still_parse(capsys):
+    """The exports' options, CTranslate2's own among them (declared ``--output_dir``), are shown kebab-case alone and
+    parse in either spelling, as users' scripts type them."""
+    import argparse
+
+    from transformer_plugin_cli.console import kebab_case_options
+
+    parser = argparse.ArgumentParser(prog="export")
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--output_dir", required=True)  # as ctranslate2's Converter.declare_arguments does
+    parser.add_argument("--force", action="store_true")
+    kebab_case_options(parser)
+    for argv in (["--model-path", "m", "--output-dir", "o"], ["--model_path", "m", "--output_dir", "o"]):
+        args = parser.parse_args(argv)
+        assert (args.model_path, args.output_dir, args.force) == ("m", "o", False)
+    parser.print_help()
+    shown = capsys.readouterr().out
+    assert "--model-path" in shown and "--output-dir" in shown and "_path" not in shown and "--output_dir" not in shown

@@ -362,7 +362,7 @@ def pipeline(tmp_path, corpus, export=("hf",)):
         Stage("7", "score", "run", "", ["score", "--generate-output", f"{w}/gen.out", "--json", f"{w}/scores.json"]),
     ]
     plan += [
-        Stage(f"9-{e}", e, "run", "", [f"export-{e}", "--model", f"{w}/ckpt/average.pt", "--output_dir", f"{w}/{e}"])
+        Stage(f"9-{e}", e, "run", "", [f"export-{e}", "--model", f"{w}/ckpt/average.pt", "--output-dir", f"{w}/{e}"])
         for e in export
     ]
     return plan
