@@ -38,6 +38,7 @@ layout ``preprocess.debian_l10n prepare`` writes).
 import argparse
 import concurrent.futures
 import functools
+import json
 import math
 import os
 import queue
@@ -126,7 +127,7 @@ def parse_corpus(text: str) -> Corpus:
 
 
 def recipe_settings(variables: Dict[str, str]) -> Dict[str, str]:
-    """The settings that decide a training, from the recipe's AUTO_* or given variables."""
+    """The settings that decide a training, from the budget rule's (upper-cased) or given variables."""
     return {k: str(variables[k]) for k in ("ARCH", "MODEL_FLAGS", "DROPOUT", "VOCAB_SIZE", "TOKENS_PER_UPDATE")}
 
 
@@ -187,13 +188,11 @@ def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[st
         [
             "-m",
             "recipe.plan",
-            "settings",
+            "rule",
             "--train",
             f["TRAIN"],
             "--valid",
             f["VALID"],
-            "--test",
-            f["TEST"],
             "--src",
             corpus.src,
             "--tgt",
@@ -207,10 +206,8 @@ def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[st
     )
     if done.returncode != 0:
         raise RuntimeError(f"the rule for TIME={budget} on {corpus.prefix} failed:\n{done.stderr[-2000:]}")
-    found = assignments(done.stdout)
-    return recipe_settings({k[len("AUTO_") :]: v for k, v in found.items() if k.startswith("AUTO_")}), int(
-        found["AUTO_VALID_TOKENS"]
-    )
+    found = json.loads(done.stdout)
+    return recipe_settings({k.upper(): str(v) for k, v in found.items()}), int(found["valid_tokens"])
 
 
 def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], valid_tokens: int) -> Tuple[int, str]:

@@ -32,9 +32,7 @@ to 168M parameters; the 6 layers' and P_drop 0.3's learning at 1,200 updates; R*
 times ``DROPOUT_REPEATS``, not measured. Every pick says which.
 """
 
-import contextlib
 import itertools
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -543,19 +541,3 @@ def settings(
     )
     found.valid_tokens = valid_tokens
     return found
-
-
-def kept_settings(path: str, key: Dict) -> Optional[Sized]:
-    """What TIME picked before (``path``, written by the same command), if it was picked for ``key``: the same TIME,
-    corpora (their paths and lines) and layout. A speed measured again since (a quieter machine, another node of the
-    same kind) does not change a run under way; another TIME, corpus or layout decides again."""
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        with open(path) as f:
-            before = json.load(f)
-        if before["key"] == key:
-            found = Sized(**before["settings"])
-            found.budget = (
-                found.budget[:-1] + ", kept)" if found.budget.endswith(" bits)") else found.budget + " (kept)"
-            )
-            return found
-    return None

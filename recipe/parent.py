@@ -2,8 +2,8 @@
 
     vaswani-parent settings --init DIR --src en --tgt de --work WORK     # or python -m recipe.parent
 
-prints the recipe's ``PARENT_*`` assignments: where the parent's checkpoint, dictionaries and sentencepiece models
-are, and its model's flags, from one of two kinds of DIR:
+prints what the recipe's plan (recipe/plan.py) holds of the parent, as JSON: where its checkpoint, dictionaries and
+sentencepiece models are, and its model's flags, from one of two kinds of DIR:
 
 - a MarianMT directory: an OPUS-MT model as the Hugging Face hub has it (``config.json`` with model_type marian,
   ``model.safetensors`` or ``pytorch_model.bin``, ``vocab.json``, ``source.spm``, ``target.spm``), or a model this
@@ -19,7 +19,7 @@ other dictionaries (their digests, which the import keeps), a model this model c
 
 import argparse
 import os
-import shlex
+import json
 import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -238,7 +238,9 @@ def read_parent(init: str, src: str, tgt: str, work: str) -> Parent:
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="vaswani-parent", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("settings", help="the recipe's PARENT_* assignments, or an error naming the file")
+    s = sub.add_parser(
+        "settings", help="what the recipe's plan holds of the parent (JSON), or an error naming the file"
+    )
     s.add_argument("--init", required=True)
     s.add_argument("--src", required=True)
     s.add_argument("--tgt", required=True)
@@ -249,8 +251,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ParentError as e:
         print(f"INIT: {e}", file=sys.stderr)
         return 2
-    for name, value in parent.assignments(a.src, a.tgt).items():
-        print(f"{name}={shlex.quote(value)}")
+    print(json.dumps(parent.assignments(a.src, a.tgt), indent=1))
     return 0
 
 

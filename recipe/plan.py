@@ -1,131 +1,660 @@
-"""The settings that fit a corpus, decided before any work: what recipes/parallel_text.sh asks before its stages.
+"""The plan of a run of recipes/parallel_text.sh: every setting decided once, in one process, before any work.
 
-``settings`` prints them as shell assignments (``AUTO_*``), from the corpora's raw line count and the scripts of
-their two sides (docs/parallel-text.md gives each rule and its source): the subword vocabulary, joint or one per
-side, the model, dropout, batch and updates (:mod:`recipe.budget_rule`). ``sizes`` prints each size class's.
+The recipe hands over its variables (what the user set, and the defaults at its top); :func:`decide` turns them
+into one :class:`Plan`: the corpus's facts, the budget rule's pick beside every candidate (:mod:`recipe.budget_rule`),
+the parent to fine-tune (:mod:`recipe.parent`), the batch's layout (:mod:`recipe.layout`), the budget at this
+machine's measured speed (:mod:`recipe.speed_probe`), the schedule, and the paper's flags. The plan is written as
+``WORK/plan.json`` and handed back to the recipe as data (:func:`fields`: names and values, NUL-separated), which
+its stages read; nothing is printed as shell code to be evaluated.
 
-    python -m recipe.plan settings --train corpus/train --src en --tgt de
-    python -m recipe.plan sizes
+A plan is decided once for a run. While ``WORK/plan.json`` holds the plan of a run begun in that WORK (a stage of it
+done), the same settings read it back rather than decide again, so that a run resumed later trains as it began,
+however the machine's speed is measured then. A dry run never overwrites such a plan: it shows the plan the run
+holds, beside what would change. ``REPROBE=1`` decides again.
+
+    python -m recipe.plan sizes                         # each size class's settings
+    python -m recipe.plan decide --work W --fields F    # the recipe's variables on stdin (lib.sh: plan_run)
 """
 
 import argparse
+import json
 import os
-import shlex
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
-from recipe.budget_rule import kept_settings, settings, sizes_table
+from recipe import budget_rule, layout, parent
+from recipe.probe_arithmetic import BudgetError
 from transformer_plugin_cli.files import write_json
+from transformer_plugin_cli.paper import DECODING, decoding_flags, number, training_flags
+
+PLAN_VERSION = 1
+PAPER_WARMUP = 4000  # Section 5.3
+NO_EPOCH_ENDS = "1000000"  # validations and checkpoints every SAVE_INTERVAL_UPDATES only, never at an epoch's end
 
 
-def command_line(argv=None) -> int:  # not main(): no console script, the recipe runs it
+class PlanError(ValueError):
+    """Settings that cannot work together, or a corpus or parent that cannot be used: the message names them."""
+
+
+@dataclass
+class Plan:
+    """Everything a run of the recipe is given, decided before any work. ``model`` holds what fairseq-train is
+    given of the model; ``budget`` the updates and how long they take here; ``choice`` the budget rule's pick and
+    every candidate beside it; ``parent`` the published model fine-tuned (INIT=), if any."""
+
+    key: Dict  # what the plan was decided from: the same key reads the plan back
+    corpus: Dict  # pairs, size class, the dev set's target tokens, the files read
+    model: Dict  # arch, model_flags, dropout, vocab_size, joint
+    batch: Dict  # tokens_per_update, max_tokens_per_device and the layout (per_node, devices, update_freq, ...)
+    budget: Dict  # max_update, time, seconds_per_update, training_seconds, training_time, stop_time_hours
+    schedule: Dict  # warmup, peak_warmup, save_interval_updates, average_last, patience
+    choice: Dict  # the budget rule's candidates, the pick among them, and why
+    parent: Optional[Dict] = None
+    flags: Dict[str, List[str]] = field(default_factory=dict)  # the paper's: training, decoding
+    lines: List[str] = field(default_factory=list)  # what the recipe says of it, for people
+    version: int = PLAN_VERSION
+    decided: str = ""
+
+
+# ---- the recipe's variables ----------------------------------------------------------------------------------
+
+
+class Variables:
+    """The recipe's variables as it hands them over: a value of '' is unset (the plan decides it)."""
+
+    def __init__(self, values: Dict[str, str]):
+        self.values = values
+
+    def get(self, name: str, default: str = "") -> str:
+        return self.values.get(name) or default
+
+    def number(self, name: str, default: Optional[int] = None, least: int = 0) -> Optional[int]:
+        text = self.get(name)
+        if not text:
+            return default
+        if not text.isdigit() or int(text) < least:
+            raise PlanError(f"{name}={text}: a whole number{f' of {least} or more' if least else ''}")
+        return int(text)
+
+    def words(self, name: str) -> List[str]:
+        return [w for w in self.get(name).split(":") if w]
+
+    @property
+    def toy(self) -> bool:
+        return self.get("TOY", "0") == "1"
+
+
+def read_variables(data: bytes) -> Dict[str, str]:
+    """``var NAME VALUE`` records, NUL-separated, as recipes/lib.sh hands them over (its run_stages does the same)."""
+    words = data.split(b"\0")
+    found, i = {}, 0
+    while i + 2 < len(words) and words[i] == b"var":
+        found[words[i + 1].decode()] = words[i + 2].decode("utf-8", "surrogateescape")
+        i += 3
+    return found
+
+
+# ---- deciding ------------------------------------------------------------------------------------------------
+
+
+def decision_key(v: Variables) -> Dict:
+    """What a plan is decided from, beside the speed this machine is measured at: the recipe's settings and the
+    size of each corpus read. A plan held in WORK is read back while this is the same."""
+    train = v.words("TRAIN")
+    given = {
+        name: v.get(name)
+        for name in sorted(v.values)
+        if name in SETTINGS and name not in ("TRAIN", "VALID", "TEST", "REPROBE", "DRY_RUN", "EXPLAIN")
+    }
+    lines = {
+        t: count_lines(c.tsv or c.source) for t, c in ((t, find_corpus(t, v.get("SRC"), v.get("TGT"))) for t in train)
+    }
+    return {"train": lines, "valid": v.words("VALID"), "test": v.words("TEST"), "settings": given}
+
+
+# every variable that changes the plan; the others (the stages' own: MAX_WORDS, SEED, ...) go to the stages as set
+SETTINGS = (
+    "TRAIN",
+    "VALID",
+    "TEST",
+    "SRC",
+    "TGT",
+    "TOY",
+    "INIT",
+    "TIME",
+    "MAX_UPDATE",
+    "MIN_PAIRS",
+    "VOCAB_SIZE",
+    "JOINT_VOCAB",
+    "ARCH",
+    "MODEL_FLAGS",
+    "DROPOUT",
+    "TOKENS_PER_UPDATE",
+    "MAX_TOKENS_PER_DEVICE",
+    "WARMUP",
+    "FINETUNE_WARMUP",
+    "SAVE_INTERVAL_UPDATES",
+    "AVERAGE_LAST",
+    "EVAL_BLEU",
+    "PATIENCE",
+    "LABEL_SMOOTHING",
+    "BEAM",
+    "LENPEN",
+    "EXPORT",
+    "GPUS",
+    "CPU_WORKERS",
+    "PRECISION",
+    "LAUNCH",
+    "NNODES",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "DIST_TIMEOUT",
+    "TOY_ARCH",
+    "TOY_MODEL_FLAGS",
+    "TOY_VOCAB_SIZE",
+    "TOY_MAX_UPDATE",
+    "TOY_WARMUP",
+    "TOY_SAVE_INTERVAL_UPDATES",
+    "TOY_TOKENS_PER_UPDATE",
+    "TOY_AVERAGE_LAST",
+    "TOY_MIN_PAIRS",
+)
+
+
+def check_budget(v: Variables) -> None:
+    time_text = v.get("TIME")
+    given = v.get("MAX_UPDATE") or (v.get("TOY_MAX_UPDATE") if v.toy else "")
+    if time_text and given:
+        raise PlanError(f"TIME={time_text} and MAX_UPDATE={given}: give one budget (TIME is turned into updates here)")
+    if time_text and v.get("NNODES", "1") != "1":
+        raise PlanError(
+            f"TIME={time_text} is measured on this machine, and NNODES={v.get('NNODES')} machines must agree on the "
+            f"updates: give MAX_UPDATE (on one machine, a dry run with TIME={time_text} prints the MAX_UPDATE it gives)"
+        )
+    if v.get("MAX_UPDATE") and not v.get("MAX_UPDATE").isdigit():
+        raise PlanError(f"error: MAX_UPDATE={v.get('MAX_UPDATE')}: a number of updates")
+    if v.get("INIT"):
+        for name in ("ARCH", "MODEL_FLAGS", "VOCAB_SIZE", "JOINT_VOCAB", "SPM_TYPE"):
+            if v.get(name):
+                raise PlanError(
+                    f"INIT={v.get('INIT')} and {name}={v.get(name)}: the model and its vocabulary are the parent's"
+                )
+
+
+def corpus_settings(v: Variables, speed_of: Callable) -> budget_rule.Sized:
+    """The budget rule's settings for the corpora, at the budget the variables give (none at toy size)."""
+    max_update = None if v.toy or not v.get("MAX_UPDATE") else int(v.get("MAX_UPDATE"))
+    time_text = "" if v.toy or v.get("INIT") else v.get("TIME")
+    min_pairs = v.number("TOY_MIN_PAIRS", 1000) if v.toy else v.number("MIN_PAIRS", 10000)
+    speed = None
+    if time_text:
+        from recipe.speed_probe import cuda_here, no_cuda
+
+        if int(v.get("GPUS", "0")) > 0 and not cuda_here():
+            raise PlanError(f"error: {no_cuda(time_text)}")
+        speed = speed_of
+    try:
+        return budget_rule.settings(
+            v.words("TRAIN"), v.get("SRC"), v.get("TGT"), max_update, time_text, speed, v.words("VALID"), min_pairs
+        )
+    except (CorpusError, BudgetError) as e:
+        raise PlanError(f"error: {e}") from None
+
+
+class Speeds:
+    """This machine's speed, probed (recipe/speed_probe.py): one figure a probe, so that the budget rule's pick and the
+    updates its budget gives read the same speed, however the machine's load changes between them."""
+
+    def __init__(self, v: Variables, cap: int):
+        self.gpus, self.cpu_workers = int(v.get("GPUS", "0")), int(v.get("CPU_WORKERS", "2"))
+        self.precision, self.cap, self.seen = v.get("PRECISION", "fp32"), cap, {}
+
+    def measured(self, probe) -> Dict:
+        from recipe import speed_probe
+
+        if probe not in self.seen:
+            try:
+                self.seen[probe] = speed_probe.seconds_per_update(probe)
+            except speed_probe.ProbeError as e:
+                raise PlanError(f"error: {e}") from None
+        return self.seen[probe]
+
+    def of(self, candidate, vocab_size: int) -> float:
+        """A candidate's seconds an update here, laid out as the recipe lays out its training."""
+        from recipe import speed_probe
+
+        probe = speed_probe.layout_probe(
+            candidate.arch,
+            candidate.model_flags,
+            vocab_size,
+            candidate.tokens_per_update,
+            self.gpus,
+            self.cpu_workers,
+            0,
+            self.precision,
+            self.cap,
+        )
+        return float(self.measured(probe)["seconds"])
+
+
+def decide(v: Variables) -> Plan:
+    """The plan for the recipe's variables (module docstring); PlanError names what cannot work."""
+    from recipe import speed_probe
+
+    check_budget(v)
+    src, tgt, toy, init = v.get("SRC"), v.get("TGT"), v.toy, v.get("INIT")
+    gpus, cpu_workers, precision = v.get("GPUS", "0"), v.get("CPU_WORKERS", "2"), v.get("PRECISION", "fp32")
+    if precision not in ("fp32", "fp16", "bf16", "amp"):
+        raise PlanError(f"PRECISION={precision}: use fp32, fp16, bf16 or amp")
+    cap = v.number("MAX_TOKENS_PER_DEVICE", 4096, least=1)
+
+    speeds = Speeds(v, cap)
+    found = corpus_settings(v, speeds.of)
+    # the variables given beside the budget rule's settings, and the toy size's own
+    vocab_size = v.number("VOCAB_SIZE", found.vocab_size, least=1)
+    joint = v.get("JOINT_VOCAB", "1" if found.joint else "0") == "1"
+    arch, model_flags = v.get("ARCH", found.arch), v.get("MODEL_FLAGS", found.model_flags)
+    dropout = v.get("DROPOUT", str(found.dropout))
+    tokens_per_update = v.number("TOKENS_PER_UPDATE", found.tokens_per_update, least=1)
+    max_update = v.number("MAX_UPDATE", found.max_update, least=1)
+    warmup = v.number("WARMUP")
+    save_interval = v.number("SAVE_INTERVAL_UPDATES", least=1)
+    average_last = v.number("AVERAGE_LAST", 5, least=1)
+    if toy:
+        arch, model_flags = v.get("TOY_ARCH", "vaswani_tiny"), v.get("TOY_MODEL_FLAGS")
+        vocab_size = v.number("TOY_VOCAB_SIZE", 1000, least=1)
+        max_update, warmup = v.number("TOY_MAX_UPDATE", 300, least=1), v.number("TOY_WARMUP", 100)
+        save_interval = v.number("TOY_SAVE_INTERVAL_UPDATES", 50, least=1)
+        tokens_per_update, cap = v.number("TOY_TOKENS_PER_UPDATE", 3000, least=1), 1500
+        average_last = v.number("TOY_AVERAGE_LAST", 3, least=1)
+    picked_by_rule = (arch, model_flags, dropout, tokens_per_update, vocab_size) == (
+        found.arch,
+        found.model_flags,
+        str(found.dropout),
+        found.tokens_per_update,
+        found.vocab_size,
+    )
+    # INIT: the parent's model, vocabulary and P_drop; the budget sizes the updates, Eq. (3) with FINETUNE_WARMUP
+    # the rate; optimizer and data start afresh
+    the_parent = None
+    share = ["--share-all-embeddings"] if joint else ["--share-decoder-input-output-embed"]
+    if init:
+        try:
+            read = parent.read_parent(init, src, tgt, v.get("WORK"))
+        except parent.ParentError as e:
+            raise PlanError(f"INIT: {e}") from None
+        the_parent = read.assignments(src, tgt)
+        arch, model_flags = "vaswani_base", the_parent["PARENT_MODEL_FLAGS"]
+        dropout = v.get("DROPOUT", the_parent["PARENT_DROPOUT"])
+        vocab_size = int(the_parent["PARENT_VOCAB_SIZE"])
+        share = the_parent["PARENT_SHARE"].split()
+        joint = share == ["--share-all-embeddings"]
+        finetune_warmup = v.number("FINETUNE_WARMUP", 4000)
+        warmup = v.number("WARMUP", v.number("TOY_WARMUP", finetune_warmup) if toy else finetune_warmup)
+        if "ct2" in v.get("EXPORT").split() and "--decoder-start pad" in f" {model_flags} ":
+            raise PlanError(
+                f"EXPORT={v.get('EXPORT')} and INIT={init}: the parent decodes from <pad> (MarianMT's start), which "
+                "the CTranslate2 export does not hold: EXPORT=hf"
+            )
+    batch = batch_layout(v, tokens_per_update, cap)
+    # how long training takes here, from a probe of this machine (a few seconds, once per machine and model), with
+    # the validations over the dev set; with TIME, the updates that fit (the budget rule's own, for its pick: one
+    # figure of this machine's speed decides both). fairseq's --stop-time-hours stops training at TIME in any case.
+    time_text = v.get("TIME")
+    probe = speed_probe.layout_probe(
+        arch,
+        model_flags,
+        vocab_size,
+        tokens_per_update,
+        int(gpus),
+        int(cpu_workers),
+        int(batch["DEVICES"]),
+        precision,
+        cap,
+    )
+    try:
+        spent = speed_probe.budget(
+            probe,
+            time_text,
+            0 if (time_text and toy) else max_update,
+            tokens_per_update=tokens_per_update,
+            valid_tokens=found.valid_tokens,
+            interval=save_interval or 0,
+            speed=speeds.measured,
+        )
+    except BudgetError as e:
+        raise PlanError(f"error: {e}") from None
+    max_update = int(spent["MAX_UPDATE"])
+    # a short MAX_UPDATE (docs/parallel-text.md): Eq. (3) warms up over the paper's 4000 updates (Section 5.3) when
+    # MAX_UPDATE leaves room for it; a shorter budget warms up over a sixth of it, the curve scaled to keep the
+    # paper's peak, (d_model * 4000)^-0.5 (--peak-warmup-updates). Checkpoints (and validations) come every 1000
+    # updates, or 20 times in all, so that the last 5 span a quarter of it.
+    peak_warmup = None
+    if warmup is None and max_update // 6 < PAPER_WARMUP:
+        warmup, peak_warmup = max(max_update // 6, 1), PAPER_WARMUP
+    if save_interval is None:
+        save_interval = min(1000, max(max_update // 20, 1))
+    if max_update // save_interval < average_last:
+        raise PlanError(
+            f"AVERAGE_LAST={average_last} checkpoints to average, but MAX_UPDATE={max_update} saves only "
+            f"{max_update // save_interval} every SAVE_INTERVAL_UPDATES={save_interval}"
+        )
+    eval_bleu = v.get("EVAL_BLEU", "0") == "1"
+    patience = v.number("PATIENCE", 10 if eval_bleu else 0)
+    label_smoothing = v.get("LABEL_SMOOTHING") or None
+    if label_smoothing is not None:
+        number(label_smoothing)
+    beam, lenpen = v.number("BEAM"), v.get("LENPEN") or None
+    if lenpen is not None:
+        number(lenpen)
+    training_stop = ["--stop-time-hours", spent["STOP_TIME_HOURS"]] if time_text else []
+    plan = Plan(
+        key={},
+        corpus={
+            "pairs": found.pairs,
+            "size_class": found.size_class,
+            "valid_tokens": found.valid_tokens,
+            "input_files": input_files(v),
+        },
+        model={
+            "arch": arch,
+            "model_flags": model_flags,
+            "dropout": dropout,
+            "vocab_size": vocab_size,
+            "joint": joint,
+            "share": share,
+        },
+        batch={
+            "tokens_per_update": tokens_per_update,
+            "max_tokens_per_device": cap,
+            **{k.lower(): x for k, x in batch.items()},
+        },
+        budget={
+            "max_update": max_update,
+            "time": time_text,
+            "stop": training_stop,
+            **{k.lower(): x for k, x in spent.items() if k != "MAX_UPDATE"},
+        },
+        schedule={
+            "warmup": warmup,
+            "peak_warmup": peak_warmup,
+            "save_interval_updates": save_interval,
+            "average_last": average_last,
+            "patience": patience,
+            "eval_bleu": eval_bleu,
+        },
+        choice={**found.plan, "picked_line": found.budget, "explain": found.explain, "picked_by_rule": picked_by_rule},
+        parent=the_parent,
+        flags={
+            "training": training_flags(warmup, label_smoothing),
+            "decoding": decoding_flags(beam, lenpen, None, DECODING),
+        },
+    )
+    plan.lines = summary(plan, v)
+    return plan
+
+
+def batch_layout(v: Variables, tokens_per_update: int, cap: int) -> Dict[str, str]:
+    """The training's machines, processes and batch (recipe/layout.py) for the recipe's variables."""
+    try:
+        return layout.layout(
+            v.get("LAUNCH", "local"),
+            v.get("NNODES", "1"),
+            v.get("NODE_RANK", "0"),
+            v.get("MASTER_ADDR"),
+            v.get("MASTER_PORT"),
+            v.get("GPUS", "0"),
+            v.get("CPU_WORKERS", "2"),
+            v.get("DIST_TIMEOUT", "600"),
+            tokens_per_update,
+            cap,
+            real=v.get("DRY_RUN", "0") != "1",
+            slurm_job_id=os.environ.get("SLURM_JOB_ID", ""),
+            slurm_job_num_nodes=os.environ.get("SLURM_JOB_NUM_NODES", ""),
+            cuda_devices=layout.cuda_devices,
+        )
+    except layout.LayoutError as e:
+        raise PlanError(str(e)) from None
+
+
+def input_files(v: Variables) -> List[str]:
+    """Every file the corpora are read from: the recipe's first stage declares them (an edit redoes it)."""
+    src, tgt = v.get("SRC"), v.get("TGT")
+    return [
+        f
+        for spec in (*v.words("TRAIN"), *v.words("VALID"), *v.words("TEST"))
+        for f in find_corpus(spec, src, tgt).files
+    ]
+
+
+def summary(plan: Plan, v: Variables) -> List[str]:
+    """The lines the recipe prints of its plan: the corpus and the model; what was picked; how long it takes."""
+    m, b, budget = plan.model, plan.batch, plan.budget
+    src, tgt = v.get("SRC"), v.get("TGT")
+    pairs, size_class = plan.corpus["pairs"], plan.corpus["size_class"]
+    if plan.parent:
+        p = plan.parent
+        drop = "" if m["dropout"] == p["PARENT_DROPOUT"] else f", P_drop {m['dropout']} here"
+        lines = [
+            f"{src}-{tgt}: {pairs} lines, fine-tuning {v.get('INIT')}: {p['PARENT_SUMMARY']}{drop}; its vocabulary; "
+            f"{b['batch_summary']}",
+            f"picked: the parent's model, {budget['max_update']} updates, Eq. (3) warming up over "
+            f"{plan.schedule['warmup']} (fine-tuning)",
+        ]
+    else:
+        model = " ".join(filter(None, (m["arch"], m["model_flags"])))
+        vocabulary = "a joint vocabulary" if m["joint"] else "a vocabulary per side"
+        lines = [
+            f"{src}-{tgt}: {pairs} lines, {size_class}: {model} P_drop {m['dropout']}, {vocabulary} of "
+            f"{m['vocab_size']}; {b['batch_summary']}"
+        ]
+        if not v.toy:
+            if plan.choice["picked_by_rule"]:
+                lines.append(f"picked: {plan.choice['picked_line']}")
+            else:
+                lines.append(
+                    "picked: your settings (ARCH, MODEL_FLAGS, DROPOUT, TOKENS_PER_UPDATE or VOCAB_SIZE given), "
+                    f"{budget['max_update']} updates"
+                )
+    lines.append(f"time: training {budget['training_short']}; data and test set not counted")
+    if v.get("EXPLAIN", "0") == "1":
+        lines += ["why:", plan.choice["explain"], f"training: about {budget['training_time']}"]
+    if (
+        int(v.get("GPUS", "0")) == 0
+        and not (v.get("TIME") or v.get("MAX_UPDATE"))
+        and not v.toy
+        and int(budget["training_seconds"]) > 8 * 3600
+    ):
+        lines.append(
+            "more than a working day on CPU workers: TIME=8h picks what 8 hours train best here, or a GPU: GPUS=1"
+        )
+    return lines
+
+
+# ---- the plan held in WORK ------------------------------------------------------------------------------------
+
+
+def plan_file(work: str) -> str:
+    return os.path.join(work, "plan.json")
+
+
+def begun(work: str) -> bool:
+    """Whether a run has begun in WORK: a stage of it is done (a stamp in WORK/.done)."""
+    done = os.path.join(work, ".done")
+    return os.path.isdir(done) and any(name[:1].isdigit() for name in os.listdir(done))
+
+
+def held(work: str) -> Optional[Plan]:
+    """The plan WORK holds, or None (none, or one this version does not read)."""
+    try:
+        with open(plan_file(work), encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("version") != PLAN_VERSION:
+            return None
+        return Plan(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def differences(before: Plan, now: Plan) -> List[str]:
+    """What ``now`` would change of the plan ``before``: 'model.dropout: 0.1 -> 0.3', one a line."""
+    found = []
+    for part in ("corpus", "model", "batch", "budget", "schedule", "parent", "flags"):
+        old, new = getattr(before, part) or {}, getattr(now, part) or {}
+        for name in sorted(set(old) | set(new)):
+            if name in ("training_time", "training_short", "training_seconds", "seconds_per_update"):
+                continue  # how long it takes here: measured again, not the plan
+            if old.get(name) != new.get(name):
+                found.append(f"{part}.{name}: {old.get(name)!r} -> {new.get(name)!r}")
+    return found
+
+
+def plan_for(v: Variables, work: str, dry_run: bool, fresh: bool) -> Plan:
+    """The plan of a run in WORK (module docstring): the one WORK holds for the same key, else decided now and
+    written, unless a dry run would overwrite the plan of a run begun there."""
+    key = decision_key(v)
+    before = held(work)
+    if before is not None and before.key == key and not fresh and begun(work):
+        before.lines = [
+            *summary(before, v),
+            f"plan: the plan this run holds ({plan_file(work)}, decided {before.decided})",
+        ]
+        return before
+    plan = decide(v)
+    plan.key, plan.decided = key, time.strftime("%Y-%m-%d %H:%M")
+    if dry_run and before is not None and begun(work):
+        changes = differences(before, plan)
+        plan.lines.append(
+            f"plan: {plan_file(work)} holds the plan of the run begun in {work}, left as it is (a dry run); "
+            + ("this would change: " + "; ".join(changes) if changes else "nothing of it would change")
+        )
+        return plan
+    if not dry_run or not begun(work):
+        os.makedirs(work, exist_ok=True)
+        write_json(plan_file(work), asdict(plan))
+    return plan
+
+
+# ---- the plan as the recipe reads it ------------------------------------------------------------------------
+
+
+def fields(plan: Plan, v: Variables) -> Dict[str, object]:
+    """The plan as the recipe's variables: a name and a string, or a list of words (a bash array)."""
+    m, b, s, budget = plan.model, plan.batch, plan.schedule, plan.budget
+    p = plan.parent or {}
+    found: Dict[str, object] = {
+        "VOCAB_SIZE": str(m["vocab_size"]),
+        "JOINT_VOCAB": "1" if m["joint"] else "0",
+        "SPM_TYPE": v.get("SPM_TYPE", "bpe"),
+        "ARCH": m["arch"],
+        "MODEL_FLAGS": m["model_flags"],
+        "MODEL_ARGS": m["model_flags"].split(),
+        "SHARE_ARGS": m["share"],
+        "DROPOUT": m["dropout"],
+        "TOKENS_PER_UPDATE": str(b["tokens_per_update"]),
+        "MAX_TOKENS_PER_DEVICE": str(b["max_tokens_per_device"]),
+        "MAX_UPDATE": str(budget["max_update"]),
+        "STOP_TIME_ARGS": budget["stop"],
+        "WARMUP": str(s["warmup"]),
+        "PEAK_WARMUP_ARGS": ["--peak-warmup-updates", str(s["peak_warmup"])] if s["peak_warmup"] else [],
+        "SAVE_INTERVAL_UPDATES": str(s["save_interval_updates"]),
+        "AVERAGE_LAST": str(s["average_last"]),
+        "PATIENCE": str(s["patience"]),
+        "PAIRS": str(plan.corpus["pairs"]),
+        "SIZE_CLASS": plan.corpus["size_class"],
+        "INPUT_FILES": plan.corpus["input_files"],
+        "TRAINING": plan.flags["training"],
+        "DECODING": plan.flags["decoding"],
+        **{name.upper(): str(b[name]) for name in ("per_node", "devices", "update_freq", "max_tokens")},
+        "BATCH_SUMMARY": b["batch_summary"],
+        "MASTER_ADDR": b["master_addr"],
+        "MASTER_PORT": b["master_port"],
+        **p,
+    }
+    return found
+
+
+def encode_fields(found: Dict[str, object]) -> bytes:
+    """``s NAME VALUE`` and ``a NAME COUNT WORD...`` records, NUL-separated: what lib.sh's plan_run reads."""
+    out = []
+    for name, value in found.items():
+        if isinstance(value, list):
+            out += ["a", name, str(len(value)), *value]
+        else:
+            out += ["s", name, str(value)]
+    return b"".join(w.encode("utf-8", "surrogateescape") + b"\0" for w in out)
+
+
+# ---- the command line ----------------------------------------------------------------------------------------
+
+
+def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no console script, the recipe runs it
     parser = argparse.ArgumentParser(prog="python -m recipe.plan", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sizes", help="the settings of each size class")
-    p = sub.add_parser("settings", help="the settings that fit the corpora, as shell assignments (AUTO_*)")
-    p.add_argument("--train", nargs="+", required=True, help="PREFIX (PREFIX.SRC and PREFIX.TGT) or a .tsv file, each")
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
-    p.add_argument("--valid", nargs="*", default=[])
-    p.add_argument("--test", nargs="*", default=[])
-    p.add_argument("--max-update", default="", help="the budget in updates (empty: a full run of the size class)")
-    p.add_argument("--time", default="", help="the budget in time (90m, 8h): updates at this machine's speed")
-    p.add_argument("--gpus", type=int, default=0, help="the training's layout, for the speed probe: GPUs per machine")
-    p.add_argument("--cpu-workers", type=int, default=1, help="CPU processes per machine (with --gpus 0)")
-    p.add_argument("--devices", type=int, default=0, help="devices in all (0: this machine's)")
-    p.add_argument("--precision", default="fp32")
-    p.add_argument(
-        "--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)"
-    )
-    p.add_argument("--min-pairs", type=int, default=0, help="fewer training lines are refused, before any probe")
-    p.add_argument(
-        "--keep",
-        default="",
-        help="a file that keeps what TIME picked, read back while TIME, the corpus's "
-        "size and the layout are the same (the recipe's WORK/settings.json): a resumed run trains the same",
-    )
-    p.add_argument("--plan", default="", help="where to write the plan as JSON (the recipe's WORK/plan.json)")
+    d = sub.add_parser("decide", help="the plan of a run, from the recipe's variables on stdin")
+    r = sub.add_parser("rule", help="the budget rule's settings for corpora and a budget, as JSON (the benchmarks')")
+    r.add_argument("--train", nargs="+", required=True, help="PREFIX (PREFIX.SRC and PREFIX.TGT) or a .tsv file, each")
+    r.add_argument("--valid", nargs="*", default=[])
+    r.add_argument("--src", required=True)
+    r.add_argument("--tgt", required=True)
+    r.add_argument("--time", default="", help="the budget in time (90m, 8h): updates at this machine's speed")
+    r.add_argument("--max-update", default="", help="the budget in updates (neither: a full run of the size class)")
+    r.add_argument("--gpus", default="0", help="GPUs per machine, for the speed probe")
+    r.add_argument("--cpu-workers", default="1", help="CPU processes (with --gpus 0)")
+    lay = sub.add_parser("layout", help="the batch's layout alone, from the recipe's variables on stdin")
+    for p in (d, lay):
+        p.add_argument("--work", required=True)
+        p.add_argument("--fields", required=True, help="where the plan's fields go, as the recipe reads them")
+        p.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "sizes":
-        print(sizes_table())
+        print(budget_rule.sizes_table())
         return 0
     try:
-        return print_settings(args)
+        if args.command == "rule":
+            v = Variables(
+                {
+                    "TRAIN": ":".join(args.train),
+                    "VALID": ":".join(args.valid),
+                    "SRC": args.src,
+                    "TGT": args.tgt,
+                    "TIME": args.time,
+                    "MAX_UPDATE": args.max_update,
+                    "GPUS": args.gpus,
+                    "CPU_WORKERS": args.cpu_workers,
+                    "MIN_PAIRS": "0",
+                }
+            )
+            check_budget(v)
+            found = corpus_settings(v, Speeds(v, 4096).of)
+            print(json.dumps({k: x for k, x in asdict(found).items() if k not in ("plan", "explain")}))
+            return 0
+        v = Variables(read_variables(sys.stdin.buffer.read()))
+        if args.command == "layout":
+            with open(args.fields, "wb") as f:
+                f.write(
+                    encode_fields(
+                        batch_layout(
+                            v, v.number("TOKENS_PER_UPDATE", least=1), v.number("MAX_TOKENS_PER_DEVICE", 4096, least=1)
+                        )
+                    )
+                )
+            return 0
+        plan = plan_for(v, args.work, args.dry_run, fresh=v.get("REPROBE", "0") != "0")
+        with open(args.fields, "wb") as f:
+            f.write(encode_fields(fields(plan, v)))
+    except PlanError as e:
+        print(e, file=sys.stderr)
+        return 2
     except CorpusError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-
-def print_settings(args) -> int:
-    if args.max_update and not args.max_update.isdigit():
-        raise CorpusError(f"MAX_UPDATE={args.max_update}: a number of updates")
-    speed = None
-    if args.time:
-        from recipe.speed_probe import ProbeError, cuda_here, layout_probe, no_cuda, seconds_per_update
-
-        if args.gpus > 0 and not cuda_here():
-            raise CorpusError(str(no_cuda(args.time)))
-
-        def speed(candidate, vocab_size: int) -> float:
-            probe = layout_probe(
-                candidate.arch,
-                candidate.model_flags,
-                vocab_size,
-                candidate.tokens_per_update,
-                args.gpus,
-                args.cpu_workers,
-                args.devices,
-                args.precision,
-                args.max_tokens_per_device,
-            )
-            try:
-                return float(seconds_per_update(probe)["seconds"])
-            except ProbeError as e:
-                raise CorpusError(str(e)) from None
-
-    max_update = int(args.max_update) if args.max_update else None
-    found = key = None
-    if args.time and args.keep:  # what this TIME picked before, on these corpora and this layout
-        lines = sum(count_lines(c.tsv or c.source) for c in (find_corpus(t, args.src, args.tgt) for t in args.train))
-        key = {
-            "time": args.time,
-            "train": [os.path.abspath(t) for t in args.train],
-            "lines": lines,
-            "gpus": args.gpus,
-            "cpu_workers": args.cpu_workers,
-            "devices": args.devices,
-            "precision": args.precision,
-        }
-        found = kept_settings(args.keep, key)
-    decided = found is None
-    if decided:
-        found = settings(args.train, args.src, args.tgt, max_update, args.time, speed, args.valid, args.min_pairs)
-    for path in filter(None, (args.keep, args.plan)):  # decided: only now is anything written
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    if decided and key is not None:
-        write_json(args.keep, {"key": key, "settings": asdict(found), "decided": time.strftime("%Y-%m-%d %H:%M")})
-    if args.plan:
-        write_json(
-            args.plan,
-            {"settings": {k: v for k, v in asdict(found).items() if k not in ("plan", "explain")}, **found.plan},
-        )
-    for name, value in vars(found).items():
-        if name == "plan":
-            continue
-        value = int(value) if isinstance(value, bool) else value
-        if "\n" in str(value):  # one line each (bash's $'...'), for readers of lines
-            print(
-                f"AUTO_{name.upper()}=$'"
-                + str(value).replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
-                + "'"
-            )
-        else:
-            print(f"AUTO_{name.upper()}={shlex.quote(str(value))}")
-    # every file the corpora are read from: the recipe's first stage declares them (an edit redoes it)
-    files = [f for spec in (*args.train, *args.valid, *args.test) for f in find_corpus(spec, args.src, args.tgt).files]
-    print(f"AUTO_INPUT_FILES=({' '.join(shlex.quote(f) for f in files)})")
+    print("\n".join(plan.lines))
     return 0
 
 

@@ -39,10 +39,10 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
-from transformer_plugin_cli.files import duration, write_json
+from transformer_plugin_cli.files import duration
 from recipe.probe_arithmetic import (
     TIME_STARTUP_SECONDS,
     BudgetError,
@@ -381,33 +381,19 @@ def budget(
     probe: Probe,
     time_text: str = "",
     max_update: int = 0,
-    kept: str = "",
     tokens_per_update: int = 0,
     valid_tokens: int = 0,
     interval: int = 0,
+    speed: Callable[[Probe], Dict[str, object]] = None,
 ) -> Dict[str, str]:
     """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
     ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
     TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. The validations are counted
     over a dev set of ``valid_tokens`` target tokens, one every ``interval`` updates (0: the recipe's own), against
-    updates of ``tokens_per_update`` (in all; 0: the probe's). ``kept``: a file where the updates that TIME gave are
-    kept, and read back while TIME, the probe's settings, the dev set's size and the interval are the same, so that
-    a run resumed later (or on another machine) keeps its MAX_UPDATE."""
+    updates of ``tokens_per_update`` (in all; 0: the probe's). A run resumed keeps what its plan decided
+    (recipe/plan.py: WORK/plan.json). ``speed``: how the probe's figure is had
+    (seconds_per_update, by default)."""
     tokens_per_update = tokens_per_update or probe.tokens_per_update
-    if time_text and kept:
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            with open(kept) as f:
-                before = json.load(f)
-            if (before["time"], before["probe"], before["valid_tokens"], before["interval"]) == (
-                time_text,
-                asdict(probe),
-                valid_tokens,
-                interval,
-            ) and "TRAINING_SHORT" in before["values"]:
-                return {
-                    **before["values"],
-                    "TRAINING_TIME": before["values"]["TRAINING_TIME"] + f" (decided {before['decided']})",
-                }
     if probe.device == "cuda" and not cuda_here():  # a dry run on a login node, say: nothing to measure here
         if time_text:
             raise no_cuda(time_text)
@@ -418,7 +404,7 @@ def budget(
             "TRAINING_TIME": f"{max_update:,} updates; how long, the machine with the GPUs says (none here to measure)",
             "TRAINING_SHORT": f"{max_update:,} updates, how long unknown here (no GPU to measure)",
         }
-    found = seconds_per_update(probe)
+    found = (speed or seconds_per_update)(probe)
     per_update = float(found["seconds"])
     values = {}
     if time_text:
@@ -450,19 +436,6 @@ def budget(
             "TRAINING_SHORT": short,
         }
     )
-    if time_text and kept:
-        os.makedirs(os.path.dirname(os.path.abspath(kept)), exist_ok=True)
-        write_json(
-            kept,
-            {
-                "time": time_text,
-                "probe": asdict(probe),
-                "valid_tokens": valid_tokens,
-                "interval": interval,
-                "values": values,
-                "decided": time.strftime("%Y-%m-%d %H:%M"),
-            },
-        )
     return values
 
 
@@ -508,9 +481,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.add_argument("--cpu-workers", type=int, default=1)
             p.add_argument("--devices", type=int, default=0, help="devices in all, on every machine (0: this one's)")
             p.add_argument(
-                "--keep", default="", help="a file that keeps the updates TIME gave (the recipe's WORK/budget.json)"
-            )
-            p.add_argument(
                 "--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)"
             )
         p.add_argument(
@@ -543,7 +513,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 a.max_tokens_per_device,
             )
             for name, value in budget(
-                probe, a.time, a.max_update, a.keep, a.tokens_per_update, a.valid_tokens, a.save_interval_updates
+                probe, a.time, a.max_update, a.tokens_per_update, a.valid_tokens, a.save_interval_updates
             ).items():
                 print(f"{name}={shlex.quote(value)}")
             return 0

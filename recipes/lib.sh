@@ -162,16 +162,36 @@ precision_args() {
   esac
 }
 
-# plan_batch TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY,
-# MASTER_ADDR and MASTER_PORT (recipe/layout.py), or a stop before any work naming the
-# variables that cannot work together.
-plan_batch() {
-  local assignments
-  assignments=$("$PY" -m recipe.engine layout --tokens "$1" --cap "$2" --launch "$LAUNCH" \
-    --nnodes "$NNODES" --node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
-    --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --dist-timeout "$DIST_TIMEOUT" \
-    $([ "${DRY_RUN:-0}" = 1 ] || echo --real)) || exit 2
-  eval "$assignments"
+# plan_read FILE: the fields a plan wrote to FILE (NUL-separated records: s NAME VALUE, or a NAME COUNT WORD...) set
+# as the recipe's variables, scalars and arrays: read as data, never evaluated as code.
+plan_read() {
+  local kind name count value words
+  while IFS= read -r -d '' kind && IFS= read -r -d '' name; do
+    [[ $name =~ ^[A-Z][A-Z0-9_]*$ ]] || { echo "$1: '$name' is not a variable of the recipe" >&2; exit 2; }
+    if [ "$kind" = s ]; then
+      IFS= read -r -d '' value && printf -v "$name" '%s' "$value"
+    else
+      IFS= read -r -d '' count && words=()
+      for ((; count > 0; count--)); do IFS= read -r -d '' value && words+=("$value"); done
+      local -n into=$name && into=("${words[@]}") && unset -n into
+    fi
+  done < "$1"
+}
+
+# plan_run [COMMAND ARGS...]: the recipe's plan (recipe/plan.py), decided once in Python from the recipe's variables
+# (every name in capitals, handed over as data), its fields then set as variables (plan_read); it stops the recipe
+# before any work, naming what cannot work. COMMAND: decide (recipes/parallel_text.sh, the default) or layout (the
+# batch's layout alone: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY, MASTER_ADDR and MASTER_PORT).
+plan_run() {
+  local fields status=0 name
+  fields=$(mktemp)
+  "$PY" -m recipe.plan "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) < <(
+    for name in $(compgen -v); do
+      [[ ! $name =~ ^[A-Z][A-Z0-9_]*$ ]] || printf 'var\0%s\0%s\0' "$name" "${!name-}"
+    done) || status=$?
+  [ $status -eq 0 ] || { rm -f "$fields"; exit $status; }
+  plan_read "$fields"
+  rm -f "$fields"
 }
 
 # train_stage ID TITLE LOG FAIRSEQ_TRAIN_ARGS...: fairseq-train with PER_NODE processes on each of NNODES machines

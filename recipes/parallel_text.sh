@@ -58,133 +58,43 @@ INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or
 # published model"): 400 updates from a parent gained 1.04 BLEU with 4,000 against 0.13 with OPUS-MT-train's 16,000
 # (its finetune/Makefile: Marian's --lr-warmup 16000, whose rate after 400 updates is a quarter of this one's)
 FINETUNE_WARMUP=${FINETUNE_WARMUP:-4000}
-if [ -n "$INIT" ]; then
-  INIT=$(realpath -ms -- "$INIT")  # as the corpus: a rerun from elsewhere, or with $PWD/, is the same parent
-  for name in ARCH MODEL_FLAGS VOCAB_SIZE JOINT_VOCAB SPM_TYPE; do
-    [ -z "${!name:-}" ] || { echo "INIT=$INIT and $name=${!name}: the model and its vocabulary are the parent's" >&2; exit 2; }
-  done
-fi
-GIVEN_DROPOUT=${DROPOUT:-}; GIVEN_WARMUP=${WARMUP:-}
+[ -z "$INIT" ] || INIT=$(realpath -ms -- "$INIT")  # as the corpus: a rerun from elsewhere, or with $PWD/, is the same parent
 # ---- the budget: one of them, or neither (a full run of the corpus's size class) -----------------------------
 TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit, at this machine's measured speed
-GIVEN_MAX_UPDATE=${MAX_UPDATE:-}           # MAX_UPDATE=N: N updates
-REPROBE=${REPROBE:-0}                      # 1: this machine's speed measured again (figures are kept 30 days otherwise)
+MAX_UPDATE=${MAX_UPDATE:-}                 # N updates (with EVAL_BLEU=1 also stopping after PATIENCE validations without gain)
+REPROBE=${REPROBE:-0}                      # 1: this machine's speed measured again, and the plan decided again
 [ "$REPROBE" = 0 ] || export TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE=$(date +%s.%N)
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}
-if [ -n "$TIME" ] && [ -n "$GIVEN_MAX_UPDATE$([ "$TOY" = 1 ] && echo "${TOY_MAX_UPDATE:-}")" ]; then
-  echo "TIME=$TIME and MAX_UPDATE=${GIVEN_MAX_UPDATE:-$TOY_MAX_UPDATE}: give one budget (TIME is turned into updates here)" >&2; exit 2
-fi
-if [ -n "$TIME" ] && [ "$NNODES" != 1 ]; then
-  echo "TIME=$TIME is measured on this machine, and NNODES=$NNODES machines must agree on the updates: give MAX_UPDATE" \
-    "(on one machine, a dry run with TIME=$TIME prints the MAX_UPDATE it gives)" >&2; exit 2
-fi
-
-# ---- settings by the corpus's size: preprocess/parallel_text.py settings, recipe/budget_rule.py (docs/parallel-text.md)
-# the budget is read here: the candidate of the lowest predicted validation loss at its updates (TIME: each candidate's
-# speed, probed here). What TIME picked is kept in WORK/settings.json: a resumed run trains the same, whatever the probe
-# says later; the plan, every candidate beside the pick, goes to WORK/plan.json (a dry run's too).
-KEEP_ARGS=(); [ "$DRY_RUN" = 1 ] || KEEP_ARGS=(--keep "$WORK/settings.json")
-AUTO=$("$PY" -m recipe.plan settings --train "${TRAIN_SETS[@]}" --valid "${VALID_SETS[@]}" --test "${TEST_SETS[@]}" \
-  --src "$SRC" --tgt "$TGT" --max-update "$([ "$TOY" = 1 ] || echo "$GIVEN_MAX_UPDATE")" --time "$([ "$TOY" = 1 ] || [ -n "$INIT" ] || echo "$TIME")" \
-  --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" --precision "$PRECISION" --max-tokens-per-device "${MAX_TOKENS_PER_DEVICE:-4096}" \
-  --min-pairs "$([ "$TOY" = 1 ] && echo "${TOY_MIN_PAIRS:-1000}" || echo "$MIN_PAIRS")" "${KEEP_ARGS[@]}" --plan "$WORK/plan.json") || exit 2
-eval "$AUTO"
-VOCAB_SIZE=${VOCAB_SIZE:-$AUTO_VOCAB_SIZE}       # sentencepiece pieces (per side when not joint)
-JOINT_VOCAB=${JOINT_VOCAB:-$AUTO_JOINT}          # 1: one vocabulary for both sides (same script); 0: one per side
-SPM_TYPE=${SPM_TYPE:-bpe}
-SPM_SAMPLE=${SPM_SAMPLE:-2000000}                # sentences sentencepiece learns from (memory bounded by it)
-ARCH=${ARCH:-$AUTO_ARCH}; MODEL_FLAGS=${MODEL_FLAGS:-$AUTO_MODEL_FLAGS}   # the model (word-split flags)
-DROPOUT=${DROPOUT:-$AUTO_DROPOUT}                # P_drop
-TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-$AUTO_TOKENS_PER_UPDATE}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
-MAX_UPDATE=${MAX_UPDATE:-$AUTO_MAX_UPDATE}       # at most; with EVAL_BLEU=1 also after PATIENCE validations without gain
-EVAL_BLEU=${EVAL_BLEU:-0}                        # 1: validation BLEU, the best checkpoint and early stopping by it
+# ---- the model and its training: empty is the plan's (by the corpus's size and the budget, docs/parallel-text.md) -
+VOCAB_SIZE=${VOCAB_SIZE:-}                 # sentencepiece pieces (per side when not joint)
+JOINT_VOCAB=${JOINT_VOCAB:-}               # 1: one vocabulary for both sides (same script); 0: one per side
+SPM_TYPE=${SPM_TYPE:-}                     # empty: bpe
+SPM_SAMPLE=${SPM_SAMPLE:-2000000}          # sentences sentencepiece learns from (memory bounded by it)
+ARCH=${ARCH:-}; MODEL_FLAGS=${MODEL_FLAGS:-}   # the model (word-split flags)
+DROPOUT=${DROPOUT:-}                       # P_drop
+TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
+EVAL_BLEU=${EVAL_BLEU:-0}                  # 1: validation BLEU, the best checkpoint and early stopping by it
 # fairseq's --patience (0: off). It counts the dev BLEU (EVAL_BLEU=1); by valid loss it stopped runs while BLEU rose
 # (benchmarks.early_stopping, docs/parallel-text.md "When training stops"), so without EVAL_BLEU it is off unless set
-PATIENCE=${PATIENCE:-$([ "$EVAL_BLEU" = 1 ] && echo 10 || echo 0)}
+PATIENCE=${PATIENCE:-}                     # empty: 10 with EVAL_BLEU=1, else 0
 SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-}   # and validation; empty: 1000, or MAX_UPDATE/20 if less
 AVERAGE_LAST=${AVERAGE_LAST:-5}
-WARMUP=${WARMUP:-}                               # empty: the paper's 4000, or MAX_UPDATE/6 if less, at the same peak
+WARMUP=${WARMUP:-}                         # empty: the paper's 4000, or MAX_UPDATE/6 if less, at the same peak
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # empty: the paper's
-EXPORT=${EXPORT:-}                               # ct2 and/or hf
-if [ "$TOY" = 1 ]; then                          # the same stages at toy size, on CPU, in minutes
-  ARCH=${TOY_ARCH:-vaswani_tiny}; MODEL_FLAGS=${TOY_MODEL_FLAGS:-}; VOCAB_SIZE=${TOY_VOCAB_SIZE:-1000}
-  MAX_UPDATE=${TOY_MAX_UPDATE:-300}; WARMUP=${TOY_WARMUP:-100}; SAVE_INTERVAL_UPDATES=${TOY_SAVE_INTERVAL_UPDATES:-50}
-  TOKENS_PER_UPDATE=${TOY_TOKENS_PER_UPDATE:-3000}; MAX_TOKENS_PER_DEVICE=1500; AVERAGE_LAST=${TOY_AVERAGE_LAST:-3}
-  MIN_PAIRS=${TOY_MIN_PAIRS:-1000}
-fi
-# INIT: the parent's model, vocabulary and P_drop (recipe/parent.py checks it before any work);
-# the budget sizes the updates, Eq. (3) with FINETUNE_WARMUP the rate; optimizer and data start afresh
-if [ -n "$INIT" ]; then
-  PARENT=$("$PY" -m recipe.parent settings --init "$INIT" --src "$SRC" --tgt "$TGT" --work "$WORK") || exit 2
-  eval "$PARENT"
-  ARCH=vaswani_base; MODEL_FLAGS=$PARENT_MODEL_FLAGS; DROPOUT=${GIVEN_DROPOUT:-$PARENT_DROPOUT}; VOCAB_SIZE=$PARENT_VOCAB_SIZE
-  JOINT_VOCAB=$([ "$PARENT_SHARE" = --share-all-embeddings ] && echo 1 || echo 0)
-  WARMUP=${GIVEN_WARMUP:-$([ "$TOY" = 1 ] && echo "${TOY_WARMUP:-$FINETUNE_WARMUP}" || echo "$FINETUNE_WARMUP")}
-  if [[ " $EXPORT " == *" ct2 "* && " $MODEL_FLAGS " == *" --decoder-start pad "* ]]; then
-    echo "EXPORT=$EXPORT and INIT=$INIT: the parent decodes from <pad> (MarianMT's start), which the CTranslate2 export" \
-      "does not hold: EXPORT=hf" >&2; exit 2
-  fi
-fi
-# -----------------------------------------------------------------------------------------------------------
-plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
+EXPORT=${EXPORT:-}                         # ct2 and/or hf
+# TOY=1: the same stages at toy size, on CPU, in minutes (TOY_ARCH, TOY_MAX_UPDATE, ... the plan's toy settings)
 
-# How long training takes here, from a probe of this machine (recipe/speed_probe.py: a few
-# seconds, once per machine and model), with the validations over the dev set (its target tokens, estimated from its
-# words); with TIME, the updates that fit, kept in WORK/budget.json for a resumed run (another TIME, model or dev set
-# decides again). fairseq's --stop-time-hours stops training at TIME in any case.
-BUDGET_ARGS=(--max-update "$MAX_UPDATE")           # with TIME, at most the size class's full run (not at toy size)
-[ -z "$TIME" ] || BUDGET_ARGS=(--time "$TIME" $([ "$TOY" = 1 ] || echo --max-update "$MAX_UPDATE"))
-[ "$DRY_RUN" = 1 ] || BUDGET_ARGS+=(--keep "$WORK/budget.json")
-BUDGET=$("$PY" -m recipe.speed_probe budget --arch "$ARCH" --model-flags "$MODEL_FLAGS" \
-  --vocab-size "$VOCAB_SIZE" --tokens-per-update "$TOKENS_PER_UPDATE" --gpus "$GPUS" --cpu-workers "$CPU_WORKERS" \
-  --devices "$DEVICES" --precision "$PRECISION" --max-tokens-per-device "$MAX_TOKENS_PER_DEVICE" --valid-tokens "$AUTO_VALID_TOKENS" \
-  --save-interval-updates "${SAVE_INTERVAL_UPDATES:-0}" "${BUDGET_ARGS[@]}") || exit 2
-eval "$BUDGET"
-STOP_TIME_ARGS=()
-[ -z "$TIME" ] || STOP_TIME_ARGS=(--stop-time-hours "$STOP_TIME_HOURS")
-
-# A short MAX_UPDATE (docs/parallel-text.md). Eq. (3) warms up over the paper's 4000 updates (Section 5.3) when
-# MAX_UPDATE leaves room for it; a shorter budget warms up over a sixth of it, the curve scaled to keep the
-# paper's peak, (d_model * 4000)^-0.5 (--peak-warmup-updates): 1,200 updates would otherwise end at 30% of it.
-# Checkpoints (and validations) come every 1000 updates, or 20 times in all, so the last 5 span a quarter of it.
-PAPER_WARMUP=4000; PEAK_WARMUP_ARGS=()
-if [ -z "$WARMUP" ] && [ $((MAX_UPDATE / 6)) -lt "$PAPER_WARMUP" ]; then
-  WARMUP=$((MAX_UPDATE / 6 > 0 ? MAX_UPDATE / 6 : 1)); PEAK_WARMUP_ARGS=(--peak-warmup-updates "$PAPER_WARMUP")
-fi
-if [ -z "$SAVE_INTERVAL_UPDATES" ]; then
-  SAVE_INTERVAL_UPDATES=$((MAX_UPDATE / 20 > 1000 ? 1000 : MAX_UPDATE / 20 > 0 ? MAX_UPDATE / 20 : 1))
-fi
-
-if [ $((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) -lt "$AVERAGE_LAST" ]; then
-  echo "AVERAGE_LAST=$AVERAGE_LAST checkpoints to average, but MAX_UPDATE=$MAX_UPDATE saves only" \
-    "$((MAX_UPDATE / SAVE_INTERVAL_UPDATES)) every SAVE_INTERVAL_UPDATES=$SAVE_INTERVAL_UPDATES" >&2
-  exit 2
-fi
+# ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipe/plan.py) -----
+# INIT: the parent's model, vocabulary and P_drop, checked before any work (recipe/parent.py); the budget sizes the
+# updates, Eq. (3) with FINETUNE_WARMUP the rate. TIME: each candidate's speed probed here (recipe/speed_probe.py: a few
+# seconds, once per machine and model). It is written as WORK/plan.json, and a resumed run trains as it began; it
+# says itself in two lines (the reasons: --explain, and WORK/plan.json). fairseq's --stop-time-hours stops training
+# at TIME in any case.
+plan_run
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 precision_args "$PRECISION"
-if [ -n "$INIT" ]; then
-  echo "$SRC-$TGT: $AUTO_PAIRS lines, fine-tuning $INIT: $PARENT_SUMMARY$([ "$DROPOUT" = "$PARENT_DROPOUT" ] || echo ", P_drop $DROPOUT here");" \
-    "its vocabulary; $BATCH_SUMMARY"
-  echo "picked: the parent's model, $MAX_UPDATE updates, Eq. (3) warming up over $WARMUP (fine-tuning)"
-else
-  echo "$SRC-$TGT: $AUTO_PAIRS lines, $AUTO_SIZE_CLASS: $ARCH ${MODEL_FLAGS:+$MODEL_FLAGS }P_drop $DROPOUT," \
-    "$([ "$JOINT_VOCAB" = 1 ] && echo "a joint vocabulary" || echo "a vocabulary per side") of $VOCAB_SIZE; $BATCH_SUMMARY"
-fi
-# the two lines a person reads: what was picked, and how long (the reasons: --explain, and WORK/plan.json)
-if [ "$TOY" != 1 ] && [ -z "$INIT" ]; then
-  if [ "$ARCH $MODEL_FLAGS $DROPOUT $TOKENS_PER_UPDATE $VOCAB_SIZE" = "$AUTO_ARCH $AUTO_MODEL_FLAGS $AUTO_DROPOUT $AUTO_TOKENS_PER_UPDATE $AUTO_VOCAB_SIZE" ]; then
-    echo "picked: $AUTO_BUDGET"
-  else
-    echo "picked: your settings (ARCH, MODEL_FLAGS, DROPOUT, TOKENS_PER_UPDATE or VOCAB_SIZE given), $MAX_UPDATE updates"
-  fi
-fi
-echo "time: training $TRAINING_SHORT; data and test set not counted"
-[ "$EXPLAIN" = 0 ] || printf 'why:\n%s\ntraining: about %s\n' "$AUTO_EXPLAIN" "$TRAINING_TIME"
-if [ "$GPUS" = 0 ] && [ -z "$TIME$GIVEN_MAX_UPDATE" ] && [ "$TOY" != 1 ] && [ "$TRAINING_SECONDS" -gt $((8 * 3600)) ]; then
-  echo "more than a working day on CPU workers: TIME=8h picks what 8 hours train best here, or a GPU: GPUS=1"
-fi
 
 # ---- 1. check, clean, split ------------------------------------------------------------------------------
 PREPARE_ARGS=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA" --max-words "$MAX_WORDS"
@@ -192,7 +102,7 @@ PREPARE_ARGS=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA"
 [ ${#VALID_SETS[@]} = 0 ] || PREPARE_ARGS+=(--valid "${VALID_SETS[@]}")
 [ ${#TEST_SETS[@]} = 0 ] || PREPARE_ARGS+=(--test "${TEST_SETS[@]}")
 [ "$LANGID" = 1 ] || PREPARE_ARGS+=(--no-langid)
-READS=(); for file in "${AUTO_INPUT_FILES[@]}"; do READS+=(--reads "$file"); done  # the corpora's files, digested
+READS=(); for file in "${INPUT_FILES[@]}"; do READS+=(--reads "$file"); done  # the corpora's files, digested
 data_stage "${READS[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
 
 # ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences (INIT: the parent's, imported) -------------------------
@@ -228,13 +138,13 @@ for side in "$SRC" "$TGT"; do
 done
 
 # ---- 3. binarize ---------------------------------------------------------------------------------------------
-DICT_ARGS=(); SHARE=(--share-all-embeddings)
-if [ -n "$INIT" ]; then DICT_ARGS=(--srcdict "$PARENT_SRC_DICT" --tgtdict "$PARENT_TGT_DICT"); read -r -a SHARE <<< "$PARENT_SHARE"
-elif [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); else SHARE=(--share-decoder-input-output-embed); fi
+DICT_ARGS=()
+if [ -n "$INIT" ]; then DICT_ARGS=(--srcdict "$PARENT_SRC_DICT" --tgtdict "$PARENT_TGT_DICT")
+elif [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); fi
 binarize_stages 3 "$(cores)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
 if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 
-paper_flags DECODING decoding --beam "$BEAM" --lenpen "$LENPEN"  # Section 6.1
+# DECODING: the paper's beam search, Section 6.1 (BEAM, LENPEN: the plan's)
 # every test line is translated, however long: fairseq refuses a sentence longer than the task's and the model's
 # positions (1,024), and the model's sinusoids extrapolate (Section 3.5); learned ones stop at theirs
 LONG_LINES=(--max-source-positions 100000 --max-target-positions 100000)
@@ -254,9 +164,8 @@ fi
 # Validations and checkpoints every SAVE_INTERVAL_UPDATES only: fairseq's defaults add one at every epoch's end, which
 # TIME would not count and PATIENCE would (early stopping then spans fewer updates than PATIENCE intervals)
 NO_EPOCH_ENDS=1000000
-paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LABEL_SMOOTHING"  # Sections 5.3-5.4
-read -r -a MODEL <<< "$MODEL_FLAGS"
-TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "${MODEL[@]}" --dropout "$DROPOUT" "${SHARE[@]}"
+# TRAINING: the paper's Adam, Eq. (3) over WARMUP updates and label smoothing, Sections 5.3-5.4 (the plan's)
+TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "${MODEL_ARGS[@]}" --dropout "$DROPOUT" "${SHARE_ARGS[@]}"
   "${TRAINING[@]}" "${PEAK_WARMUP_ARGS[@]}" --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints --validate-interval "$NO_EPOCH_ENDS" --save-interval "$NO_EPOCH_ENDS"
@@ -290,7 +199,7 @@ REPORT_ARGS=(); [ -z "$INIT" ] || REPORT_ARGS=(--scores "the parent, before fine
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
     --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" "${REPORT_ARGS[@]}" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
-    --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$AUTO_PAIRS lines, $AUTO_SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
+    --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$PAIRS lines, $SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
 
 # ---- 9. exports ----------------------------------------------------------------------------------------------
 for export in $EXPORT; do

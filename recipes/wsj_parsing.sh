@@ -49,7 +49,7 @@ fi
 # -------------------------------------------------------------------------------------------------
 
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-plan_batch "$TOKENS_PER_UPDATE" "$MAX_TOKENS_PER_DEVICE"
+plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipe/layout.py)
 precision_args "$PRECISION"
 echo "WSJ parsing ($SETTING): $BATCH_SUMMARY"
 

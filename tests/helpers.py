@@ -391,7 +391,7 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
         d256(2, 2048): 0.75,
         layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5,
     }
-    for init in parents:  # the parent's model and vocabulary, as the recipe reads them (vaswani-parent settings)
+    for init in parents:  # the parent's model and vocabulary, as the recipe's plan reads them (recipe/parent.py)
         parent = read_parent(str(init), "en", "de", "runs").assignments("en", "de")
         known[
             layout_probe("vaswani_base", parent["PARENT_MODEL_FLAGS"], int(parent["PARENT_VOCAB_SIZE"]), 4096, 0, 2)

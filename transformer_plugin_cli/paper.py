@@ -9,7 +9,7 @@ one flag per line. Defaults: warmup_steps and eps_ls are the plugin's own (trans
 ``VaswaniInverseSqrtConfig``, ``VaswaniLabelSmoothedCrossEntropyConfig``), read from there; Adam's and beam
 search's are fairseq's flags, whose paper values live here and nowhere else (``ADAM_BETAS``, ``ADAM_EPS``,
 ``DECODING``, ``PARSING_DECODING``). The model's settings are the architectures' (config.py); the batch
-size (Section 5.1) is planned per machine by recipes/lib.sh (plan_batch).
+size (Section 5.1) is planned per machine by the recipes' plan (recipe/layout.py).
 
 Nothing here imports fairseq (several seconds, and the recipes ask for these flags while they plan
 every stage): the plugin's defaults are read from config.py's source (:func:`plugin_default`).

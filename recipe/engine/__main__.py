@@ -6,12 +6,10 @@ python -m recipe.engine layout --launch local --gpus 8 ... --tokens 25000 --cap 
 
 import argparse
 import os
-import shlex
 import signal
 import sys
 from typing import Sequence
 
-from recipe.layout import LayoutError, cuda_devices, layout
 from recipe.engine.runner import Runner, read_plan, say
 from recipe.engine.stamps import Context, DigestCache, setting_names
 
@@ -35,32 +33,6 @@ def main_run(args) -> int:
     return runner.run(check_only=args.check)
 
 
-def main_layout(args) -> int:
-    try:
-        found = layout(
-            args.launch,
-            args.nnodes,
-            args.node_rank,
-            args.master_addr,
-            args.master_port,
-            args.gpus,
-            args.cpu_workers,
-            args.dist_timeout,
-            args.tokens,
-            args.cap,
-            real=args.real,
-            slurm_job_id=os.environ.get("SLURM_JOB_ID", ""),
-            slurm_job_num_nodes=os.environ.get("SLURM_JOB_NUM_NODES", ""),
-            cuda_devices=cuda_devices,
-        )
-    except LayoutError as e:
-        print(e, file=sys.stderr)
-        return 2
-    for name, value in found.items():
-        print(f"{name}={shlex.quote(value)}")
-    return 0
-
-
 def parse(argv: Sequence[str]):
     parser = argparse.ArgumentParser(prog="python -m recipe.engine", description="The recipes' engine.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -81,13 +53,6 @@ def parse(argv: Sequence[str]):
     )
     run.add_argument("--parent-pid", type=int, default=0, help="the recipe's shell: if it is gone already, stop")
     run.set_defaults(main=main_run)
-    lay = sub.add_parser("layout", help="the training's layout and batch as shell assignments")
-    for name in ("launch", "nnodes", "node-rank", "master-addr", "master-port", "gpus", "cpu-workers", "dist-timeout"):
-        lay.add_argument(f"--{name}", default="")
-    lay.add_argument("--tokens", type=int, required=True)
-    lay.add_argument("--cap", type=int, required=True)
-    lay.add_argument("--real", action="store_true", help="also check what only this machine tells")
-    lay.set_defaults(main=main_layout)
     return parser.parse_args(argv)
 
 

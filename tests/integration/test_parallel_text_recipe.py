@@ -499,8 +499,10 @@ def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time
             next(line for line in timed.stdout.splitlines() if line.startswith(s)) for s in ("picked: ", "time: ")
         )
         assert len(picked) < 120 and len(said) < 120 and "more than a working day" not in timed.stdout, (picked, said)
-        plan = json.loads((tmp_path / "w" / "plan.json").read_text())
+        held = json.loads((tmp_path / "w" / "plan.json").read_text())
+        plan = held["choice"]  # the budget rule's candidates, beside the plan's model, batch and budget
         [chosen] = [o for o in plan["options"] if o["picked"]]
+        assert held["budget"]["max_update"] == chosen["updates"] and held["model"]["arch"] == chosen["arch"]
         assert plan["budget"] == f"TIME={time_text}" and len(plan["options"]) == 6
         assert chosen["predicted_valid_loss_bits"] == min(o["predicted_valid_loss_bits"] for o in plan["options"])
         assert f"--max-update {chosen['updates']} " in timed.stdout and f" x {chosen['updates']:,} updates" in picked

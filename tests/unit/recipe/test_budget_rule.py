@@ -4,14 +4,12 @@ more budget never predicts worse; its curves are the fit of the budget runs; wha
 import json
 import math
 import os
-import shlex
 
 import pytest
 from helpers import corpus, many, speeds
 
 from recipe import budget_rule as rule
 from preprocess.corpora import CorpusError
-from recipe import plan
 from recipe.probe_arithmetic import parse_time, updates_that_fit
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -159,71 +157,6 @@ def test_min_pairs_is_checked_before_any_probe(tmp_path):
 
     with pytest.raises(CorpusError, match="TRAIN has 100 lines: too few to train a translation model from scratch"):
         rule.settings([prefix], "en", "de", None, "2h", probe, min_pairs=10_000)
-
-
-def test_what_time_picked_is_kept_when_the_speed_is_measured_again(tmp_path, monkeypatch, capsys):
-    """A TIME's pick is kept (--keep, the recipe's WORK/settings.json): the same TIME on the same corpus and layout
-    reads it back though every speed figure has changed since; another TIME decides again."""
-    from recipe import speed_probe
-
-    prefix = corpus(tmp_path, many(300))
-    figure = {"seconds": 1.0}
-    monkeypatch.setattr(
-        speed_probe,
-        "seconds_per_update",
-        lambda probe, fresh=False: {
-            "seconds": figure["seconds"]
-            * (2 if "--d-model 256" not in probe.model_flags else 1)
-            * probe.tokens_per_update
-            / 2048
-        },
-    )
-
-    def run(time_text):
-        args = [
-            "settings",
-            "--train",
-            prefix,
-            "--src",
-            "en",
-            "--tgt",
-            "de",
-            "--time",
-            time_text,
-            "--cpu-workers",
-            "1",
-            "--keep",
-            str(tmp_path / "w" / "settings.json"),
-            "--plan",
-            str(tmp_path / "w" / "plan.json"),
-            "--min-pairs",
-            "100",
-        ]
-        assert plan.command_line(args) == 0
-        lines = capsys.readouterr().out.splitlines()
-        return {
-            k: " ".join(shlex.split(v))
-            for k, v in (
-                line.split("=", 1)
-                for line in lines
-                if line.startswith("AUTO_") and not line.startswith(("AUTO_INPUT", "AUTO_EXPLAIN"))
-            )
-        }
-
-    first = run("3h")
-    figure["seconds"] = 4.0  # the machine measured again, four times slower
-    again = run("3h")
-    assert {k: v for k, v in again.items() if k != "AUTO_BUDGET"} == {
-        k: v for k, v in first.items() if k != "AUTO_BUDGET"
-    }
-    assert again["AUTO_BUDGET"].endswith(" bits, kept)") and len("picked: " + again["AUTO_BUDGET"]) < 120
-    assert json.loads((tmp_path / "w" / "plan.json").read_text())["settings"]["max_update"] == int(
-        first["AUTO_MAX_UPDATE"]
-    )
-    assert "kept" not in run("4h")["AUTO_BUDGET"]  # another TIME: decided again
-    with open(prefix + ".en", "a") as f, open(prefix + ".de", "a") as g:  # the corpus grew: decided again
-        f.write("One more.\n"), g.write("Noch einer.\n")
-    assert "kept" not in run("4h")["AUTO_BUDGET"]
 
 
 @pytest.mark.parametrize(

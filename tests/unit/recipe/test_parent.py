@@ -56,11 +56,11 @@ def test_an_imported_directory_gives_the_model_its_checkpoint_holds(parent, tmp_
     assert imported["PARENT_VOCAB_SIZE"] == "41"  # fairseq's <s> beside MarianMT's 40
 
 
-def test_the_command_prints_shell_assignments_or_one_error(parent, tmp_path, capsys):
+def test_the_command_prints_the_parent_as_json_or_one_error(parent, tmp_path, capsys):
     assert main(["settings", "--init", str(parent[0]), "--src", "en", "--tgt", "de", "--work", str(tmp_path)]) == 0
-    assert (
-        "PARENT_SUMMARY='N=2+2, d_model 32, d_ff 64, h 4, P_drop 0.1, swish, output bias, shared embeddings, "
-        "decoding from <pad>, 40 target pieces'" in capsys.readouterr().out
+    assert json.loads(capsys.readouterr().out)["PARENT_SUMMARY"] == (
+        "N=2+2, d_model 32, d_ff 64, h 4, P_drop 0.1, swish, output bias, shared embeddings, "
+        "decoding from <pad>, 40 target pieces"
     )
     assert (
         main(["settings", "--init", str(tmp_path / "nowhere"), "--src", "en", "--tgt", "de", "--work", str(tmp_path)])

@@ -1,4 +1,7 @@
-"""recipe/plan.py and the settings it prints: budgets refused, a validation's cost, a vocabulary per side."""
+"""recipe/plan.py: a run's plan decided once and held in WORK, handed to the recipe as data; budgets refused, a
+validation's cost, a vocabulary per side."""
+
+import json
 
 import pytest
 from helpers import ENGLISH, corpus, many, speeds
@@ -14,8 +17,7 @@ def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkey
     monkeypatch.setattr(speed_probe, "cuda_here", lambda: False)
     prefix = corpus(tmp_path, many(100))
     assert (
-        plan.command_line(["settings", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"])
-        == 2
+        plan.command_line(["rule", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"]) == 2
     )
     assert "error: TIME=8h: this machine has no CUDA device to measure the GPUs' speed on" in capsys.readouterr().err
 
@@ -51,3 +53,100 @@ def test_a_vocabulary_per_side_where_the_scripts_differ(tmp_path):
     tsv.write_text("".join(f"{e}\tDatei {i}\n" for i, e in enumerate(ENGLISH * 30)))
     assert rule.settings([prefix], "en", "de").joint is False and rule.settings([str(tsv)], "en", "de").joint is True
     assert rule.settings([prefix, str(tsv)], "en", "de").pairs == 600
+
+
+def variables(tmp_path, prefix, **given):
+    return plan.Variables(
+        {
+            "TRAIN": prefix,
+            "SRC": "en",
+            "TGT": "de",
+            "WORK": str(tmp_path / "w"),
+            "GPUS": "0",
+            "CPU_WORKERS": "1",
+            "MIN_PAIRS": "100",
+            "AVERAGE_LAST": "5",
+            "DRY_RUN": "0",
+            **given,
+        }
+    )
+
+
+@pytest.fixture
+def slower(monkeypatch):
+    """This machine's speed, as the probe measures it: ``slower["by"]`` times a fixed figure."""
+    from recipe import speed_probe
+
+    slower = {"by": 1.0}
+
+    def seconds_per_update(probe, fresh=False):
+        seconds = (2 if "--d-model 256" not in probe.model_flags else 1) * probe.tokens_per_update / 2048
+        return {"seconds": seconds * slower["by"], "measured": "now", "cached": False}
+
+    monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
+    return slower
+
+
+def test_a_time_is_decided_once_and_the_run_begun_keeps_its_plan_however_the_speed_is_measured(tmp_path, slower):
+    """TIME's pick and the updates fairseq-train is given come from one figure of the speed; once a run has begun in
+    WORK (a stage done), the same settings read its plan back from WORK/plan.json though the machine now measures
+    four times slower; another TIME, a grown corpus or REPROBE=1 decide again."""
+    prefix = corpus(tmp_path, many(3000))
+    work = tmp_path / "w"
+    first = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    picked = [o for o in first.choice["options"] if o["picked"]][0]
+    assert first.budget["max_update"] == picked["updates"]  # the rule's updates are fairseq-train's
+    assert plan.fields(first, variables(tmp_path, prefix))["MAX_UPDATE"] == str(picked["updates"])
+    assert json.loads((work / "plan.json").read_text())["budget"]["max_update"] == picked["updates"]
+    (work / ".done").mkdir()
+    (work / ".done" / "1").write_text("{}")  # the run has begun
+    slower["by"] = 4.0
+    again = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    assert (again.model, again.budget, again.batch) == (first.model, first.budget, first.batch)
+    assert again.lines[-1].startswith(f"plan: the plan this run holds ({work}/plan.json, decided ")
+    assert plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), False, fresh=True).budget != first.budget
+    other = plan.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
+    assert other.budget["time"] == "4h" and "plan this run holds" not in other.lines[-1]
+    with open(prefix + ".en", "a") as f, open(prefix + ".de", "a") as g:  # the corpus grew: decided again
+        f.write("One more.\n"), g.write("Noch einer.\n")
+    grown = plan.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
+    assert grown.corpus["pairs"] == 3001 and "plan this run holds" not in grown.lines[-1]
+
+
+def test_a_dry_run_leaves_the_plan_of_a_run_begun_and_says_what_would_change(tmp_path, slower):
+    prefix = corpus(tmp_path, many(300))
+    work = tmp_path / "w"
+    plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="1200"), str(work), dry_run=True, fresh=False)
+    assert (work / "plan.json").exists()  # no run has begun: a dry run writes it
+    held = (work / "plan.json").read_text()
+    (work / ".done").mkdir()
+    (work / ".done" / "2a").write_text("{}")
+    shown = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.3"), str(work), True, False)
+    assert (work / "plan.json").read_text() == held
+    assert shown.lines[-1].startswith(
+        f"plan: {work}/plan.json holds the plan of the run begun in {work}, left as it is"
+    )
+    assert "model.dropout: '0.1' -> '0.3'" in shown.lines[-1] and "budget.max_update: 1200 -> 2400" in shown.lines[-1]
+    real = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.3"), str(work), False, False)
+    assert json.loads((work / "plan.json").read_text())["model"]["dropout"] == "0.3" == real.model["dropout"]
+
+
+def test_the_recipe_reads_the_plan_as_data_never_as_code(tmp_path):
+    """lib.sh's plan_read sets each field as a variable, arrays as arrays; a value that is shell code stays a value,
+    and a field whose name is not a variable's stops the recipe."""
+    import subprocess
+
+    from helpers import REPO
+
+    fields = {"MODEL_FLAGS": "--d-model 256 $(touch pwned)", "MODEL_ARGS": ["--d-model", "256", "a b", ""], "X": "`id`"}
+    path = tmp_path / "fields"
+    path.write_bytes(plan.encode_fields(fields))
+    script = (
+        f'source "{REPO}/recipes/lib.sh"; plan_read "$1"; '
+        'printf "%s|" "$MODEL_FLAGS" "${#MODEL_ARGS[@]}" "${MODEL_ARGS[2]}" "$X"'
+    )
+    done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.stdout == "--d-model 256 $(touch pwned)|4|a b|`id`|" and not (tmp_path / "pwned").exists()
+    path.write_bytes(plan.encode_fields({"PATH; rm": "x"}))
+    done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2 and "'PATH; rm' is not a variable of the recipe" in done.stderr

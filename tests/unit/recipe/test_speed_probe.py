@@ -112,28 +112,6 @@ def test_a_time_too_short_for_100_updates_is_refused(cache):
         budget(TINY, "90m")
 
 
-def test_the_updates_a_time_gave_are_kept_for_a_resumed_run(cache, tmp_path):
-    """A resumed run (after a reboot, or requeued on another node) keeps its MAX_UPDATE, or it would be another
-    training; another TIME, or another model, decides again."""
-    kept = tmp_path / "work" / "budget.json"
-    seeded(cache, TINY, 2.0)
-    first = budget(TINY, "1h", kept=str(kept))
-    seeded(cache, TINY, 4.0)  # the machine measured again, slower
-    resumed = budget(TINY, "1h", kept=str(kept))
-    assert resumed["MAX_UPDATE"] == first["MAX_UPDATE"] and "(decided " in resumed["TRAINING_TIME"]
-    assert budget(TINY, "2h", kept=str(kept))["MAX_UPDATE"] == str(
-        int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 4.0)
-    )
-    assert budget(TINY, "2h", kept=str(kept), valid_tokens=6000)["MAX_UPDATE"] != str(
-        int((7200 - 60) * 0.95 / 4.0)
-    )  # another dev set
-    bigger = Probe("vaswani_tiny", "--d-ff 512", 200, 600, workers=2, threads=1)
-    seeded(cache, bigger, 3.0)
-    assert budget(bigger, "2h", kept=str(kept))["MAX_UPDATE"] == str(
-        int((7200 - 60) * probe_arithmetic.TIME_TRAINING_SHARE / 3.0)
-    )
-
-
 def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     cpu = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=2)
