@@ -3,6 +3,8 @@
 # under its own time limit, everything written under OUT as it goes (a part cut short still leaves
 # its log). For a machine with no network and a Python that has torch but not fairseq:
 #
+# (docs/gpu-sessions.md: what to carry, what each part does)
+#
 #   bash benchmarks/gpu_session.sh OUT                  # every phase: about 10 minutes, more than DEADLINE's 9
 #   bash benchmarks/gpu_session.sh OUT profile speed    # install, then the named phases in that order
 #   bash benchmarks/gpu_session.sh OUT recipes time speed-big   # the parallel-text recipe on the GPU, TIME's check
@@ -11,7 +13,7 @@
 # On an H200 (2026-11-27) install took 40 s, checks 179 s, speed 296 s; on an H100 the same day, install 32-45 s,
 # each profile run 37-65 s, torchrun 117 s, speed-big 201 s; on an H200 (2026-11-28) install 35-38 s, the recipes
 # phase's GPU tier 172 s and the time check's data 72 s (its toy runs cut at 240 s, and time at 170 and 240 s, by
-# cuDNN's attention graphs, since left out: docs/2026-11-28-gpu-run.md). A part that the deadline reaches is cut
+# cuDNN's attention graphs, since left out: docs/precision.md). A part that the deadline reaches is cut
 # (its log kept) or listed in summary.md as not run.
 #
 # What it needs beside the working tree (ignored by git, carried there):

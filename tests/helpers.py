@@ -438,10 +438,9 @@ def real_english_german(n=None):
 
 
 def documents():
-    """The pages a user reads for commands: README.md and the reference pages under docs/ (not the
-    dated pages, docs/YYYY-MM-DD-*.md, which are history)."""
+    """The pages a user reads for commands: README.md and the reference pages under docs/."""
     docs = os.path.join(REPO, "docs")
-    pages = sorted(f for f in os.listdir(docs) if f.endswith(".md") and not re.match(r"\d{4}-\d\d-\d\d-", f))
+    pages = sorted(f for f in os.listdir(docs) if f.endswith(".md"))
     return ["README.md"] + [f"docs/{f}" for f in pages]
 
 

@@ -261,3 +261,18 @@ def test_the_tested_pythons_are_the_ones_setup_py_allows():
     low, high = re.fullmatch(r">=(3\.\d+),<(3\.\d+)", allowed).groups()
     assert supported == [f"3.{m}" for m in range(int(low.split(".")[1]), int(high.split(".")[1]))]
     assert sys.version_info[:2] >= (3, int(low.split(".")[1]))
+
+
+def test_the_docs_are_reference_pages_and_history_is_the_changelogs():
+    """A page under docs/ says what is true now: none is a dated page of how it was found (that is git's and
+    CHANGELOG.md's), and CHANGELOG.md names the commits that hold the detail, each one of this repository."""
+    dated = [f for f in os.listdir(os.path.join(REPO, "docs")) if re.match(r"\d{4}-\d\d-\d\d", f)]
+    assert not dated, f"dated pages under docs/: {dated}; fold them into CHANGELOG.md"
+    changelog = open(os.path.join(REPO, "CHANGELOG.md"), encoding="utf-8").read()
+    commits = set(re.findall(r"\(([0-9a-f]{7})[,)]", changelog))
+    assert len(commits) >= 10
+    if os.path.isdir(os.path.join(REPO, ".git")):
+        known = subprocess.run(
+            ["git", "cat-file", "--batch-check"], input="\n".join(commits), cwd=REPO, capture_output=True, text=True
+        ).stdout
+        assert "missing" not in known, known

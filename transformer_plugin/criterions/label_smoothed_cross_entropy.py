@@ -16,7 +16,7 @@ log-probabilities are fairseq's stock ``log_softmax(logits)`` (fairseq's ``trans
 ``vaswani_transformer``; ``plain_log_softmax``), the loss is computed from the logits by
 ``LabelSmoothedCrossEntropyFromLogits``, whose backward pass writes that gradient in two passes
 over the (tokens x V) logits, instead of the backward passes of the log-softmax, ``gather`` and
-``sum`` (about four times faster on a CPU: docs/2026-11-24-cpu-speed.md). The loss is the same
+``sum`` (about four times faster on a CPU, commit 1f3eb75). The loss is the same
 function either way; any other model (an adaptive softmax, its own ``get_normalized_probs``) takes
 the generic path on its log-probabilities.
 

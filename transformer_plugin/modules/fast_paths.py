@@ -4,7 +4,7 @@
 ``F.scaled_dot_product_attention`` or explicitly (multihead_attention.py holds both). Always fused
 on a GPU; on a CPU explicit only for short attention in evaluation (generation), where it is faster.
 Both compute the function the paper writes; tests/unit/modules/test_fast_paths.py holds them
-to it, and what the choice was measured to save is in docs/2026-11-24-cpu-speed.md. (The other CPU
+to it, and what the choice was measured to save is in commit 1f3eb75 (CHANGELOG.md). (The other CPU
 speed trick, packed dropout masks, changes P_drop slightly and is a flag in dropout.py.)
 
 ``fused_kernels(q)``: which of torch's fused kernels may compute it on q's device. On a CUDA device every one
@@ -12,7 +12,7 @@ but cuDNN's (flash, memory-efficient, math), unless ``TRANSFORMER_PLUGIN_CUDNN_A
 environment. torch 2.11 prefers cuDNN's kernel on Hopper GPUs, and cuDNN builds an execution graph for every
 new shape of its inputs, which torch keeps for the shape: a fixed-shape benchmark builds once, but batches of
 real text have a new (batch, source length, target length) almost every update of a first epoch, and beam
-search a new key length at every step. On an H200 (2026-11-28, docs/2026-11-28-gpu-run.md) an update of
+search a new key length at every step. On an H200 (commit 7b73f68) an update of
 the short budget's model (3+3 layers of 256) on 77k pairs took 0.367 s in fairseq-train, against 0.033 s for
 the same update with a fixed shape, and 94% of the host's time went to the attention's forward and backward
 calls (about 60 ms a new shape), where flash and memory-efficient kernels build nothing.

@@ -13,7 +13,7 @@ has it: weights and biases uniform in +-1/sqrt(fan_in). W_2 then starts with a s
 of 1/sqrt(3 d_ff), less than half of Xavier-uniform's sqrt(2 / (d_model + d_ff)), so at the start
 the sub-layer adds little to the residual stream that LayerNorm(x + Dropout(FFN(x))) normalises.
 With Xavier-uniform here, and W^Q, W^K, W^V as multihead_attention.py initialises them, the model
-learned more slowly on real text: see docs/2026-11-23-learning-speed.md.
+learned more slowly on real text (commit 9bd5faa, CHANGELOG.md).
 """
 
 import torch.nn.functional as F

@@ -146,7 +146,7 @@ class MultiHeadAttention(BeamSearchCaches, nn.Module):
         per update on real text (valid nll 8.63 against 7.81 bits at update 400; with this gain and
         the feed-forward's torch default, 7.79), and of the two changes this one mattered more. The
         biases' initialisation made no difference there, so they stay zero. The ablation, one factor
-        at a time: docs/2026-11-23-learning-speed.md.
+        at a time (commit 9bd5faa, CHANGELOG.md).
         """
         with torch.no_grad():
             if self.self_attention:

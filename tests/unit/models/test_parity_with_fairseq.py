@@ -72,7 +72,7 @@ def test_initialisation_matches_fairseq_transformer(dictionary):
 
     The tests above copy weights, so they cannot see initialisation, and with Xavier gain 1 on
     W^Q, W^K, W^V and Xavier on the feed-forward ours learned clearly more slowly per update
-    (docs/2026-11-23-learning-speed.md). The one difference kept: the biases of W^Q, W^K, W^V start
+    (commit 9bd5faa, CHANGELOG.md). The one difference kept: the biases of W^Q, W^K, W^V start
     at zero (fairseq's at torch's default), which made no difference to learning there. Standard
     deviations are pooled over layers (names without the layer number) and must agree within 10%.
     """
