@@ -72,7 +72,7 @@ def fit(records: Sequence[str]) -> Dict[str, float]:
         a, noise, r_star, k3 = p[:4]
         offset = p[4 + corpora.index(r["corpus"])]
         cand = r["candidate"]
-        k = 1.0 if cand.flag("encoder-layers") == 2 else k3
+        k = 1.0 if cand.model.encoder_layers == 2 else k3
         tokens = rule.effective_tokens(r["updates"] * cand.tokens_per_update, EPOCH_TOKENS[r["corpus"]], r_star)
         return (
             offset

@@ -53,7 +53,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from recipe.budget_rule import SHORT_BUDGET, class_settings, with_flag, with_layers  # noqa: E402
+from recipe.budget_rule import SHORT_BUDGET, class_settings  # noqa: E402
+from recipe.model import Model  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from benchmarks.common import recipe_env, start_recipe  # noqa: E402
 from recipe.probe_arithmetic import parse_time  # noqa: E402
@@ -61,16 +62,15 @@ from recipe.speed_probe import layout_probe, seconds_per_update  # noqa: E402
 
 PICK = "pick"
 SHORT_FLAGS = SHORT_BUDGET["model_flags"]
+SHORT = Model.from_flags("vaswani_base", SHORT_FLAGS)
 
 
 # name -> (what it is, the recipe's variables). Each is the short budget's settings with one thing changed.
 CHANGES = {
-    "N=2": (
-        "2+2 layers",
-        {"MODEL_FLAGS": with_layers(SHORT_FLAGS, 2)},
-    ),  # the rule's own layers in time: the same flags
-    "N=6": ("6+6 layers", {"MODEL_FLAGS": with_layers(SHORT_FLAGS, 6)}),
-    "d512": ("d_model 512", {"MODEL_FLAGS": with_flag(SHORT_FLAGS, "d-model", 512)}),
+    # the rule's own layers in time: the same flags
+    "N=2": ("2+2 layers", {"MODEL_FLAGS": SHORT.with_sizes(encoder_layers=2, decoder_layers=2).flag_text()}),
+    "N=6": ("6+6 layers", {"MODEL_FLAGS": SHORT.with_sizes(encoder_layers=6, decoder_layers=6).flag_text()}),
+    "d512": ("d_model 512", {"MODEL_FLAGS": SHORT.with_sizes(d_model=512).flag_text()}),
     "P0.3": ("P_drop 0.3", {"DROPOUT": "0.3"}),
     "BPE2k": ("a vocabulary of 2,000", {"VOCAB_SIZE": "2000"}),
     "2k-tokens": ("2,048 tokens an update", {"TOKENS_PER_UPDATE": "2048"}),

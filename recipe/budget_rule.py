@@ -34,7 +34,6 @@ times ``DROPOUT_REPEATS``, not measured. Every pick says which.
 
 import itertools
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -48,6 +47,7 @@ from preprocess.corpora import (
     sides_scripts,
     units,
 )
+from recipe.model import Model, shared
 from recipe.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
 
 # ---- the fit (benchmarks/budget_fit.py prints these from benchmarks/records/budgets/*.json and the paper's Table 3)
@@ -67,7 +67,6 @@ DROPOUT_REPEATS = {0.1: 1.0, 0.3: 2.0}  # R* against P_drop 0.1's: assumed, not 
 USEFUL_REPEATS = 3  # past 3 R* repeated epochs a candidate's D_eff is within 5% of its limit: more updates, no use
 
 SHORT_FLAGS = "--encoder-layers {n} --decoder-layers {n} --d-model 256 --d-ff 1024 --attention-heads 4"
-ARCH_DEFAULTS = {"encoder-layers": 6, "decoder-layers": 6, "d-model": 512, "d-ff": 2048}  # vaswani_base
 
 
 @dataclass
@@ -82,24 +81,21 @@ class Candidate:
     cap: int = 0
     source: str = "measured"  # where its learning comes from
 
-    def flag(self, name: str) -> int:
-        found = re.search(rf"--{name} (\d+)", self.model_flags)
-        return int(found.group(1)) if found else ARCH_DEFAULTS[name]
+    @property
+    def model(self) -> Model:
+        return Model.from_flags(self.arch, self.model_flags)
 
 
 def parameters(candidate: Candidate, vocab_size: int, joint: bool = True) -> float:
-    """The model's parameters in millions, counted as the paper counts them (embeddings once when shared; biases and
-    LayerNorms left out): an encoder layer 4 d^2 + 2 d d_ff, a decoder layer 8 d^2 + 2 d d_ff."""
-    d, d_ff = candidate.flag("d-model"), candidate.flag("d-ff")
-    layers = candidate.flag("encoder-layers") * (4 * d * d + 2 * d * d_ff) + candidate.flag("decoder-layers") * (
-        8 * d * d + 2 * d * d_ff
-    )
-    return (layers + vocab_size * d * (1 if joint else 2)) / 1e6
+    """The model's parameters in millions, counted as the paper counts them (recipe/model.py: embeddings once when
+    shared; biases and LayerNorms left out): an encoder layer 4 d^2 + 2 d d_ff, a decoder layer 8 d^2 + 2 d d_ff."""
+    model = Model(candidate.arch, (*candidate.model.words, *shared(joint)))
+    return model.parameters(vocab_size, biases=False) / 1e6
 
 
 def learning(candidate: Candidate) -> float:
     """k: what an update of the candidate learns against one of 2 layers a side at P_drop 0.1 (LEARNING_*)."""
-    depth = max(candidate.flag("encoder-layers"), candidate.flag("decoder-layers"))
+    depth = max(candidate.model.encoder_layers, candidate.model.decoder_layers)
     if depth <= 3:
         k = 1.0 if depth <= 2 else LEARNING_N3
     else:  # 6 layers measured; between 3 and 6, geometrically between
@@ -157,7 +153,7 @@ class Option:
 
 
 @dataclass
-class Plan:
+class Choice:
     """The pick and every candidate beside it."""
 
     picked: Option
@@ -191,7 +187,7 @@ def choose(
     vocab_size: int,
     corpus_tokens: float,
     joint: bool = True,
-) -> Plan:
+) -> Choice:
     """The candidate of the lowest predicted loss at the updates ``updates_of`` gives each (non-decreasing in the
     budget), each at most its cap and its useful updates; ties go to the earlier candidate."""
     options = []
@@ -205,7 +201,7 @@ def choose(
             updates, limited = useful, "repeats"
         options.append(Option(c, updates, predicted_loss(c, updates, vocab_size, corpus_tokens, joint), limited))
     picked = min(options, key=lambda o: o.loss)
-    return Plan(picked, options)
+    return Choice(picked, options)
 
 
 def candidates(
@@ -247,7 +243,7 @@ def candidates(
 
 def model_words(candidate: Candidate) -> str:
     """'N=2, d_model 256' and the like, for people."""
-    return f"N={candidate.flag('encoder-layers')}, d_model {candidate.flag('d-model')}, d_ff {candidate.flag('d-ff')}"
+    return candidate.model.described()
 
 
 # ---- the settings of a corpus for a budget -------------------------------------------------------------------
@@ -285,16 +281,6 @@ class Sized:
 # the settings measured best at 1,200 updates on 77k EN-DE pairs (docs/benchmarks.md, "Learning"): a candidate of the
 # rule, and the budgets benchmark's reference (benchmarks/budgets.py)
 SHORT_BUDGET = dict(vocab_size=8000, model_flags=SHORT_FLAGS.format(n=3), dropout=0.1, tokens_per_update=4096)
-
-
-def with_flag(flags: str, name: str, value) -> str:
-    """``flags`` with ``--name``'s value replaced."""
-    return re.sub(rf"(--{name} )\S+", rf"\g<1>{value}", flags)
-
-
-def with_layers(model_flags: str, layers: int) -> str:
-    """``model_flags`` with ``layers`` layers a side (the encoder's and the decoder's)."""
-    return with_flag(with_flag(model_flags, "encoder-layers", layers), "decoder-layers", layers)
 
 
 def class_settings(pairs: int, scripts: Tuple[Optional[str], Optional[str]]) -> "Sized":

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from recipe.model import Model, split_flags
 from transformer_plugin_cli.console import console_script
 
 from transformer_plugin_cli.serving.import_marian import (
@@ -39,7 +40,6 @@ from transformer_plugin_cli.serving.import_marian import (
 )
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
-SHARE_FLAGS = ("--share-all-embeddings", "--share-decoder-input-output-embed")
 # training-time settings of the dataclass, not the model's: fine-tuning sets its own
 NOT_THE_MODEL = ("checkpoint_activations", "offload_activations")
 
@@ -58,16 +58,7 @@ class Parent:
     vocab_size: int  # the target side's embedding rows
 
     def assignments(self, src: str, tgt: str) -> Dict[str, str]:
-        model, dropout, share, i = [], "0.1", [], 0
-        while i < len(self.flags):
-            flag = self.flags[i]
-            if flag in SHARE_FLAGS:
-                share.append(flag)
-            elif flag == "--dropout":
-                dropout, i = self.flags[i + 1], i + 1
-            else:
-                model.append(flag)
-            i += 1
+        model, dropout, share = split_flags(self.flags)
         return {
             "PARENT_KIND": self.kind,
             "PARENT_DIR": self.directory,
@@ -77,7 +68,7 @@ class Parent:
             "PARENT_SRC_SPM": self.src_spm,
             "PARENT_TGT_SPM": self.tgt_spm,
             "PARENT_MODEL_FLAGS": " ".join(model),
-            "PARENT_DROPOUT": dropout,
+            "PARENT_DROPOUT": dropout or "0.1",
             "PARENT_SHARE": " ".join(share),
             "PARENT_VOCAB_SIZE": str(self.vocab_size),
             "PARENT_SUMMARY": summary(self.flags, self.vocab_size),
@@ -86,25 +77,21 @@ class Parent:
 
 def summary(flags: List[str], vocab_size: int) -> str:
     """One line: the parent's shape, as the recipe prints its models'."""
-    value = {
-        flags[i]: flags[i + 1]
-        for i in range(len(flags) - 1)
-        if flags[i].startswith("--") and not flags[i + 1].startswith("--")
-    }
+    model = Model.from_flags("vaswani_base", flags)
     parts = [
-        f"N={value.get('--encoder-layers')}+{value.get('--decoder-layers')}",
-        f"d_model {value.get('--d-model')}",
-        f"d_ff {value.get('--d-ff')}",
-        f"h {value.get('--attention-heads')}",
-        f"P_drop {value.get('--dropout')}",
-        value.get("--activation-fn", "relu"),
+        f"N={model.given('--encoder-layers')}+{model.given('--decoder-layers')}",
+        f"d_model {model.given('--d-model')}",
+        f"d_ff {model.given('--d-ff')}",
+        f"h {model.given('--attention-heads')}",
+        f"P_drop {model.given('--dropout')}",
+        model.given("--activation-fn") or "relu",
     ]
     parts += [
         name
         for flag, name in (("--output-bias", "output bias"), ("--share-all-embeddings", "shared embeddings"))
-        if flag in flags
+        if model.has(flag)
     ]
-    if value.get("--decoder-start") == "pad":
+    if model.given("--decoder-start") == "pad":
         parts.append("decoding from <pad>")
     return ", ".join(parts) + f", {vocab_size:,} target pieces"
 

@@ -48,7 +48,7 @@ class Runner:
         ]
         return decisions, stops
 
-    def space(self, decisions: Sequence[Decision]) -> Tuple[space.Plan, int]:
+    def space(self, decisions: Sequence[Decision]) -> Tuple[space.Estimate, int]:
         """What the stages that will run write under WORK, and how much WORK's disk has free."""
         runs = [
             (s.id, s.argv, d.action in ("run", "redo", "stop"), s.reads)

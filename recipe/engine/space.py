@@ -22,7 +22,6 @@ of what a toy run writes.
 """
 
 import contextlib
-import importlib.util
 import os
 import re
 import struct
@@ -31,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.files import size
 from recipe.engine.verbs import call
+from recipe.model import Model, architectures
 
 SMALL = 64 * 1024  # a generation's output, a score, a log (newstest2014's generation: about 2 MB)
 ENCODED_RATIO = 1.6  # sentencepiece pieces of a text, written out (the U+2581 before each word is 3 bytes):
@@ -65,7 +65,7 @@ class Written:
 
 
 @dataclass
-class Plan:
+class Estimate:
     """The estimate of a run: per stage, and what the estimates of earlier stages say of paths."""
 
     stages: List[Tuple[str, Written]] = field(default_factory=list)
@@ -88,7 +88,7 @@ class Plan:
         return sum(w.kept for _, w in self.stages if w.kind == kind)
 
 
-def size_of(path: str, plan: Optional[Plan] = None) -> float:
+def size_of(path: str, plan: Optional[Estimate] = None) -> float:
     """Bytes at ``path`` (a file, or everything below a directory), as on disk now or as a stage before
     this one will write it."""
     real = os.path.realpath(path)
@@ -121,17 +121,6 @@ def unpacked_size(archive: str) -> float:
 # ---- the model's parameters ---------------------------------------------------------------------------
 
 
-def architectures() -> Dict[str, Dict[str, object]]:
-    """{arch: its sizes}: the base model's sizes with each architecture's overrides, from
-    transformer_plugin/architectures.py, the description config.py builds the model from (read as a file: the
-    package itself cannot be imported without fairseq)."""
-    spec = importlib.util.find_spec("transformer_plugin")
-    path = os.path.join(list(spec.submodule_search_locations)[0], "architectures.py")
-    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location("_vaswani_architectures", path))
-    module.__spec__.loader.exec_module(module)
-    return {arch: {**module.BASE, **overrides} for arch, overrides in module.ARCHITECTURES.items()}
-
-
 def flag(words: Sequence[str], name: str, default=None):
     """The value of the last ``name VALUE`` in words (fairseq takes the last), or default."""
     found = default
@@ -141,47 +130,13 @@ def flag(words: Sequence[str], name: str, default=None):
     return found
 
 
-MODEL_FLAGS = {
-    "--encoder-layers": "encoder_layers",
-    "--decoder-layers": "decoder_layers",
-    "--d-model": "d_model",
-    "--d-ff": "d_ff",
-    "--attention-heads": "attention_heads",
-    "--d-k": "d_k",
-    "--d-v": "d_v",
-    "--positional-encoding": "positional_encoding",
-    "--max-source-positions": "max_source_positions",
-    "--max-target-positions": "max_target_positions",
-}
-
-
 def parameters(words: Sequence[str], source_vocab: int, target_vocab: int) -> Optional[int]:
-    """The parameters of the model fairseq-train's ``words`` build (vaswani_* architectures), or None for
-    another architecture."""
+    """The parameters of the model fairseq-train's ``words`` build (vaswani_* architectures: recipe/model.py), or
+    None for another architecture."""
     arch = flag(words, "--arch", flag(words, "-a"))
-    settings = dict(architectures().get(arch) or {})
-    if not settings:
+    if arch not in architectures():
         return None
-    for name, key in MODEL_FLAGS.items():
-        value = flag(words, name)
-        if value is not None:
-            settings[key] = value if key == "positional_encoding" else int(value)
-    d, ff, h = int(settings["d_model"]), int(settings["d_ff"]), int(settings["attention_heads"])
-    dk, dv = int(settings.get("d_k") or d // h), int(settings.get("d_v") or d // h)
-    attention = d * h * dk * 2 + h * dk * 2 + d * h * dv + h * dv + h * dv * d + d  # W_Q, W_K, W_V, W_O and biases
-    feed_forward = d * ff + ff + ff * d + d
-    norm = 2 * d
-    encoder = int(settings["encoder_layers"]) * (attention + feed_forward + 2 * norm)
-    decoder = int(settings["decoder_layers"]) * (2 * attention + feed_forward + 3 * norm)
-    if "--share-all-embeddings" in words:
-        embeddings = max(source_vocab, target_vocab) * d
-    elif "--share-decoder-input-output-embed" in words:
-        embeddings = (source_vocab + target_vocab) * d
-    else:
-        embeddings = (source_vocab + 2 * target_vocab) * d
-    if settings.get("positional_encoding") == "learned":
-        embeddings += (int(settings["max_source_positions"]) + int(settings["max_target_positions"])) * d
-    return encoder + decoder + embeddings
+    return Model(arch, tuple(words)).parameters(source_vocab, target_vocab)
 
 
 def dictionary_size(data_bin: str, lang: str) -> Optional[int]:
@@ -193,7 +148,7 @@ def dictionary_size(data_bin: str, lang: str) -> Optional[int]:
         return 4 + sum(1 for _ in f)
 
 
-def checkpoints_written(words: Sequence[str], plan: Plan) -> Written:
+def checkpoints_written(words: Sequence[str], plan: Estimate) -> Written:
     """What a fairseq-train command keeps and needs at its peak (see the module's docstring)."""
     at = next(i for i, w in enumerate(words) if os.path.basename(w) == "fairseq-train")
     data = words[at + 1] if at + 1 < len(words) and not words[at + 1].startswith("-") else None
@@ -259,7 +214,7 @@ def values_after(words: Sequence[str], name: str) -> List[str]:
     return out
 
 
-def preprocess_vocabulary(words: Sequence[str], plan: Plan) -> Optional[int]:
+def preprocess_vocabulary(words: Sequence[str], plan: Estimate) -> Optional[int]:
     """The dictionary size a fairseq-preprocess command will write, where a stage before it said: the
     sentencepiece model beside its --trainpref, or the dictionary it is given (--srcdict: a shard,
     binarized with the dictionary of all of them)."""
@@ -276,7 +231,7 @@ def preprocess_vocabulary(words: Sequence[str], plan: Plan) -> Optional[int]:
     )
 
 
-def stage_writes(argv: Sequence[str], plan: Plan, reads: Sequence[str] = ()) -> Written:
+def stage_writes(argv: Sequence[str], plan: Estimate, reads: Sequence[str] = ()) -> Written:
     """What the stage of ``argv`` (as lib.sh declares it, with the files it declares reading) writes; records what
     later stages will read."""
     c = call(argv)
@@ -363,7 +318,7 @@ def _padded(n: int) -> int:
     return -(-n // 8) * 8  # fairseq pads its dictionaries to a multiple of 8
 
 
-def _one_checkpoint(save_dir: Optional[str], plan: Plan) -> float:
+def _one_checkpoint(save_dir: Optional[str], plan: Estimate) -> float:
     per = plan.checkpoint.get(os.path.realpath(save_dir or "checkpoints"))
     if per:
         return per
@@ -371,7 +326,7 @@ def _one_checkpoint(save_dir: Optional[str], plan: Plan) -> float:
     return os.path.getsize(last) if os.path.exists(last) else 0
 
 
-def wmt14_written(args: Sequence[str], plan: Plan) -> Written:
+def wmt14_written(args: Sequence[str], plan: Estimate) -> Written:
     """preprocess.wmt14 prepare: the archives (downloaded, where FROM is not given), the text extracted from
     them, and the cleaned text, train/valid/test of both languages."""
     out, pair, origin = flag(args, "--out"), flag(args, "--pair", "en-de"), flag(args, "--from")
@@ -401,11 +356,11 @@ def wmt14_written(args: Sequence[str], plan: Plan) -> Written:
     )
 
 
-def estimate(stages: Sequence[Tuple], vocabulary: Optional[int] = None) -> Plan:
+def estimate(stages: Sequence[Tuple], vocabulary: Optional[int] = None) -> Estimate:
     """The plan of stages (id, argv, whether it runs[, the files it declares reading]); a stage that does not run writes
     nothing, but what it made is read from disk by the stages after it. ``vocabulary``: the recipe's VOCAB_SIZE, for a
     training whose data the plan cannot follow to its sentencepiece model."""
-    plan = Plan(fallback_vocabulary=_padded(vocabulary + 4) if vocabulary else None)
+    plan = Estimate(fallback_vocabulary=_padded(vocabulary + 4) if vocabulary else None)
     for sid, argv, runs, *reads in stages:
         written = stage_writes(argv, plan, reads[0] if reads else ())
         if not runs:
@@ -416,7 +371,7 @@ def estimate(stages: Sequence[Tuple], vocabulary: Optional[int] = None) -> Plan:
     return plan
 
 
-def lines(plan: Plan, free: int, work: str) -> List[str]:
+def lines(plan: Estimate, free: int, work: str) -> List[str]:
     """The estimate for people: in all, then stage by stage (those that write, and those it has no estimate for)."""
     out = [
         f"this run writes about {size(plan.kept)} under {work} (data {size(plan.total('data'))}, checkpoints "

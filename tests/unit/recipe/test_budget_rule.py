@@ -21,7 +21,7 @@ def one_core(candidate, vocab_size):
     """Seconds an update on one core, as the budget runs measured them (docs/benchmarks.md, the second machine), the
     class's models by their parameters."""
     known = {(2, 2048): 1.07, (2, 4096): 2.18, (3, 2048): 1.48, (3, 4096): 2.86}
-    layers = candidate.flag("encoder-layers")
+    layers = candidate.model.encoder_layers
     if (layers, candidate.tokens_per_update) in known:
         return known[layers, candidate.tokens_per_update] * (1 + (vocab_size - 8000) / 40000)
     return 2.86 * rule.parameters(candidate, vocab_size) / 7.6 * candidate.tokens_per_update / 4096

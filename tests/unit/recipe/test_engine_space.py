@@ -47,7 +47,7 @@ def test_the_papers_models_have_the_papers_sizes():
 
 
 def test_checkpoints_kept_are_those_fairseq_keeps(tmp_path):
-    plan = space.Plan(fallback_vocabulary=1000)
+    plan = space.Estimate(fallback_vocabulary=1000)
     words = [
         "train_workers",
         "2",
@@ -299,7 +299,7 @@ def test_shards_are_estimated_as_one_data_bin(tmp_path):
     assert (
         by_stage["3c-shard0"].kept == by_stage["3c-shard1"].kept == pytest.approx(space.BINARIZED_RATIO * encoded / 2)
     )
-    planned = space.Plan(fallback_vocabulary=space._padded(8004))  # sentencepiece's 8,000 and fairseq's 4
+    planned = space.Estimate(fallback_vocabulary=space._padded(8004))  # sentencepiece's 8,000 and fairseq's 4
     one = space.stage_writes([*train[:1], f"{work}/data-bin/x", *train[2:]], planned).transient / 2
     assert by_stage["4"].kept == pytest.approx(
         7 * one
@@ -307,8 +307,8 @@ def test_shards_are_estimated_as_one_data_bin(tmp_path):
     (work / "data-bin" / "shard0").mkdir(parents=True)
     for lang in ("en", "de"):  # made: the dictionary is read from the first shard, as from a data-bin of its own
         (work / "data-bin" / "shard0" / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(8000)))
-    alone = space.stage_writes([*train[:1], f"{work}/data-bin/shard0", *train[2:]], space.Plan()).kept
-    assert alone > 0 and space.stage_writes(train, space.Plan()).kept == alone
+    alone = space.stage_writes([*train[:1], f"{work}/data-bin/shard0", *train[2:]], space.Estimate()).kept
+    assert alone > 0 and space.stage_writes(train, space.Estimate()).kept == alone
 
 
 def test_a_command_without_an_estimate_says_so():
