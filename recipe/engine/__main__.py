@@ -1,7 +1,6 @@
 """The engine's command line, as recipes/lib.sh runs it:
 
 python -m recipe.engine run --work W --repo R --python PY ... < PLAN
-python -m recipe.engine layout --launch local --gpus 8 ... --tokens 25000 --cap 4096
 """
 
 import argparse
