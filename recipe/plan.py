@@ -17,6 +17,7 @@ holds, beside what would change. ``REPROBE=1`` decides again.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -26,13 +27,13 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
 from recipe import budget_rule, layout, parent
+from recipe.model import shared
 from recipe.probe_arithmetic import BudgetError
 from transformer_plugin_cli.files import write_json
 from transformer_plugin_cli.paper import DECODING, decoding_flags, number, training_flags
 
 PLAN_VERSION = 1
 PAPER_WARMUP = 4000  # Section 5.3
-NO_EPOCH_ENDS = "1000000"  # validations and checkpoints every SAVE_INTERVAL_UPDATES only, never at an epoch's end
 
 
 class PlanError(ValueError):
@@ -105,9 +106,7 @@ def decision_key(v: Variables) -> Dict:
     size of each corpus read. A plan held in WORK is read back while this is the same."""
     train = v.words("TRAIN")
     given = {
-        name: v.get(name)
-        for name in sorted(v.values)
-        if name in SETTINGS and name not in ("TRAIN", "VALID", "TEST", "REPROBE", "DRY_RUN", "EXPLAIN")
+        name: v.get(name) for name in sorted(v.values) if name in SETTINGS and name not in ("TRAIN", "VALID", "TEST")
     }
     lines = {
         t: count_lines(c.tsv or c.source) for t, c in ((t, find_corpus(t, v.get("SRC"), v.get("TGT"))) for t in train)
@@ -115,53 +114,14 @@ def decision_key(v: Variables) -> Dict:
     return {"train": lines, "valid": v.words("VALID"), "test": v.words("TEST"), "settings": given}
 
 
-# every variable that changes the plan; the others (the stages' own: MAX_WORDS, SEED, ...) go to the stages as set
-SETTINGS = (
-    "TRAIN",
-    "VALID",
-    "TEST",
-    "SRC",
-    "TGT",
-    "TOY",
-    "INIT",
-    "TIME",
-    "MAX_UPDATE",
-    "MIN_PAIRS",
-    "VOCAB_SIZE",
-    "JOINT_VOCAB",
-    "ARCH",
-    "MODEL_FLAGS",
-    "DROPOUT",
-    "TOKENS_PER_UPDATE",
-    "MAX_TOKENS_PER_DEVICE",
-    "WARMUP",
-    "FINETUNE_WARMUP",
-    "SAVE_INTERVAL_UPDATES",
-    "AVERAGE_LAST",
-    "EVAL_BLEU",
-    "PATIENCE",
-    "LABEL_SMOOTHING",
-    "BEAM",
-    "LENPEN",
-    "EXPORT",
-    "GPUS",
-    "CPU_WORKERS",
-    "PRECISION",
-    "LAUNCH",
-    "NNODES",
-    "NODE_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "DIST_TIMEOUT",
-    "TOY_ARCH",
-    "TOY_MODEL_FLAGS",
-    "TOY_VOCAB_SIZE",
-    "TOY_MAX_UPDATE",
-    "TOY_WARMUP",
-    "TOY_SAVE_INTERVAL_UPDATES",
-    "TOY_TOKENS_PER_UPDATE",
-    "TOY_AVERAGE_LAST",
-    "TOY_MIN_PAIRS",
+# every variable that changes the plan; the others (the stages' own: MAX_WORDS, SEED, ...) go to the stages as set,
+# and NODE_RANK, which tells the machines of one plan apart
+SETTINGS = tuple(
+    "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS DROPOUT "
+    "TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST EVAL_BLEU "
+    "PATIENCE LABEL_SMOOTHING BEAM LENPEN EXPORT GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
+    "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
+    "TOY_SAVE_INTERVAL_UPDATES TOY_TOKENS_PER_UPDATE TOY_AVERAGE_LAST TOY_MIN_PAIRS".split()
 )
 
 
@@ -281,7 +241,7 @@ def decide(v: Variables) -> Plan:
     # INIT: the parent's model, vocabulary and P_drop; the budget sizes the updates, Eq. (3) with FINETUNE_WARMUP
     # the rate; optimizer and data start afresh
     the_parent = None
-    share = ["--share-all-embeddings"] if joint else ["--share-decoder-input-output-embed"]
+    share = list(shared(joint))
     if init:
         try:
             read = parent.read_parent(init, src, tgt, v.get("WORK"))
@@ -488,10 +448,17 @@ def begun(work: str) -> bool:
     return os.path.isdir(done) and any(name[:1].isdigit() for name in os.listdir(done))
 
 
-def held(work: str) -> Optional[Plan]:
-    """The plan WORK holds, or None (none, or one this version does not read)."""
+def kept_file(work: str, key: Dict) -> str:
+    """Where WORK keeps the plan decided from ``key``: every plan a run in WORK was given, by what it was decided
+    from, so that a run resumed with the settings it began with finds its own plan after another was tried."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(work, ".plans", f"{digest}.json")
+
+
+def held(path: str) -> Optional[Plan]:
+    """The plan in the file at ``path``, or None (none, or one this version does not read)."""
     try:
-        with open(plan_file(work), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             data = json.load(f)
         if data.get("version") != PLAN_VERSION:
             return None
@@ -514,28 +481,31 @@ def differences(before: Plan, now: Plan) -> List[str]:
 
 
 def plan_for(v: Variables, work: str, dry_run: bool, fresh: bool) -> Plan:
-    """The plan of a run in WORK (module docstring): the one WORK holds for the same key, else decided now and
-    written, unless a dry run would overwrite the plan of a run begun there."""
+    """The plan of a run in WORK (module docstring): the one WORK keeps for the same key once the run has begun,
+    else decided now and written (by a dry run only while no run has begun there)."""
     key = decision_key(v)
-    before = held(work)
-    if before is not None and before.key == key and not fresh and begun(work):
-        before.lines = [
-            *summary(before, v),
-            f"plan: the plan this run holds ({plan_file(work)}, decided {before.decided})",
-        ]
-        return before
+    latest, own = held(plan_file(work)), held(kept_file(work, key))
+    if own is not None and own.key == key and not fresh and begun(work):
+        # what only this machine tells is checked again: its CUDA devices, the SLURM allocation
+        batch_layout(v, own.batch["tokens_per_update"], own.batch["max_tokens_per_device"])
+        if not dry_run and (latest is None or latest.key != key):
+            write_json(plan_file(work), asdict(own))  # WORK's plan is again the one the run goes on with
+        own.lines = [*summary(own, v), f"plan: the plan this run holds ({plan_file(work)}, decided {own.decided})"]
+        return own
     plan = decide(v)
     plan.key, plan.decided = key, time.strftime("%Y-%m-%d %H:%M")
-    if dry_run and before is not None and begun(work):
-        changes = differences(before, plan)
+    if dry_run and begun(work):  # the plan of the run begun stays as it is
+        changes = differences(latest, plan) if latest else ["(it holds no plan this version reads)"]
         plan.lines.append(
             f"plan: {plan_file(work)} holds the plan of the run begun in {work}, left as it is (a dry run); "
             + ("this would change: " + "; ".join(changes) if changes else "nothing of it would change")
         )
         return plan
-    if not dry_run or not begun(work):
-        os.makedirs(work, exist_ok=True)
-        write_json(plan_file(work), asdict(plan))
+    os.makedirs(work, exist_ok=True)
+    write_json(plan_file(work), asdict(plan))
+    if not dry_run:  # every plan a run is given, by its key
+        os.makedirs(os.path.dirname(kept_file(work, key)), exist_ok=True)
+        write_json(kept_file(work, key), asdict(plan))
     return plan
 
 

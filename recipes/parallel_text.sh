@@ -43,7 +43,7 @@ IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALI
 # that a rerun from elsewhere, or with $PWD/, skips what is done rather than redo it and stop before training
 absolute() { local -n sets=$1; local i; for i in "${!sets[@]}"; do sets[i]=$(realpath -ms -- "${sets[i]}"); done; }
 absolute TRAIN_SETS; absolute VALID_SETS; absolute TEST_SETS
-TRAIN=$(IFS=:; echo "${TRAIN_SETS[*]}")
+TRAIN=$(IFS=:; echo "${TRAIN_SETS[*]}"); VALID=$(IFS=:; echo "${VALID_SETS[*]}"); TEST=$(IFS=:; echo "${TEST_SETS[*]}")
 WORK=${WORK:-runs/parallel_${SRC}_${TGT}$([ "$TOY" != 1 ] || echo _toy)}
 ON_BAD_BYTES=${ON_BAD_BYTES:-refuse}       # refuse | drop: lines that are not UTF-8
 LANGID=${LANGID:-1}                        # 0: no language identification (py3langid)

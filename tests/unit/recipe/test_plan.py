@@ -104,9 +104,12 @@ def test_a_time_is_decided_once_and_the_run_begun_keeps_its_plan_however_the_spe
     again = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
     assert (again.model, again.budget, again.batch) == (first.model, first.budget, first.batch)
     assert again.lines[-1].startswith(f"plan: the plan this run holds ({work}/plan.json, decided ")
-    assert plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), False, fresh=True).budget != first.budget
     other = plan.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
     assert other.budget["time"] == "4h" and "plan this run holds" not in other.lines[-1]
+    back = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    assert back.budget == first.budget  # the settings it began with find its own plan again, after another's
+    assert json.loads((work / "plan.json").read_text())["budget"]["time"] == "3h"
+    assert plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), False, fresh=True).budget != first.budget
     with open(prefix + ".en", "a") as f, open(prefix + ".de", "a") as g:  # the corpus grew: decided again
         f.write("One more.\n"), g.write("Noch einer.\n")
     grown = plan.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
