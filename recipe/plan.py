@@ -80,6 +80,16 @@ class Variables:
             raise PlanError(f"{name}={text}: a whole number{f' of {least} or more' if least else ''}")
         return int(text)
 
+    def decimal(self, name: str) -> Optional[str]:
+        """A number as written (the recipes' stamps see flags as the user typed them), or None where unset."""
+        text = self.get(name)
+        if not text:
+            return None
+        try:
+            return number(text)
+        except ValueError:
+            raise PlanError(f"{name}={text}: a number") from None
+
     def words(self, name: str) -> List[str]:
         return [w for w in self.get(name).split(":") if w]
 
@@ -114,12 +124,13 @@ def decision_key(v: Variables) -> Dict:
     return {"train": lines, "valid": v.words("VALID"), "test": v.words("TEST"), "settings": given}
 
 
-# every variable that changes the plan; the others (the stages' own: MAX_WORDS, SEED, ...) go to the stages as set,
-# and NODE_RANK, which tells the machines of one plan apart
+# every variable that changes the plan's training; the others go to the stages as set (their own: MAX_WORDS, SEED,
+# ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the machines of one plan
+# apart (NODE_RANK)
 SETTINGS = tuple(
     "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS DROPOUT "
     "TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST EVAL_BLEU "
-    "PATIENCE LABEL_SMOOTHING BEAM LENPEN EXPORT GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
+    "PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
     "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
     "TOY_SAVE_INTERVAL_UPDATES TOY_TOKENS_PER_UPDATE TOY_AVERAGE_LAST TOY_MIN_PAIRS".split()
 )
@@ -255,11 +266,7 @@ def decide(v: Variables) -> Plan:
         joint = share == ["--share-all-embeddings"]
         finetune_warmup = v.number("FINETUNE_WARMUP", 4000)
         warmup = v.number("WARMUP", v.number("TOY_WARMUP", finetune_warmup) if toy else finetune_warmup)
-        if "ct2" in v.get("EXPORT").split() and "--decoder-start pad" in f" {model_flags} ":
-            raise PlanError(
-                f"EXPORT={v.get('EXPORT')} and INIT={init}: the parent decodes from <pad> (MarianMT's start), which "
-                "the CTranslate2 export does not hold: EXPORT=hf"
-            )
+        check_export(v, model_flags)
     batch = batch_layout(v, tokens_per_update, cap)
     # how long training takes here, from a probe of this machine (a few seconds, once per machine and model), with
     # the validations over the dev set; with TIME, the updates that fit (the budget rule's own, for its pick: one
@@ -305,12 +312,7 @@ def decide(v: Variables) -> Plan:
         )
     eval_bleu = v.get("EVAL_BLEU", "0") == "1"
     patience = v.number("PATIENCE", 10 if eval_bleu else 0)
-    label_smoothing = v.get("LABEL_SMOOTHING") or None
-    if label_smoothing is not None:
-        number(label_smoothing)
-    beam, lenpen = v.number("BEAM"), v.get("LENPEN") or None
-    if lenpen is not None:
-        number(lenpen)
+    label_smoothing = v.decimal("LABEL_SMOOTHING")
     training_stop = ["--stop-time-hours", spent["STOP_TIME_HOURS"]] if time_text else []
     plan = Plan(
         key={},
@@ -351,11 +353,24 @@ def decide(v: Variables) -> Plan:
         parent=the_parent,
         flags={
             "training": training_flags(warmup, label_smoothing),
-            "decoding": decoding_flags(beam, lenpen, None, DECODING),
+            "decoding": decoding(v),
         },
     )
     plan.lines = summary(plan, v)
     return plan
+
+
+def decoding(v: Variables) -> List[str]:
+    """fairseq-generate's flags: the paper's beam search (Section 6.1), BEAM and LENPEN where given."""
+    return decoding_flags(v.number("BEAM"), v.decimal("LENPEN"), None, DECODING)
+
+
+def check_export(v: Variables, model_flags: str) -> None:
+    if "ct2" in v.get("EXPORT").split() and "--decoder-start pad" in f" {model_flags} ":
+        raise PlanError(
+            f"EXPORT={v.get('EXPORT')} and INIT={v.get('INIT')}: the parent decodes from <pad> (MarianMT's start), "
+            "which the CTranslate2 export does not hold: EXPORT=hf"
+        )
 
 
 def batch_layout(v: Variables, tokens_per_update: int, cap: int) -> Dict[str, str]:
@@ -486,8 +501,11 @@ def plan_for(v: Variables, work: str, dry_run: bool, fresh: bool) -> Plan:
     key = decision_key(v)
     latest, own = held(plan_file(work)), held(kept_file(work, key))
     if own is not None and own.key == key and not fresh and begun(work):
-        # what only this machine tells is checked again: its CUDA devices, the SLURM allocation
+        # what only this machine tells is checked again (its CUDA devices, the SLURM allocation), and what comes after
+        # training is read afresh
         batch_layout(v, own.batch["tokens_per_update"], own.batch["max_tokens_per_device"])
+        check_export(v, own.model["model_flags"])
+        own.flags["decoding"] = decoding(v)
         if not dry_run and (latest is None or latest.key != key):
             write_json(plan_file(work), asdict(own))  # WORK's plan is again the one the run goes on with
         own.lines = [*summary(own, v), f"plan: the plan this run holds ({plan_file(work)}, decided {own.decided})"]

@@ -153,3 +153,18 @@ def test_the_recipe_reads_the_plan_as_data_never_as_code(tmp_path):
     path.write_bytes(plan.encode_fields({"PATH; rm": "x"}))
     done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2 and "'PATH; rm' is not a variable of the recipe" in done.stderr
+
+
+def test_what_comes_after_training_is_read_afresh_from_a_plan_held(tmp_path, slower):
+    """BEAM, LENPEN and EXPORT change no training: a run begun keeps its plan under them (its TIME's updates), with
+    their new values; a value that is no number is refused naming the variable."""
+    prefix = corpus(tmp_path, many(3000))
+    work = tmp_path / "w"
+    first = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    (work / ".done").mkdir()
+    (work / ".done" / "1").write_text("{}")
+    slower["by"] = 4.0
+    wider = plan.plan_for(variables(tmp_path, prefix, TIME="3h", BEAM="6", LENPEN="1.0"), str(work), False, False)
+    assert wider.budget == first.budget and wider.flags["decoding"][:4] == ["--beam", "6", "--lenpen", "1.0"]
+    with pytest.raises(plan.PlanError, match="LENPEN=long: a number"):
+        plan.plan_for(variables(tmp_path, prefix, TIME="3h", LENPEN="long"), str(work), False, False)
