@@ -70,9 +70,18 @@ plan_stage() {
   RECIPE_PLAN+=(stage "$1" "$2" "$kind" "$clears" ${#reads[@]} "${reads[@]}" ${#writes[@]} "${writes[@]}" $(($# - 2)) "${@:3}")
 }
 
+# recipe_variables: every variable whose name is in capitals, as NUL-separated records (var NAME VALUE): how the
+# recipe's settings reach the engine and the plan, as data.
+recipe_variables() {
+  local name
+  for name in $(compgen -v); do
+    [[ ! $name =~ ^[A-Z][A-Z0-9_]*$ ]] || printf 'var\0%s\0%s\0' "$name" "${!name-}"
+  done
+}
+
 # run_stages: the stages declared so far, decided and run (or shown) by the engine, which says what failed.
 run_stages() {
-  local file name sources=() status=0
+  local file sources=() status=0
   for file in "${BASH_SOURCE[@]}"; do  # the recipe's files, not this one: its settings' names
     [ "$file" = "${BASH_SOURCE[0]}" ] || sources+=(source "$file")
   done
@@ -80,9 +89,7 @@ run_stages() {
     --launch "${LAUNCH:-local}" --node-rank "${NODE_RANK:-0}" --dist-timeout "${DIST_TIMEOUT:-600}" --parent-pid $$ \
     $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) $([ "${CHECK_ONLY:-0}" = 0 ] || echo --check) < <(
       printf '%s\0' "${RECIPE_PLAN[@]}" "${sources[@]}"
-      for name in $(compgen -v); do
-        [[ ! $name =~ ^[A-Z][A-Z0-9_]*$ ]] || printf 'var\0%s\0%s\0' "$name" "${!name-}"
-      done) || status=$?
+      recipe_variables) || status=$?
   RECIPE_PLAN=()
   if [ $status -ne 0 ]; then ENGINE_SAID=1; exit $status; fi
   [ "${CHECK_ONLY:-0}" = 0 ] || exit 0
@@ -183,12 +190,10 @@ plan_read() {
 # before any work, naming what cannot work. COMMAND: decide (recipes/parallel_text.sh, the default) or layout (the
 # batch's layout alone: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY, MASTER_ADDR and MASTER_PORT).
 plan_run() {
-  local fields status=0 name
+  local fields status=0
   fields=$(mktemp)
-  "$PY" -m recipe.plan "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) < <(
-    for name in $(compgen -v); do
-      [[ ! $name =~ ^[A-Z][A-Z0-9_]*$ ]] || printf 'var\0%s\0%s\0' "$name" "${!name-}"
-    done) || status=$?
+  "$PY" -m recipe.plan "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) \
+    < <(recipe_variables) || status=$?
   [ $status -eq 0 ] || { rm -f "$fields"; exit $status; }
   plan_read "$fields"
   rm -f "$fields"
