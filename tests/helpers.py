@@ -372,7 +372,7 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     d_model 256 (1.5 s at 4,096 tokens, 1 s at 2,048), 2 layers (1.5 s and 0.75 s), and the class's with --d-ff 512
     and 4,000 pieces (1.5 s); and for each of ``parents`` (a MarianMT directory INIT= names, en-de), its model at 4,096
     tokens (0.5 s). A dry run then reads them back rather than time a model for about 15 seconds of 2 cores; the probe
-    itself is timed for real by tests/unit/cli/tools/test_speed_probe.py, by the toy runs of
+    itself is timed for real by tests/unit/recipe/test_speed_probe.py, by the toy runs of
     test_parallel_text_recipe.py and, for a parent, by test_parallel_text_init.py."""
     import json
 

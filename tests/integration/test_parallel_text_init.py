@@ -188,7 +188,7 @@ def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cach
     assert f"--max-update {updates} " in train and "--stop-time-hours " in train
 
 
-REFUSED = {  # every other refusal of a parent: tests/unit/cli/serving/test_parent.py
+REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
     "a parent of another pair": (
         lambda p, t: p[0],
         {"SRC": "de", "TGT": "en"},
