@@ -5,7 +5,7 @@ runs of other vocabularies left out: their pieces are not these), least squares,
 
     python -m benchmarks.budget_fit benchmarks/records/budgets/de_77k.json benchmarks/records/budgets/ru_22k.json
 
-prints the constants as budget_rule.py holds them; tests/unit/preprocess/test_budget_rule.py holds them equal.
+prints the constants as budget_rule.py holds them; tests/unit/recipe/test_budget_rule.py holds them equal.
 """
 
 import argparse
