@@ -40,6 +40,15 @@ def architectures() -> Dict[str, Dict[str, object]]:
     return {arch: {**module.BASE, **overrides} for arch, overrides in module.ARCHITECTURES.items()}
 
 
+def flag(words: Sequence[str], name: str, default=None):
+    """The value of the last ``name VALUE`` in words (fairseq takes the last), or default."""
+    found = default
+    for i, word in enumerate(words[:-1]):
+        if word == name:
+            found = words[i + 1]
+    return found
+
+
 @dataclass(frozen=True)
 class Model:
     """``arch`` and the flags that change it, kept as given (``words``: their order is fairseq-train's command, and
@@ -55,11 +64,7 @@ class Model:
 
     def given(self, option: str) -> Optional[str]:
         """The value of ``option`` (``--d-model``) among the words, or None."""
-        found = None
-        for i, word in enumerate(self.words[:-1]):
-            if word == option:
-                found = self.words[i + 1]
-        return found
+        return flag(self.words, option)
 
     def get(self, name: str):
         """A size by the architecture's name for it (``d_model``, ``encoder_layers``): given, else the arch's."""

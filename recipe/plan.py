@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
-from recipe import budget_rule, layout, parent
+from recipe import budget_rule, layout, parent, speed_probe
+from recipe.engine.runner import read_plan
 from recipe.model import shared
 from recipe.probe_arithmetic import BudgetError
 from transformer_plugin_cli.files import write_json
@@ -98,16 +99,6 @@ class Variables:
         return self.get("TOY", "0") == "1"
 
 
-def read_variables(data: bytes) -> Dict[str, str]:
-    """``var NAME VALUE`` records, NUL-separated, as recipes/lib.sh hands them over (its run_stages does the same)."""
-    words = data.split(b"\0")
-    found, i = {}, 0
-    while i + 2 < len(words) and words[i] == b"var":
-        found[words[i + 1].decode()] = words[i + 2].decode("utf-8", "surrogateescape")
-        i += 3
-    return found
-
-
 # ---- deciding ------------------------------------------------------------------------------------------------
 
 
@@ -136,7 +127,7 @@ SETTINGS = tuple(
 )
 
 
-def check_budget(v: Variables) -> None:
+def check_settings(v: Variables) -> None:
     time_text = v.get("TIME")
     given = v.get("MAX_UPDATE") or (v.get("TOY_MAX_UPDATE") if v.toy else "")
     if time_text and given:
@@ -163,10 +154,8 @@ def corpus_settings(v: Variables, speed_of: Callable) -> budget_rule.Sized:
     min_pairs = v.number("TOY_MIN_PAIRS", 1000) if v.toy else v.number("MIN_PAIRS", 10000)
     speed = None
     if time_text:
-        from recipe.speed_probe import cuda_here, no_cuda
-
-        if int(v.get("GPUS", "0")) > 0 and not cuda_here():
-            raise PlanError(f"error: {no_cuda(time_text)}")
+        if int(v.get("GPUS", "0")) > 0 and not speed_probe.cuda_here():
+            raise PlanError(f"error: {speed_probe.no_cuda(time_text)}")
         speed = speed_of
     try:
         return budget_rule.settings(
@@ -185,8 +174,6 @@ class Speeds:
         self.precision, self.cap, self.seen = v.get("PRECISION", "fp32"), cap, {}
 
     def measured(self, probe) -> Dict:
-        from recipe import speed_probe
-
         if probe not in self.seen:
             try:
                 self.seen[probe] = speed_probe.seconds_per_update(probe)
@@ -196,8 +183,6 @@ class Speeds:
 
     def of(self, candidate, vocab_size: int) -> float:
         """A candidate's seconds an update here, laid out as the recipe lays out its training."""
-        from recipe import speed_probe
-
         probe = speed_probe.layout_probe(
             candidate.arch,
             candidate.model_flags,
@@ -214,9 +199,7 @@ class Speeds:
 
 def decide(v: Variables) -> Plan:
     """The plan for the recipe's variables (module docstring); PlanError names what cannot work."""
-    from recipe import speed_probe
-
-    check_budget(v)
+    check_settings(v)
     src, tgt, toy, init = v.get("SRC"), v.get("TGT"), v.toy, v.get("INIT")
     gpus, cpu_workers, precision = v.get("GPUS", "0"), v.get("CPU_WORKERS", "2"), v.get("PRECISION", "fp32")
     if precision not in ("fp32", "fp16", "bf16", "amp"):
@@ -618,11 +601,11 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
                     "MIN_PAIRS": "0",
                 }
             )
-            check_budget(v)
+            check_settings(v)
             found = corpus_settings(v, Speeds(v, 4096).of)
             print(json.dumps({k: x for k, x in asdict(found).items() if k not in ("plan", "explain")}))
             return 0
-        v = Variables(read_variables(sys.stdin.buffer.read()))
+        v = Variables(read_plan(sys.stdin.buffer.read())[1])  # lib.sh's records, as the engine reads them
         if args.command == "layout":
             with open(args.fields, "wb") as f:
                 f.write(

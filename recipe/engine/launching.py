@@ -14,7 +14,7 @@ from recipe.engine.decisions import changed_words
 from recipe.engine.failures import StageFailed, exit_status, training_failure
 from recipe.layout import free_port, worker_commands, worker_threads
 from recipe.engine.processes import Interrupted, Supervisor, Tee
-from recipe.engine.space import flag
+from recipe.model import flag
 from recipe.engine.stamps import Context, Stage, identity, read_stamp
 from recipe.engine.verbs import call
 

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.files import size
 from recipe.engine.verbs import call
-from recipe.model import Model, architectures
+from recipe.model import Model, architectures, flag
 
 SMALL = 64 * 1024  # a generation's output, a score, a log (newstest2014's generation: about 2 MB)
 ENCODED_RATIO = 1.6  # sentencepiece pieces of a text, written out (the U+2581 before each word is 3 bytes):
@@ -119,15 +119,6 @@ def unpacked_size(archive: str) -> float:
 
 
 # ---- the model's parameters ---------------------------------------------------------------------------
-
-
-def flag(words: Sequence[str], name: str, default=None):
-    """The value of the last ``name VALUE`` in words (fairseq takes the last), or default."""
-    found = default
-    for i, word in enumerate(words[:-1]):
-        if word == name:
-            found = words[i + 1]
-    return found
 
 
 def parameters(words: Sequence[str], source_vocab: int, target_vocab: int) -> Optional[int]:
