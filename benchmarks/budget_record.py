@@ -198,8 +198,10 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
             r.candidate, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"])
         )
 
+    floor = rule.FLOORS.get(runs[0].corpus, rule.FLOOR)
+
     def predicted(c, updates: float) -> float:
-        return rule.predicted_loss(c, int(updates), FIT_VOCABULARY, epoch)
+        return rule.predicted_loss(c, int(updates), epoch, floor)
 
     shift = sum(r.valid_nll - predicted(candidate(r), r.stopped_at or r.updates) for r in runs) / len(runs)
     shapes = {}

@@ -58,7 +58,7 @@ from recipe.model import Model  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from benchmarks.common import recipe_env, start_recipe  # noqa: E402
 from recipe.probe_arithmetic import parse_time  # noqa: E402
-from recipe.speed_probe import layout_probe, seconds_per_update  # noqa: E402
+from recipe.speed_probe import layout_probe, per_token  # noqa: E402
 
 PICK = "pick"
 SHORT_FLAGS = SHORT_BUDGET["model_flags"]
@@ -234,6 +234,7 @@ def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], vali
             budget,
             "--valid-tokens",
             str(valid_tokens),
+            "--per-token",  # the plan's own reading of a CPU's figure
         ],
         core,
     )
@@ -326,7 +327,7 @@ def probe_all(settings: Sequence[Dict[str, str]], core: int) -> None:
     os.sched_setaffinity(0, {core})
     try:
         for s in settings:
-            found = seconds_per_update(
+            found = per_token(
                 layout_probe(s["ARCH"], s["MODEL_FLAGS"], int(s["VOCAB_SIZE"]), int(s["TOKENS_PER_UPDATE"]), 0, 1)
             )
             print(f"  {found['seconds']:.2f} s an update{' (busy)' if found.get('busy') else ''}: {s}", flush=True)
@@ -379,6 +380,15 @@ def run(
                     flush=True,
                 )
                 pick, valid_tokens = rule_pick(corpus, here, mine[0])
+            if pick not in everyone.values():  # the rule picks none of those asked for: it runs beside them
+                known = [k for k, x in candidates(corpus).items() if x == pick]
+                model = Model.from_flags(pick["ARCH"], pick["MODEL_FLAGS"])
+                said = (
+                    f"rule's N={model.encoder_layers} d{model.d_model} {pick['TOKENS_PER_UPDATE']} P{pick['DROPOUT']}"
+                )
+                name = known[0] if known else said
+                everyone[name] = pick
+                names.append(name)
             for r in results:  # the rule's pick now, for every run measured (a rule revised since moves the mark)
                 if (r.corpus, r.budget) == (corpus.name, budget):
                     r.is_pick = [PICK] if r.settings == pick else []

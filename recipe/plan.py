@@ -17,18 +17,19 @@ holds, beside what would change. ``REPROBE=1`` decides again.
 """
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
 from recipe import budget_rule, layout, parent, speed_probe
 from recipe.engine.runner import read_plan
-from recipe.model import shared
+from recipe.model import Model, shared
 from recipe.probe_arithmetic import BudgetError
 from transformer_plugin_cli.files import write_json
 from transformer_plugin_cli.paper import DECODING, decoding_flags, number, training_flags
@@ -119,7 +120,8 @@ def decision_key(v: Variables) -> Dict:
 # ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the machines of one plan
 # apart (NODE_RANK)
 SETTINGS = tuple(
-    "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS DROPOUT "
+    "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE SPEED_FILE MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS "
+    "DROPOUT "
     "TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST EVAL_BLEU "
     "PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
     "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
@@ -132,10 +134,10 @@ def check_settings(v: Variables) -> None:
     given = v.get("MAX_UPDATE") or (v.get("TOY_MAX_UPDATE") if v.toy else "")
     if time_text and given:
         raise PlanError(f"TIME={time_text} and MAX_UPDATE={given}: give one budget (TIME is turned into updates here)")
-    if time_text and v.get("NNODES", "1") != "1":
+    if time_text and v.get("NNODES", "1") != "1" and not v.get("SPEED_FILE"):
         raise PlanError(
             f"TIME={time_text} is measured on this machine, and NNODES={v.get('NNODES')} machines must agree on the "
-            f"updates: give MAX_UPDATE (on one machine, a dry run with TIME={time_text} prints the MAX_UPDATE it gives)"
+            "updates: give MAX_UPDATE, or SPEED_FILE (vaswani-speed-probe file, written on one of them), which all read"
         )
     if v.get("MAX_UPDATE") and not v.get("MAX_UPDATE").isdigit():
         raise PlanError(f"error: MAX_UPDATE={v.get('MAX_UPDATE')}: a number of updates")
@@ -147,33 +149,74 @@ def check_settings(v: Variables) -> None:
                 )
 
 
-def corpus_settings(v: Variables, speed_of: Callable) -> budget_rule.Sized:
+def corpus_settings(v: Variables, speeds: "Speeds") -> budget_rule.Sized:
     """The budget rule's settings for the corpora, at the budget the variables give (none at toy size)."""
     max_update = None if v.toy or not v.get("MAX_UPDATE") else int(v.get("MAX_UPDATE"))
     time_text = "" if v.toy or v.get("INIT") else v.get("TIME")
     min_pairs = v.number("TOY_MIN_PAIRS", 1000) if v.toy else v.number("MIN_PAIRS", 10000)
     speed = None
     if time_text:
-        if int(v.get("GPUS", "0")) > 0 and not speed_probe.cuda_here():
+        if speeds.gpus > 0 and not speeds.file and not speed_probe.cuda_here():
             raise PlanError(f"error: {speed_probe.no_cuda(time_text)}")
-        speed = speed_of
+        speed = speeds.of
     try:
         return budget_rule.settings(
-            v.words("TRAIN"), v.get("SRC"), v.get("TGT"), max_update, time_text, speed, v.words("VALID"), min_pairs
+            v.words("TRAIN"),
+            v.get("SRC"),
+            v.get("TGT"),
+            max_update,
+            time_text,
+            speed,
+            v.words("VALID"),
+            min_pairs,
+            speeds.devices,
+            speeds.cap,
+            speeds.lower_bound,
         )
     except (CorpusError, BudgetError) as e:
         raise PlanError(f"error: {e}") from None
 
 
+# A model not yet probed on CPU is at best this share of a probed one's seconds per FLOP (larger matrix products run
+# faster a FLOP, never twice as fast on a CPU): below that it cannot win, and is not probed.
+CPU_BEST_SPEEDUP = 0.5
+
+
 class Speeds:
-    """This machine's speed, probed (recipe/speed_probe.py): one figure a probe, so that the budget rule's pick and the
-    updates its budget gives read the same speed, however the machine's load changes between them."""
+    """The training machines' speed: probed here (recipe/speed_probe.py), or read from another machine's speed file
+    (SPEED_FILE); one figure a probe, so that the budget rule's pick and the updates its budget gives read the same
+    speed, however the machine's load changes between them."""
 
     def __init__(self, v: Variables, cap: int):
         self.gpus, self.cpu_workers = int(v.get("GPUS", "0")), int(v.get("CPU_WORKERS", "2"))
+        self.nodes = int(v.get("NNODES", "1") or 1)
+        per_node = self.gpus if self.gpus > 0 else self.cpu_workers
+        self.devices = per_node * self.nodes
         self.precision, self.cap, self.seen = v.get("PRECISION", "fp32"), cap, {}
+        self.file = None
+        if v.get("SPEED_FILE"):
+            try:
+                self.file = speed_probe.SpeedFile.read(v.get("SPEED_FILE"))
+            except speed_probe.SpeedFileError as e:
+                raise PlanError(f"error: {e}") from None
+            if (self.file.device == "cuda") != (self.gpus > 0):
+                raise PlanError(
+                    f"error: SPEED_FILE={v.get('SPEED_FILE')} was measured on {self.file.device_name} "
+                    f"({self.file.device}), and GPUS={self.gpus}: give the GPUS the machines that train have"
+                )
 
     def measured(self, probe) -> Dict:
+        """A probe's figure (speed_probe.seconds_per_update's): from the speed file, else on CPU the model's one probe
+        scaled per token (speed_probe.per_token), else measured here."""
+        if self.file:
+            share = probe.tokens_per_update
+            seconds = self.file.seconds(probe.arch, probe.model_flags, share)
+            params = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size)
+            seconds += self.file.all_reduce_seconds(params, self.devices, self.nodes)
+            return {"seconds": seconds, "said": self.file.said(self.devices, self.nodes), "cached": True}
+        return speed_probe.per_token(probe, self.exact)
+
+    def exact(self, probe) -> Dict:
         if probe not in self.seen:
             try:
                 self.seen[probe] = speed_probe.seconds_per_update(probe)
@@ -181,20 +224,44 @@ class Speeds:
                 raise PlanError(f"error: {e}") from None
         return self.seen[probe]
 
-    def of(self, candidate, vocab_size: int) -> float:
-        """A candidate's seconds an update here, laid out as the recipe lays out its training."""
-        probe = speed_probe.layout_probe(
+    def probe(self, candidate, vocab_size: int):
+        return speed_probe.layout_probe(
             candidate.arch,
             candidate.model_flags,
             vocab_size,
             candidate.tokens_per_update,
             self.gpus,
             self.cpu_workers,
-            0,
+            self.devices,
             self.precision,
             self.cap,
         )
-        return float(self.measured(probe)["seconds"])
+
+    def of(self, candidate, vocab_size: int) -> float:
+        """A candidate's seconds an update, laid out as the recipe lays out its training."""
+        return float(self.measured(self.probe(candidate, vocab_size))["seconds"])
+
+    def busy(self) -> List[str]:
+        """The figures this plan rests on that a busy machine measured."""
+        return sorted({str(f["busy"]) for f in self.seen.values() if f.get("busy")})
+
+    def lower_bound(self, candidate, vocab_size: int) -> Optional[float]:
+        """On CPU, the fewest seconds a model not yet probed could take an update: a probed model's seconds per FLOP,
+        at best CPU_BEST_SPEEDUP of it; None where it is probed already, or on a GPU (probed in any case)."""
+        if self.file or self.gpus > 0:
+            return None
+        probe = self.probe(candidate, vocab_size)
+        if dataclasses.replace(probe, tokens_per_update=speed_probe.CPU_PROBE_TOKENS) in self.seen:
+            return None
+        flops = budget_rule.parameters(candidate, vocab_size)
+        known = [
+            (float(f["seconds"]) / Model.from_flags(p.arch, p.model_flags).parameters(p.vocab_size, biases=False))
+            for p, f in self.seen.items()
+        ]
+        if not known:
+            return None
+        per_token = candidate.tokens_per_update / speed_probe.CPU_PROBE_TOKENS
+        return min(known) * flops * 1e6 * per_token * CPU_BEST_SPEEDUP
 
 
 def decide(v: Variables) -> Plan:
@@ -207,11 +274,13 @@ def decide(v: Variables) -> Plan:
     cap = v.number("MAX_TOKENS_PER_DEVICE", 4096, least=1)
 
     speeds = Speeds(v, cap)
-    found = corpus_settings(v, speeds.of)
+    found = corpus_settings(v, speeds)
     # the variables given beside the budget rule's settings, and the toy size's own
     vocab_size = v.number("VOCAB_SIZE", found.vocab_size, least=1)
     joint = v.get("JOINT_VOCAB", "1" if found.joint else "0") == "1"
-    arch, model_flags = v.get("ARCH", found.arch), v.get("MODEL_FLAGS", found.model_flags)
+    arch, model_flags = found.arch, found.model_flags
+    if v.get("ARCH") or v.get("MODEL_FLAGS"):  # the user's model: MODEL_FLAGS change ARCH's (the base model's)
+        arch, model_flags = v.get("ARCH", "vaswani_base"), v.get("MODEL_FLAGS")
     dropout = v.get("DROPOUT", str(found.dropout))
     tokens_per_update = v.number("TOKENS_PER_UPDATE", found.tokens_per_update, least=1)
     max_update = v.number("MAX_UPDATE", found.max_update, least=1)
@@ -275,6 +344,7 @@ def decide(v: Variables) -> Plan:
             valid_tokens=found.valid_tokens,
             interval=save_interval or 0,
             speed=speeds.measured,
+            here=speeds.file is None,
         )
     except BudgetError as e:
         raise PlanError(f"error: {e}") from None
@@ -332,7 +402,14 @@ def decide(v: Variables) -> Plan:
             "patience": patience,
             "eval_bleu": eval_bleu,
         },
-        choice={**found.plan, "picked_line": found.budget, "explain": found.explain, "picked_by_rule": picked_by_rule},
+        choice={
+            **found.plan,
+            "picked_line": found.budget,
+            "explain": found.explain,
+            "picked_by_rule": picked_by_rule,
+            "notes": found.notes if picked_by_rule else [],
+            "busy": speeds.busy(),
+        },
         parent=the_parent,
         flags={
             "training": training_flags(warmup, label_smoothing),
@@ -419,14 +496,15 @@ def summary(plan: Plan, v: Variables) -> List[str]:
                     f"{budget['max_update']} updates"
                 )
     lines.append(f"time: training {budget['training_short']}; data and test set not counted")
+    lines += [f"note: {n}" for n in plan.choice.get("notes", [])]
+    if plan.choice.get("busy"):
+        lines.append(
+            f"speed: measured while this machine was busy ({'; '.join(plan.choice['busy'])}): the plan may be too "
+            "short; REPROBE=1 once it is quiet measures again"
+        )
     if v.get("EXPLAIN", "0") == "1":
         lines += ["why:", plan.choice["explain"], f"training: about {budget['training_time']}"]
-    if (
-        int(v.get("GPUS", "0")) == 0
-        and not (v.get("TIME") or v.get("MAX_UPDATE"))
-        and not v.toy
-        and int(budget["training_seconds"]) > 8 * 3600
-    ):
+    if int(v.get("GPUS", "0")) == 0 and not v.get("TIME") and not v.toy and int(budget["training_seconds"]) > 8 * 3600:
         lines.append(
             "more than a working day on CPU workers: TIME=8h picks what 8 hours train best here, or a GPU: GPUS=1"
         )
@@ -602,7 +680,7 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
                 }
             )
             check_settings(v)
-            found = corpus_settings(v, Speeds(v, 4096).of)
+            found = corpus_settings(v, Speeds(v, 4096))
             print(json.dumps({k: x for k, x in asdict(found).items() if k not in ("plan", "explain")}))
             return 0
         v = Variables(read_plan(sys.stdin.buffer.read())[1])  # lib.sh's records, as the engine reads them

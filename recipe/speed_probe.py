@@ -38,7 +38,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
@@ -115,6 +115,12 @@ def cuda_here() -> bool:
         return torch.cuda.is_available()
     except Exception:
         return False
+
+
+def cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def machine(device: str = "cpu") -> Dict[str, object]:
@@ -195,7 +201,8 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
     load = busy()
     if kept and load:  # a busy machine's figure: until a quiet one's
         return {**kept, "cached": True}
-    seconds = measure(probe)
+    # on a busy machine the best of BUSY_TRIES probes: the one the other work disturbed least
+    seconds = min(measure(probe) for _ in range(BUSY_TRIES if load else 1))
     entry = {
         "seconds": seconds,
         "measured": time.strftime("%Y-%m-%d %H:%M"),
@@ -216,6 +223,7 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
 # slower than training will be once the other work has ended (measured: 4.9 s an update beside a test run, 3.3 s
 # on the quiet machine), so its figure is kept as a busy machine's, and measured again once the machine is quiet.
 BUSY_SHARE = 0.5
+BUSY_TRIES = 3  # probes on a busy machine, the fastest kept
 BUSY_SAMPLE_SECONDS = 0.5  # how long the cores are watched (Linux's /proc/stat), before the first probe of a process
 PROC_STAT = "/proc/stat"
 
@@ -360,6 +368,21 @@ def run_worker(probe: Probe, rank: int, port: int) -> float:
     return seconds
 
 
+# On CPU an update's time grows with its tokens (measured: 1.07 s and 2.18 s for 2 layers of 256 at 2,048 and 4,096
+# tokens on one core, 1.48 s and 2.86 s for 3): the plan probes each model once, at this many tokens, and scales it
+CPU_PROBE_TOKENS = 4096
+
+
+def per_token(probe: Probe, figure_of: Callable[[Probe], Dict[str, object]] = None) -> Dict[str, object]:
+    """A CPU probe's figure as the plan reads it: the same model's at CPU_PROBE_TOKENS, scaled per token; on a CUDA
+    device, its own (a device's time is far from proportional to its tokens)."""
+    figure_of = figure_of or seconds_per_update
+    if probe.device != "cpu" or probe.tokens_per_update == CPU_PROBE_TOKENS:
+        return figure_of(probe)
+    found = figure_of(replace(probe, tokens_per_update=CPU_PROBE_TOKENS))
+    return {**found, "seconds": float(found["seconds"]) * probe.tokens_per_update / CPU_PROBE_TOKENS}
+
+
 def measured(found: Dict[str, object]) -> str:
     """When a figure of seconds_per_update was measured, for people: 'measured now', 'measured 2026-11-27 09:29', and
     what a busy machine's figure is worth."""
@@ -385,6 +408,7 @@ def budget(
     valid_tokens: int = 0,
     interval: int = 0,
     speed: Callable[[Probe], Dict[str, object]] = None,
+    here: bool = True,
 ) -> Dict[str, str]:
     """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
     ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
@@ -392,9 +416,10 @@ def budget(
     over a dev set of ``valid_tokens`` target tokens, one every ``interval`` updates (0: the recipe's own), against
     updates of ``tokens_per_update`` (in all; 0: the probe's). A run resumed keeps what its plan decided
     (recipe/plan.py: WORK/plan.json). ``speed``: how the probe's figure is had
-    (seconds_per_update, by default)."""
+    (seconds_per_update, by default); ``here`` False: its figures come from another machine's speed file, so this
+    one need not have the devices."""
     tokens_per_update = tokens_per_update or probe.tokens_per_update
-    if probe.device == "cuda" and not cuda_here():  # a dry run on a login node, say: nothing to measure here
+    if here and probe.device == "cuda" and not cuda_here():  # a dry run on a login node, say: nothing to measure here
         if time_text:
             raise no_cuda(time_text)
         return {
@@ -418,14 +443,12 @@ def budget(
             )
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
     total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval)
-    said = (
-        f"{duration(total)} here: {max_update:,} updates of {per_update:.2f} s (a probe of this machine, "
-        f"{measured(found)}; "
-        f"kept in {cache_file()})"
-    )
+    source = found.get("said") or f"a probe of this machine, {measured(found)}; kept in {cache_file()}"
+    where = "on the speed file's machines" if found.get("said") else "here"
+    said = f"{duration(total)} {where}: {max_update:,} updates of {per_update:.2f} s ({source})"
     if valid_tokens:
         said += f", and {validations(max_update, interval)} validations of about {valid_tokens:,} target tokens"
-    short = f"about {duration(total)} here ({max_update:,} updates of {per_update:.2f} s"
+    short = f"about {duration(total)} {where} ({max_update:,} updates of {per_update:.2f} s"
     short += f", {validations(max_update, interval)} validations)" if valid_tokens else ")"
     values.update(
         {
@@ -437,6 +460,159 @@ def budget(
         }
     )
     return values
+
+
+# ---- a speed file: the machine that will train, measured there, read by a dry run anywhere ---------------------
+
+SPEED_FILE_VERSION = 1
+# a device's shares of an update timed (target tokens): the candidates' batches over 1 to 64 devices fall among them
+SHARES = (256, 512, 1024, 2048, 4096, 8192, 16384, 25000)
+# the gradients' all-reduce, GB/s a device, where not given: NVLink within a machine (NCCL's bus bandwidth on an
+# 8-GPU NVLink machine is some hundreds; 100 is a low one), and between machines 100 Gb/s InfiniBand or RoCE
+BANDWIDTH_WITHIN_GBS = 100.0
+BANDWIDTH_BETWEEN_GBS = 12.5
+
+
+class SpeedFileError(ValueError):
+    pass
+
+
+@dataclass
+class SpeedFile:
+    """Seconds an update of each candidate model at a device's share of the batch, measured on the machine that will
+    train (``vaswani-speed-probe file``), and the bandwidth its gradients' all-reduce gets."""
+
+    path: str
+    device: str  # cuda or cpu
+    device_name: str
+    devices_here: int
+    precision: str
+    max_tokens_per_device: int
+    vocab_size: int
+    bandwidth_within_gbs: float
+    bandwidth_between_gbs: float
+    bandwidth_said: str  # "given" or "defaulted"
+    measured: str
+    models: List[Dict]  # {"arch", "model_flags", "seconds": {share: seconds}, "busy": ""}
+
+    @classmethod
+    def read(cls, path: str) -> "SpeedFile":
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except OSError as e:
+            raise SpeedFileError(f"SPEED_FILE={path}: cannot be read ({e.strerror})") from None
+        except ValueError:
+            raise SpeedFileError(f"SPEED_FILE={path}: not JSON (vaswani-speed-probe file writes it)") from None
+        if not isinstance(data, dict) or data.get("version") != SPEED_FILE_VERSION:
+            raise SpeedFileError(
+                f"SPEED_FILE={path}: not a speed file of version {SPEED_FILE_VERSION}: write it again with "
+                "vaswani-speed-probe file"
+            )
+        try:
+            return cls(path, **{k: x for k, x in data.items() if k != "version"})
+        except TypeError as e:
+            raise SpeedFileError(f"SPEED_FILE={path}: {e}") from None
+
+    def model(self, arch: str, model_flags: str) -> Dict:
+        for m in self.models:
+            if (m["arch"], m["model_flags"]) == (arch, model_flags):
+                return m
+        raise SpeedFileError(
+            f"SPEED_FILE={self.path} has no figures of {arch} {model_flags}: write it again with vaswani-speed-probe "
+            "file (it times every candidate of the budget rule), or give MAX_UPDATE"
+        )
+
+    def seconds(self, arch: str, model_flags: str, share: float) -> float:
+        """A device's seconds an update at ``share`` target tokens: between the shares timed, linearly; below the
+        least, the least's (a device given fewer tokens is hardly faster); above the most, per token."""
+        table = sorted((int(k), float(x)) for k, x in self.model(arch, model_flags)["seconds"].items())
+        if share <= table[0][0]:
+            return table[0][1]
+        for (a, sa), (b, sb) in zip(table, table[1:]):
+            if share <= b:
+                return sa + (sb - sa) * (share - a) / (b - a)
+        return table[-1][1] * share / table[-1][0]
+
+    def all_reduce_seconds(self, parameters: int, devices: int, nodes: int) -> float:
+        """The gradients' ring all-reduce an update: 2 (D - 1) / D of their bytes through each device's link, at the
+        bandwidth between machines when there are several (none counted as overlapping the backward pass)."""
+        if devices <= 1:
+            return 0.0
+        gradient_bytes = parameters * (2 if self.precision in ("bf16", "fp16") else 4)
+        bandwidth = self.bandwidth_between_gbs if nodes > 1 else self.bandwidth_within_gbs
+        return 2 * (devices - 1) / devices * gradient_bytes / (bandwidth * 1e9)
+
+    def said(self, devices: int, nodes: int) -> str:
+        where = "between machines" if nodes > 1 else "within the machine"
+        bandwidth = self.bandwidth_between_gbs if nodes > 1 else self.bandwidth_within_gbs
+        busy = [m["model_flags"] or m["arch"] for m in self.models if m.get("busy")]
+        return (
+            f"SPEED_FILE {self.path}: {self.device_name}, measured {self.measured}"
+            + (f", the all-reduce over {devices} devices at {bandwidth:g} GB/s {where}, {self.bandwidth_said}")
+            * (devices > 1)
+            + (f"; measured busy: {', '.join(busy)}" if busy else "")
+        )
+
+
+def write_speed_file(
+    path: str,
+    models: List[tuple],
+    device: str,
+    precision: str,
+    max_tokens_per_device: int,
+    vocab_size: int,
+    within_gbs: Optional[float],
+    between_gbs: Optional[float],
+    shares=SHARES,
+    speed: Callable[[Probe], Dict[str, object]] = None,
+    progress: Callable[[str], None] = print,
+) -> Dict:
+    """Time each of ``models`` ((arch, flags) pairs) at each of ``shares`` on this machine's device and write the speed
+    file at ``path``: what a dry run elsewhere reads (SPEED_FILE=) to plan for this machine."""
+    speed = speed or (lambda probe: seconds_per_update(probe, fresh=True))
+    found = []
+    for arch, flags in models:
+        seconds, busy_said = {}, ""
+        for share in shares:
+            if device == "cuda":
+                probe = Probe(
+                    arch,
+                    flags,
+                    vocab_size,
+                    share,
+                    1,
+                    1,
+                    "cuda",
+                    precision,
+                    max_tokens=min(share, max_tokens_per_device),
+                )
+            else:
+                probe = Probe(arch, flags, vocab_size, share, 1, os.cpu_count() or 1, "cpu", "fp32")
+            figure = speed(probe)
+            seconds[str(share)] = round(float(figure["seconds"]), 6)
+            busy_said = busy_said or str(figure.get("busy") or "")
+            progress(f"{arch} {flags}: {share:,} tokens a device, {seconds[str(share)]:.4f} s an update")
+        found.append({"arch": arch, "model_flags": flags, "seconds": seconds, "busy": busy_said})
+    data = {
+        "version": SPEED_FILE_VERSION,
+        "device": device,
+        "device_name": machine(device).get("cuda_device") or machine(device)["processor"],
+        "devices_here": cuda_devices() if device == "cuda" else 1,
+        "precision": precision,
+        "max_tokens_per_device": max_tokens_per_device,
+        "vocab_size": vocab_size,
+        "bandwidth_within_gbs": within_gbs or BANDWIDTH_WITHIN_GBS,
+        "bandwidth_between_gbs": between_gbs or BANDWIDTH_BETWEEN_GBS,
+        "bandwidth_said": "given" if within_gbs or between_gbs else "defaulted, not measured",
+        "measured": time.strftime("%Y-%m-%d %H:%M"),
+        "models": found,
+    }
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+    return data
 
 
 @console_script
@@ -483,12 +659,30 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.add_argument(
                 "--max-tokens-per-device", type=int, default=4096, help="a GPU's micro-batch (fairseq's --max-tokens)"
             )
+            p.add_argument(
+                "--per-token",
+                action="store_true",
+                help=f"on CPU, the model's figure at {CPU_PROBE_TOKENS:,} tokens scaled per token, as the plan"
+                " reads it",
+            )
         p.add_argument(
             "--precision",
             choices=["fp32", "bf16", "fp16", "amp"],
             default="fp32",
             help="the recipes' PRECISION (amp: fairseq's --amp, autocast to fp16 on a CUDA device)",
         )
+    file = sub.add_parser("file", help="a speed file of every candidate model, for a dry run elsewhere (SPEED_FILE=)")
+    file.add_argument("--out", required=True, help="the speed file to write")
+    file.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    file.add_argument("--precision", choices=["fp32", "bf16", "fp16", "amp"], default="bf16")
+    file.add_argument("--max-tokens-per-device", type=int, default=4096, help="fairseq's --max-tokens")
+    file.add_argument("--vocab-size", type=int, default=32000, help="the vocabulary the corpus will get")
+    file.add_argument(
+        "--bandwidth-within-gbs", type=float, help=f"all-reduce GB/s within a machine ({BANDWIDTH_WITHIN_GBS:g})"
+    )
+    file.add_argument(
+        "--bandwidth-between-gbs", type=float, help=f"all-reduce GB/s between machines ({BANDWIDTH_BETWEEN_GBS:g})"
+    )
     worker = sub.add_parser("worker")
     worker.add_argument("spec")
     worker.add_argument("--rank", type=int, default=0)
@@ -498,6 +692,23 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{run_worker(Probe(**json.loads(a.spec)), a.rank, a.port):.6f}")
         return 0
     try:
+        if a.command == "file":
+            from recipe.budget_rule import MODELS
+
+            if a.device == "cuda" and not cuda_here():
+                raise BudgetError("file --device cuda: this machine has no CUDA device: run it where training will run")
+            write_speed_file(
+                a.out,
+                [(arch, flags) for arch, flags, _ in MODELS],
+                a.device,
+                a.precision if a.device == "cuda" else "fp32",
+                a.max_tokens_per_device,
+                a.vocab_size,
+                a.bandwidth_within_gbs,
+                a.bandwidth_between_gbs,
+            )
+            print(f"wrote {a.out}: give it to a dry run anywhere as SPEED_FILE={a.out}")
+            return 0
         if a.command == "budget":
             if not a.time and not a.max_update:
                 raise BudgetError("budget: give --time or --max-update (or both: at most that many)")
@@ -513,7 +724,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                 a.max_tokens_per_device,
             )
             for name, value in budget(
-                probe, a.time, a.max_update, a.tokens_per_update, a.valid_tokens, a.save_interval_updates
+                probe,
+                a.time,
+                a.max_update,
+                a.tokens_per_update,
+                a.valid_tokens,
+                a.save_interval_updates,
+                speed=per_token if a.per_token else None,
             ).items():
                 print(f"{name}={shlex.quote(value)}")
             return 0

@@ -63,6 +63,7 @@ FINETUNE_WARMUP=${FINETUNE_WARMUP:-4000}
 TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit, at this machine's measured speed
 MAX_UPDATE=${MAX_UPDATE:-}                 # N updates (with EVAL_BLEU=1 also stopping after PATIENCE validations without gain)
 REPROBE=${REPROBE:-0}                      # 1: this machine's speed measured again, and the plan decided again
+SPEED_FILE=${SPEED_FILE:-}                 # vaswani-speed-probe file of the machines that train: TIME at their speed
 [ "$REPROBE" = 0 ] || export TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE=$(date +%s.%N)
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
@@ -72,7 +73,7 @@ VOCAB_SIZE=${VOCAB_SIZE:-}                 # sentencepiece pieces (per side when
 JOINT_VOCAB=${JOINT_VOCAB:-}               # 1: one vocabulary for both sides (same script); 0: one per side
 SPM_TYPE=${SPM_TYPE:-}                     # empty: bpe
 SPM_SAMPLE=${SPM_SAMPLE:-2000000}          # sentences sentencepiece learns from (memory bounded by it)
-ARCH=${ARCH:-}; MODEL_FLAGS=${MODEL_FLAGS:-}   # the model (word-split flags)
+ARCH=${ARCH:-}; MODEL_FLAGS=${MODEL_FLAGS:-}   # the model; MODEL_FLAGS alone: vaswani_base with them
 DROPOUT=${DROPOUT:-}                       # P_drop
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
 EVAL_BLEU=${EVAL_BLEU:-0}                  # 1: validation BLEU, the best checkpoint and early stopping by it

@@ -368,10 +368,11 @@ def known_at() -> str:
 def known_speed_figures(cache, vocab: int, parents=()) -> None:
     """Speed figures (recipe/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
     if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
-    with the corpus's vocabulary of ``vocab`` pieces: the small class's model (4 s an update), 3 layers a side of
-    d_model 256 (1.5 s at 4,096 tokens, 1 s at 2,048), 2 layers (1.5 s and 0.75 s), and the class's with --d-ff 512
-    and 4,000 pieces (1.5 s); and for each of ``parents`` (a MarianMT directory INIT= names, en-de), its model at 4,096
-    tokens (0.5 s). A dry run then reads them back rather than time a model for about 15 seconds of 2 cores; the probe
+    with the corpus's vocabulary of ``vocab`` pieces, each at 4,096 tokens (the plan scales a CPU's figure per token):
+    the small class's model (4 s an update), 3 and 2 layers a side of d_model 256 (1.5 s), the paper's base (6 s) and
+    big (20 s), and the class's with --d-ff 512 and 4,000 pieces (1.5 s); and for each of ``parents`` (a MarianMT
+    directory INIT= names, en-de), its model at 4,096 tokens (0.5 s). A dry run then reads them back rather than time
+    a model for about 15 seconds of 2 cores; the probe
     itself is timed for real by tests/unit/recipe/test_speed_probe.py, by the toy runs of
     test_parallel_text_recipe.py and, for a parent, by test_parallel_text_init.py."""
     import json
@@ -386,9 +387,9 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     known = {
         layout_probe("vaswani_base", "--d-ff 1024 --attention-heads 4", vocab, 4096, 0, 2): 4.0,
         d256(3, 4096): 1.5,
-        d256(3, 2048): 1.0,
         d256(2, 4096): 1.5,
-        d256(2, 2048): 0.75,
+        layout_probe("vaswani_base", "", vocab, 4096, 0, 2): 6.0,
+        layout_probe("vaswani_big", "", vocab, 4096, 0, 2): 20.0,
         layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5,
     }
     for init in parents:  # the parent's model and vocabulary, as the recipe's plan reads them (recipe/parent.py)
@@ -399,6 +400,23 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)
     (cache / "transformer_plugin" / "speed.json").write_text(
         json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()} for probe, seconds in known.items()})
+    )
+
+
+def speed_file(path, busy=""):
+    """A speed file (recipe/speed_probe.py, ``vaswani-speed-probe file``) as a GPU machine might write it, of made-up
+    figures that grow slowly with a device's share of the batch, and the bandwidth defaulted: what a dry run given
+    SPEED_FILE reads."""
+    from recipe import budget_rule, speed_probe
+    from recipe.model import Model
+
+    def speed(probe):
+        p = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size) / 1e6
+        return {"seconds": 0.02 + p * 1e-5 * probe.tokens_per_update / 1000 + 0.01 * (p / 60), "busy": busy}
+
+    models = [(arch, flags) for arch, flags, _ in budget_rule.MODELS]
+    return speed_probe.write_speed_file(
+        str(path), models, "cuda", "bf16", 4096, 32000, None, None, speed=speed, progress=lambda line: None
     )
 
 

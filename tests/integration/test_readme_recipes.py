@@ -21,6 +21,7 @@ from helpers import (
     documents,
     known_speed_figures,
     marian_directory,
+    speed_file,
     user_env,
 )
 
@@ -55,7 +56,7 @@ README_LINES = {command for page, command in documented_commands() if page == "R
 def fresh_copy(tmp_path_factory):
     """The repository as ``git clone`` gives it (no runs/, nothing built), and a user's own parallel text where
     the documentation's lines for recipes/parallel_text.sh name it: corpus/train.{en,de} and corpus/pairs.tsv,
-    12,000 pairs; and the published model they fine-tune, opus-mt-en-de."""
+    12,000 pairs; the published model they fine-tune, opus-mt-en-de; and a GPU machine's speed file, speeds.json."""
     copy = copy_repository(tmp_path_factory.mktemp("fresh"))
     (copy / "corpus").mkdir()
     pairs = [
@@ -65,6 +66,7 @@ def fresh_copy(tmp_path_factory):
         (copy / "corpus" / f"train.{lang}").write_text("".join(p[side] + "\n" for p in pairs))
     (copy / "corpus" / "pairs.tsv").write_text("".join(f"{en}\t{de}\n" for en, de in pairs))
     marian_directory(copy / "opus-mt-en-de")  # INIT=opus-mt-en-de: a MarianMT directory, tiny, as the hub's would be
+    speed_file(copy / "speeds.json")  # SPEED_FILE=speeds.json: as vaswani-speed-probe file writes it on a GPU machine
     return copy
 
 

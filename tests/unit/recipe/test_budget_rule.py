@@ -1,5 +1,6 @@
-"""The budget rule (recipe/budget_rule.py): the pick is the candidate of the lowest predicted validation loss, so
-more budget never predicts worse; its curves are the fit of the budget runs; what TIME picked is kept."""
+"""The budget rule (recipe/budget_rule.py): one prediction for every scale, the pick the candidate of the lowest
+predicted validation loss, its constants the fit of the budget runs and Table 3, held to Table 3's rows left out of
+the fit, and its properties over a sweep of corpora and budgets from minutes of one core to days of 64 GPUs."""
 
 import json
 import math
@@ -8,8 +9,9 @@ import os
 import pytest
 from helpers import corpus, many, speeds
 
-from recipe import budget_rule as rule
+from benchmarks import budget_fit
 from preprocess.corpora import CorpusError
+from recipe import budget_rule as rule
 from recipe.probe_arithmetic import parse_time, updates_that_fit
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -18,102 +20,111 @@ LATIN = ("LATIN", "LATIN")
 
 
 def one_core(candidate, vocab_size):
-    """Seconds an update on one core, as the budget runs measured them (docs/benchmarks.md, the second machine), the
-    class's models by their parameters."""
+    """Seconds an update on one core, as the budget runs measured them (docs/benchmarks.md), other models by their
+    parameters, per token."""
     known = {(2, 2048): 1.07, (2, 4096): 2.18, (3, 2048): 1.48, (3, 4096): 2.86}
-    layers = candidate.model.encoder_layers
-    if (layers, candidate.tokens_per_update) in known:
+    layers, d = candidate.model.encoder_layers, candidate.model.d_model
+    if d == 256 and (layers, candidate.tokens_per_update) in known:
         return known[layers, candidate.tokens_per_update] * (1 + (vocab_size - 8000) / 40000)
     return 2.86 * rule.parameters(candidate, vocab_size) / 7.6 * candidate.tokens_per_update / 4096
 
 
-def a_gpu(candidate, vocab_size):
-    """A device where a smaller batch is hardly faster and a larger model costs less than its parameters say."""
-    return 0.05 * (rule.parameters(candidate, vocab_size) / 7.6) ** 0.5 * (candidate.tokens_per_update / 4096) ** 0.3
+def gpus(devices):
+    """``devices`` GPUs of a made-up but GPU-like speed: a device given few tokens computes little (its efficiency
+    grows with its micro-batch), each layer costs host calls a micro-batch, and the gradients' all-reduce runs at 100
+    GB/s within a machine of 8 and 12.5 GB/s between machines."""
+
+    def seconds(candidate, vocab_size):
+        p = rule.parameters(candidate, vocab_size) * 1e6
+        share = candidate.tokens_per_update / devices
+        micro = min(share, 4096)
+        efficiency = 0.3 * micro / (micro + 2048)
+        host = 0.003 * (candidate.model.encoder_layers + candidate.model.decoder_layers)
+        reduce = 0 if devices == 1 else 2 * p * 2 / (12.5e9 if devices > 8 else 100e9)
+        return math.ceil(share / micro) * (host + micro * 6 * p / (1e15 * efficiency)) + 0.01 + reduce
+
+    return seconds
 
 
-def picked(pairs, max_update=None, seconds=0, speed=one_core, words_a_pair=12):
+def picked(pairs, max_update=None, seconds=0, speed=one_core, words_a_pair=12, devices=1):
     return rule.settings_for(
-        pairs, LATIN, max_update, seconds, f"{seconds}s", speed, 20_000, pairs * words_a_pair * 2.0
+        pairs, LATIN, max_update, seconds, f"{seconds}s", speed, 20_000, pairs * words_a_pair * 2.0, devices
     )
 
 
-def predicted(found):
-    return next(o["predicted_valid_loss_bits"] for o in found.plan["options"] if o["picked"])
+def the_pick(found):
+    return next(o for o in found.plan["options"] if o["picked"])
 
 
-@pytest.mark.parametrize("pairs", [12_000, 22_155, 76_866, 150_000, 600_000, 5_000_000])
-@pytest.mark.parametrize("speed", [one_core, a_gpu])
-def test_more_time_never_picks_what_is_predicted_worse(pairs, speed):
-    """TIME from 10 minutes to 40 days, 60 budgets a decade: the pick's predicted loss never rises, and every pick is
-    the lowest of its candidates (none is left out)."""
-    budgets = sorted({int(600 * 10 ** (i / 60)) for i in range(int(60 * math.log10(40 * 86400 / 600)) + 1)})
-    before = math.inf
-    for seconds in budgets:
-        found = picked(pairs, seconds=seconds, speed=speed)
-        loss = predicted(found)
-        assert loss <= before + 1e-9, (pairs, seconds, found.budget, before)
-        assert loss == min(
-            o["predicted_valid_loss_bits"] for o in found.plan["options"] if o["predicted_valid_loss_bits"] is not None
-        )
-        before = loss
+# ---- held to the paper --------------------------------------------------------------------------------------
+
+WMT14 = dict(pairs=4_500_000, words_a_pair=25)
 
 
-@pytest.mark.parametrize("pairs", [12_000, 50_000, 600_000, 5_000_000])
-def test_more_updates_never_pick_what_is_predicted_worse_across_the_former_cliffs(pairs):
-    """MAX_UPDATE on both sides of the former rule's thresholds (a quarter of a class's updates: 7,499 and 7,500,
-    12,499 and 12,500, 24,999 and 25,000) and from 100 to 200,000."""
-    updates = sorted({7499, 7500, 12499, 12500, 24999, 25000, *(int(100 * 10 ** (i / 40)) for i in range(133))})
-    before = math.inf
-    for n in updates:
-        found = picked(pairs, max_update=n)
-        assert predicted(found) <= before + 1e-9, (pairs, n, found.budget)
-        assert found.max_update <= n
-        before = predicted(found)
+def wmt14(max_update):
+    return picked(WMT14["pairs"], max_update=max_update, words_a_pair=WMT14["words_a_pair"])
 
 
-def test_the_vocabulary_follows_the_corpus_not_the_budget():
-    for pairs in (12_000, 76_866, 600_000, 5_000_000):
-        vocabularies = {picked(pairs, seconds=s).vocab_size for s in (1200, 3600, 36000, 864000)}
-        vocabularies |= {picked(pairs, max_update=n).vocab_size for n in (500, 7500, 100000)}
-        assert vocabularies == {rule.settings_for(pairs, LATIN).vocab_size}
+def test_max_update_100000_on_wmt14_picks_what_table_3_shows_better_than_base_at_100k():
+    """On 4.5M pairs of 25 words: at least the paper's batch, and d_model 1024 at P_drop 0.1 (Table 3's d_model 1024
+    row, 4.66 against base's 4.92 after 100K; the paper's big_en_fr model), or base."""
+    found = wmt14(100_000)
+    model = (found.arch, found.model_flags, found.dropout)
+    assert model in (("vaswani_base", "", 0.1), ("vaswani_big", "", 0.1)), found.budget
+    assert found.tokens_per_update >= 25_000 and found.max_update == 100_000
+    assert "from the paper" in found.budget
 
 
-def test_a_budget_a_small_corpus_cannot_use_stops_at_what_helps_and_says_so():
-    """22k pairs of 12 words and 40 days of one core: every candidate stops where more epochs no longer teach
-    (USEFUL_REPEATS R*), and the explanation says that more time will not help."""
-    found = picked(22_155, seconds=40 * 86400)
-    assert all(o["limited"] in ("repeats", "cap") for o in found.plan["options"])
-    assert "more time will not help" in found.explain
-    assert picked(22_155, seconds=80 * 86400).max_update == found.max_update
+def test_max_update_300000_on_wmt14_picks_big():
+    """The paper's big model for its big run of 300K updates, at least 25,000 tokens (at P_drop 0.1, big_en_fr's: the
+    fit's R* makes 0.3's slower learning cost more than 0.1's repetition, by 0.004 bits; the paper chose 0.3)."""
+    found = wmt14(300_000)
+    assert (found.arch, found.model_flags) == ("vaswani_big", ""), found.budget
+    assert found.tokens_per_update >= 25_000
 
 
-def test_the_curves_are_the_fit_of_the_budget_runs():
+def fitted_floor_wmt(point):
+    return budget_fit.predicted(rule.FIT, rule.FLOORS["wmt14_en_de"], point)
+
+
+@pytest.mark.parametrize("row", ["B-dk16", "B-dk32", "D-drop0.2"])
+def test_the_rows_left_out_of_the_fit_lie_within_015_bits_of_the_paper(row):
+    """Table 3's rows (B) and (D)'s P_drop 0.2, never fitted: predicted within 0.15 bits of log2 of the paper's
+    perplexity, WMT14's fitted floor the one offset."""
+    point = next(p for p in budget_fit.test_points() if p["name"] == row)
+    assert abs(fitted_floor_wmt(point) - point["loss"]) <= 0.15, (row, fitted_floor_wmt(point), point["loss"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="P_drop 0 is outside every point fitted: the rule's R* ~ p / (1 - p) predicts 0.55 bits above the paper's "
+    "5.77, and ranks P_drop 0.2 (4.95) 0.01 bits behind rows (B)",
+)
+def test_every_row_left_out_ranks_and_lies_as_the_paper_says():
+    points = budget_fit.test_points()
+    assert all(abs(fitted_floor_wmt(p) - p["loss"]) <= 0.15 for p in points)
+    assert sorted(points, key=fitted_floor_wmt) == sorted(points, key=lambda p: p["loss"])
+
+
+def test_the_fitted_rows_lie_within_the_fit_and_the_constants_are_the_fit():
     """The constants budget_rule.py holds are what benchmarks/budget_fit.py fits to benchmarks/records/budgets/*.json
-    and Table 3."""
+    and Table 3; every fitted Table 3 row within 0.15 bits."""
     pytest.importorskip("scipy")
-    from benchmarks import budget_fit
-
     fitted = budget_fit.fit(RECORDS)
-    for name in (
-        "CAPACITY_C",
-        "CAPACITY_GAMMA",
-        "LEARNING_A",
-        "LEARNING_BETA",
-        "B_NOISE",
-        "REPEATS_AT_01",
-        "LEARNING_N3",
-        "L_0",
-        "FIT_RMS",
-    ):
-        assert getattr(rule, name) == pytest.approx(fitted[name], rel=2e-3, abs=2e-3), name
+    k = fitted["constants"]
+    for name in ("capacity_a", "capacity_alpha", "data_b", "data_beta", "repeats_at_01"):
+        assert getattr(rule.FIT, name) == pytest.approx(getattr(k, name), rel=2e-3, abs=2e-3), name
+    for name, floor in fitted["floors"].items():
+        assert rule.FLOORS[name] == pytest.approx(floor, abs=2e-3) and floor >= 0
+    assert rule.FIT_RMS["budget runs"] == pytest.approx(fitted["rms budget runs"], abs=2e-3)
+    assert rule.FIT_RMS["Table 3"] == pytest.approx(fitted["rms Table 3"], abs=2e-3)
+    for point in budget_fit.table3_points():
+        assert abs(fitted_floor_wmt(point) - point["loss"]) <= 0.15, point["name"]
 
 
 def test_among_the_measured_runs_the_lowest_predicted_loss_scores_within_half_a_bleu_of_the_best():
-    """At each corpus and budget of the record, of the runs with the rule's vocabulary: the one the curves predict
-    lowest scored within 0.5 BLEU of the best (the issue's bar), at its recorded updates."""
-    from benchmarks import budget_fit
-
+    """At each corpus and budget of the record, of the runs with the fit's vocabulary: the one the rule predicts
+    lowest scored within 0.5 BLEU of the best, at its recorded updates."""
     checked = 0
     for path in RECORDS:
         with open(path) as f:
@@ -122,31 +133,145 @@ def test_among_the_measured_runs_the_lowest_predicted_loss_scores_within_half_a_
             here = [r for r in runs if r["budget"] == budget]
             if len(here) < 2:
                 continue
-            corpus = here[0]["corpus"]
+            corpus_name = here[0]["corpus"]
 
             def loss(r):
                 s = r["settings"]
                 c = rule.Candidate(
                     r["candidate"], s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"])
                 )
-                return rule.predicted_loss(c, r["updates"], 8000, budget_fit.EPOCH_TOKENS[corpus])
+                return rule.predicted_loss(c, r["updates"], budget_fit.EPOCH_TOKENS[corpus_name])
 
             best = max(r["bleu"] for r in here)
-            assert min(here, key=loss)["bleu"] >= best - 0.5, (corpus, budget)
+            assert min(here, key=loss)["bleu"] >= best - 0.5, (corpus_name, budget)
             checked += 1
     assert checked >= 5
 
 
-def test_the_plan_names_every_candidate_and_the_pick_in_a_short_line():
-    found = picked(76_866, seconds=parse_time("1h"))
-    assert len(found.budget) < 120 and found.budget.startswith(
-        "N=2, d_model 256, d_ff 1024, P_drop 0.1, BPE 8,000 joint, 2,048"
-    )
-    names = [o["name"] for o in found.plan["options"]]
-    assert len(names) == 6 and sum(o["picked"] for o in found.plan["options"]) == 1
-    assert found.plan["unit"] == "bits per target piece of the corpus's vocabulary"
-    for o in found.plan["options"]:  # each candidate's time here, within the hour it was given
-        assert 0.9 * 3600 < o["training_seconds"] <= 3600 or o["limited"], o
+# ---- the properties over a sweep --------------------------------------------------------------------------
+
+CORPORA = [10_000, 22_155, 100_000, 1_000_000, 4_500_000, 36_000_000]
+MACHINES = {  # (speed, devices, budgets in seconds): minutes of one core to days of 64 GPUs
+    "one core": (one_core, 1, [1200 * 2**i for i in range(12)]),
+    "one GPU": (gpus(1), 1, [1800 * 2**i for i in range(9)]),
+    "8 GPUs": (gpus(8), 8, [1800 * 2**i for i in range(9)]),
+    "64 GPUs": (gpus(64), 64, [1800 * 2**i for i in range(9)]),
+}
+
+
+@pytest.mark.parametrize("pairs", CORPORA)
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_more_time_never_predicts_worse_nor_picks_smaller_nor_goes_below_the_floor(pairs, machine):
+    """TIME doubling from 20 minutes of a core, or 30 minutes of GPUs, up to weeks: the pick's predicted loss never
+    rises and its parameters never fall; it is the lowest of the candidates measured of its model; no prediction goes
+    below the floor; the picked line stays under 120 characters and names what its prediction rests on."""
+    speed, devices, budgets = MACHINES[machine]
+    before, size = math.inf, 0.0
+    for seconds in budgets:
+        found = picked(pairs, seconds=seconds, speed=speed, devices=devices)
+        pick = the_pick(found)
+        loss = pick["predicted_valid_loss_bits"]
+        assert loss <= before + 1e-9, (pairs, machine, seconds, found.budget)
+        assert pick["parameters_millions"] >= size - 1e-9, (pairs, machine, seconds, found.budget)
+        # a candidate of which no update fits has no prediction (None)
+        mine = [
+            o["predicted_valid_loss_bits"]
+            for o in found.plan["options"]
+            if o["limited"] != "not probed" and (o["arch"], o["model_flags"]) == (found.arch, found.model_flags)
+        ]
+        assert loss == min(x for x in mine if x is not None)
+        floor = found.plan["floor_bits"]
+        assert all(
+            o["predicted_valid_loss_bits"] is None or o["predicted_valid_loss_bits"] > floor
+            for o in found.plan["options"]
+        )
+        assert len(f"picked: {found.budget}") < 120, found.budget
+        assert pick["evidence"] in ("measured", "from the paper", "extrapolated")
+        assert found.budget.endswith(f" bits, {pick['evidence']})")
+        before, size = loss, pick["parameters_millions"]
+
+
+@pytest.mark.parametrize("pairs", CORPORA)
+def test_more_updates_never_predict_worse_nor_pick_smaller(pairs):
+    """MAX_UPDATE from 100 to 1,000,000: the pick's loss never rises, its parameters never fall, and it trains the
+    updates given."""
+    before, params = math.inf, 0.0
+    for n in sorted({int(100 * 10 ** (i / 10)) for i in range(41)}):
+        found = picked(pairs, max_update=n)
+        pick = the_pick(found)
+        assert pick["predicted_valid_loss_bits"] <= before + 1e-9 and pick["parameters_millions"] >= params - 1e-9
+        assert found.max_update == n == pick["updates"]
+        before, params = pick["predicted_valid_loss_bits"], pick["parameters_millions"]
+
+
+def test_the_gpu_scale_picks_are_the_papers_models_not_the_smallest():
+    """A GPU and a day or more, on 1M to 36M pairs: the paper's base or big, never 2 or 3 layers of 256; and the
+    candidates span 2 x 256 to big, and batches beyond 25,000 on several devices."""
+    for pairs in (1_000_000, 4_500_000, 36_000_000):
+        for devices in (1, 8, 64):
+            found = picked(pairs, seconds=24 * 3600, speed=gpus(devices), devices=devices, words_a_pair=23)
+            assert found.model_flags == "" and found.arch in ("vaswani_base", "vaswani_big"), found.budget
+    options = picked(1_000_000, seconds=3600, speed=gpus(8), devices=8).plan["options"]
+    assert {o["tokens_per_update"] for o in options} >= {2048, 25000, 8 * 4096, 2 * 8 * 4096}
+    assert {(o["arch"], o["model_flags"]) for o in options} == {(a, f) for a, f, _ in rule.MODELS}
+
+
+# ---- budgets and their lines --------------------------------------------------------------------------------
+
+
+def test_a_max_update_past_what_the_corpus_can_teach_is_trained_as_given_and_said():
+    """One count in both lines: the pick's updates are the MAX_UPDATE given, and a note says where they pass the
+    updates the corpus can still teach."""
+    found = picked(22_155, max_update=3_000_000)
+    assert found.max_update == 3_000_000 and "x 3,000,000 updates" in found.budget
+    assert found.useful_updates < 3_000_000
+    assert any(n.startswith("MAX_UPDATE=3,000,000 passes the ") and "as asked" in n for n in found.notes)
+    assert not picked(22_155, max_update=1_200).notes
+
+
+def test_a_time_a_small_corpus_cannot_use_stops_at_what_helps_and_says_so():
+    found = picked(22_155, seconds=200 * 86400)
+    assert the_pick(found)["limited"] == "repeats" and found.max_update == found.useful_updates
+    assert any("more time will not help" in n for n in found.notes)
+    assert picked(22_155, seconds=400 * 86400).max_update == found.max_update
+
+
+def test_the_vocabulary_follows_the_corpus_not_the_budget():
+    for pairs in (12_000, 76_866, 600_000, 5_000_000):
+        vocabularies = {picked(pairs, seconds=s).vocab_size for s in (1200, 36000)}
+        vocabularies |= {picked(pairs, max_update=n).vocab_size for n in (500, 100000)}
+        assert vocabularies == {rule.settings_for(pairs, LATIN).vocab_size}
+
+
+def test_a_cpu_budget_probes_no_model_that_cannot_win():
+    """An hour of one core on 77k pairs: the small models are measured, and base and big, which cannot win even at
+    twice their FLOPs' speed, are left unprobed and said so."""
+    asked = []
+
+    def speed(c, vocab):
+        asked.append(c.model_flags)
+        return one_core(c, vocab)
+
+    def lower_bound(c, vocab):
+        return None if "--d-model 256" in c.model_flags else 0.5 * one_core(c, vocab)
+
+    found = rule.settings_for(76_866, LATIN, None, 3600, "1h", speed, 20_000, 76_866 * 24.0, 1, 4096, lower_bound)
+    assert "" not in asked and "--d-model 256" in found.model_flags
+    assert "not probed, since even at their fastest they predict worse" in found.explain
+
+
+def test_a_time_gives_each_candidate_the_updates_that_fit():
+    """TIME is turned into each candidate's updates at its speed, with the validations of a dev set of 20,000 target
+    tokens, and the pick is the lowest predicted loss at those."""
+    speed = speeds(4.0, 1.5, 0.5)
+    found = rule.settings_for(50_000, LATIN, None, parse_time("2h"), "2h", speed, 20_000)
+    for o in found.plan["options"]:
+        c = rule.Candidate(o["name"], o["arch"], o["model_flags"], o["dropout"], o["tokens_per_update"])
+        assert o["updates"] == updates_that_fit(parse_time("2h"), speed(c, 8000), c.tokens_per_update, 20_000)
+        assert o["seconds_per_update"] == pytest.approx(speed(c, 8000), abs=1e-4)
+    chosen = min(found.plan["options"], key=lambda o: o["predicted_valid_loss_bits"])
+    assert chosen["picked"] and (found.model_flags, found.max_update) == (chosen["model_flags"], chosen["updates"])
+    assert found.plan["budget"] == "TIME=2h" and found.explain.startswith("TIME=2h: ")
 
 
 def test_min_pairs_is_checked_before_any_probe(tmp_path):
@@ -161,15 +286,10 @@ def test_min_pairs_is_checked_before_any_probe(tmp_path):
 
 @pytest.mark.parametrize(
     "pairs, vocab, size_class",
-    [
-        (5_000_000, 32000, "large"),
-        (600_000, 12000, "medium"),
-        (200_000, 8000, "medium"),
-        (50_000, 8000, "small"),
-    ],
+    [(5_000_000, 32000, "large"), (600_000, 12000, "medium"), (200_000, 8000, "medium"), (50_000, 8000, "small")],
 )
-def test_the_settings_follow_the_corpus_size(pairs, vocab, size_class):
-    found = rule.settings_for(pairs, ("LATIN", "LATIN"))
+def test_without_a_budget_the_settings_follow_the_corpus_size(pairs, vocab, size_class):
+    found = rule.settings_for(pairs, LATIN)
     assert found.vocab_size == vocab and found.size_class.startswith(size_class) and found.joint
     assert (found.dropout, found.arch) == ((0.1, "vaswani_base") if size_class == "large" else (0.3, "vaswani_base"))
     assert found.explain.startswith(f"no MAX_UPDATE or TIME: a full run of the {found.size_class} class")
@@ -178,53 +298,11 @@ def test_the_settings_follow_the_corpus_size(pairs, vocab, size_class):
     )
 
 
-@pytest.mark.parametrize(
-    "pairs, max_update, model",
-    [
-        (50_000, 1_200, "--encoder-layers 3 "),
-        (50_000, 7_500, "--encoder-layers 3 "),
-        (50_000, 30_000, "--d-ff 1024 --attention-heads 4"),
-        (5_000_000, 20_000, ""),
-        (5_000_000, 100_000, ""),
-    ],
-)
-def test_max_update_picks_the_lowest_predicted_loss_at_those_updates(pairs, max_update, model):
-    """MAX_UPDATE fixes the updates of every candidate: the largest batch (4,096 tokens, or the class's) learns the most
-    an update; 1,200 updates go to 3 layers of d_model 256 at 4,096 tokens (the best measured at 1,200 updates on 77k
-    pairs, docs/benchmarks.md), the class's full run to the class's model, and a large corpus to the paper's."""
-    found = rule.settings_for(pairs, ("LATIN", "LATIN"), max_update)
-    assert found.max_update == max_update and (
-        found.model_flags.startswith(model) if model else found.model_flags == model
-    )
-    assert found.tokens_per_update == max(
-        o["tokens_per_update"] for o in found.plan["options"] if o["model_flags"] == found.model_flags
-    )
-    assert found.budget.endswith("bits)") and found.plan["budget"] == f"MAX_UPDATE={max_update:,}"
-
-
-@pytest.mark.parametrize("time_text", ["20m", "2h", "12h", "3d"])
-@pytest.mark.parametrize("halved", [0.5, 0.7])  # an update of 2,048 tokens takes half the time, or 0.7 of it (a GPU's)
-def test_a_time_gives_each_candidate_the_updates_that_fit_here(time_text, halved):
-    """TIME is turned into each candidate's updates at its measured speed, with 20 validations of a dev set of 20,000
-    target tokens, and the pick is the lowest predicted loss at those (test_budget_rule.py: never worse for more)."""
-    speed = speeds(4.0, 1.5, halved)
-    found = rule.settings_for(50_000, ("LATIN", "LATIN"), None, parse_time(time_text), time_text, speed, 20_000)
-    for o in found.plan["options"]:
-        c = rule.Candidate(o["name"], o["arch"], o["model_flags"], o["dropout"], o["tokens_per_update"])
-        fit = updates_that_fit(parse_time(time_text), speed(c, 8000), c.tokens_per_update, 20_000)
-        assert o["updates"] == min(fit, 30000 if "class" in o["name"] else fit)
-        assert o["seconds_per_update"] == pytest.approx(speed(c, 8000), abs=1e-4)
-    chosen = min(found.plan["options"], key=lambda o: o["predicted_valid_loss_bits"])
-    assert chosen["picked"] and (found.model_flags, found.max_update) == (chosen["model_flags"], chosen["updates"])
-    assert found.plan["budget"] == f"TIME={time_text}" and found.explain.startswith(f"TIME={time_text}: ")
-
-
 def test_the_picked_line_stays_under_120_characters_for_every_class_and_budget():
-    """The recipe prints "picked: " and this line (", kept)" where a TIME's pick is read back); the widest: a medium
-    corpus's full run with a vocabulary a side."""
+    """The recipe prints "picked: " and this line; the widest: big at 64 GPUs' batch with a vocabulary a side."""
     for pairs in (10_000, 50_000, 150_000, 600_000, 5_000_000):
         for scripts in (LATIN, ("LATIN", "CYRILLIC")):
-            for max_update in (None, 100, 1_200, 7_500, 30_000, 100_000):
-                found = rule.settings_for(pairs, scripts, max_update, corpus_tokens=pairs * 20)
-                said = found.budget[:-1] + ", kept)" if max_update else found.budget  # a TIME's pick read back says so
-                assert len("picked: " + said) < 120, said
+            for max_update in (None, 100, 1_200, 30_000, 300_000, 3_000_000):
+                for devices in (1, 64):
+                    found = rule.settings_for(pairs, scripts, max_update, corpus_tokens=pairs * 20, devices=devices)
+                    assert len("picked: " + found.budget) < 120, found.budget

@@ -119,19 +119,20 @@ def test_a_time_is_decided_once_and_the_run_begun_keeps_its_plan_however_the_spe
 def test_a_dry_run_leaves_the_plan_of_a_run_begun_and_says_what_would_change(tmp_path, slower):
     prefix = corpus(tmp_path, many(300))
     work = tmp_path / "w"
-    plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="1200"), str(work), dry_run=True, fresh=False)
+    first = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="1200"), str(work), dry_run=True, fresh=False)
     assert (work / "plan.json").exists()  # no run has begun: a dry run writes it
     held = (work / "plan.json").read_text()
     (work / ".done").mkdir()
     (work / ".done" / "2a").write_text("{}")
-    shown = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.3"), str(work), True, False)
+    shown = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.2"), str(work), True, False)
     assert (work / "plan.json").read_text() == held
     assert shown.lines[-1].startswith(
         f"plan: {work}/plan.json holds the plan of the run begun in {work}, left as it is"
     )
-    assert "model.dropout: '0.1' -> '0.3'" in shown.lines[-1] and "budget.max_update: 1200 -> 2400" in shown.lines[-1]
-    real = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.3"), str(work), False, False)
-    assert json.loads((work / "plan.json").read_text())["model"]["dropout"] == "0.3" == real.model["dropout"]
+    assert f"model.dropout: {first.model['dropout']!r} -> '0.2'" in shown.lines[-1]
+    assert "budget.max_update: 1200 -> 2400" in shown.lines[-1]
+    real = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.2"), str(work), False, False)
+    assert json.loads((work / "plan.json").read_text())["model"]["dropout"] == "0.2" == real.model["dropout"]
 
 
 def test_the_recipe_reads_the_plan_as_data_never_as_code(tmp_path):

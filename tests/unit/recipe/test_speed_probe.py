@@ -124,8 +124,10 @@ def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
 
 def test_a_busy_machines_figure_is_measured_again_once_it_is_quiet(cache, monkeypatch):
     """Measured beside other work a probe is slow (4.9 s an update beside a test run, 3.3 s on the quiet machine):
-    it is kept as a busy machine's, read back while the machine is busy, and replaced once it is quiet."""
-    figures = iter([5.0, 3.0])
+    it is the best of BUSY_TRIES probes (the one the other work disturbed least: a figure four times too slow is not
+    kept where one of its tries was not), kept as a busy machine's, read back while the machine is busy, and
+    replaced once it is quiet."""
+    figures = iter([20.0, 5.0, 11.0, 3.0])
     monkeypatch.setattr(sp, "measure", lambda probe: next(figures))
     monkeypatch.setattr(sp, "busy", lambda: "load 3.8 on 2 cores")
     assert budget(TINY, max_update=1000)["TRAINING_TIME"].startswith(

@@ -1,0 +1,145 @@
+"""A speed file (recipe/speed_probe.py: ``vaswani-speed-probe file``) written on the machine that will train, and a
+plan made elsewhere from it (recipe/plan.py: SPEED_FILE=): GPUS, NNODES and the gradients' all-reduce counted."""
+
+import json
+import re
+
+import pytest
+from helpers import speed_file
+
+from recipe import budget_rule as rule
+from recipe import plan, speed_probe
+
+
+def a_gpu_file(path, busy=""):
+    return speed_file(path, busy)
+
+
+def test_a_speed_file_holds_every_candidate_model_at_every_share_and_says_its_bandwidth_is_defaulted(tmp_path):
+    data = a_gpu_file(tmp_path / "speeds.json")
+    assert data["version"] == speed_probe.SPEED_FILE_VERSION and data["bandwidth_said"].startswith("defaulted")
+    assert [(m["arch"], m["model_flags"]) for m in data["models"]] == [(a, f) for a, f, _ in rule.MODELS]
+    assert all(sorted(map(int, m["seconds"])) == list(speed_probe.SHARES) for m in data["models"])
+
+
+def test_the_seconds_between_and_beyond_the_shares_timed_and_the_all_reduce(tmp_path):
+    a_gpu_file(tmp_path / "speeds.json")
+    f = speed_probe.SpeedFile.read(str(tmp_path / "speeds.json"))
+    at = {s: f.seconds("vaswani_big", "", s) for s in (100, 256, 3072, 25000, 50000)}
+    assert at[100] == at[256] and at[256] < at[3072] < at[25000] and at[50000] == pytest.approx(2 * at[25000])
+    # 213M bf16 gradients over 64 devices on 8 machines at 12.5 GB/s: 2 * 63/64 * 426 MB / 12.5 GB/s
+    params = rule.Model.from_flags("vaswani_big", "").parameters(32000)
+    assert f.all_reduce_seconds(params, 64, 8) == pytest.approx(2 * 63 / 64 * params * 2 / 12.5e9)
+    assert f.all_reduce_seconds(params, 8, 1) < f.all_reduce_seconds(params, 8, 2)
+    assert f.all_reduce_seconds(params, 1, 1) == 0
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("not json", "not JSON"),
+        (json.dumps({"version": 0}), "not a speed file of version 1"),
+        (json.dumps({"version": 1, "device": "cuda"}), "missing"),
+    ],
+)
+def test_a_bad_speed_file_is_named_with_what_is_wrong(tmp_path, text, said):
+    (tmp_path / "speeds.json").write_text(text)
+    with pytest.raises(speed_probe.SpeedFileError, match=f"SPEED_FILE={tmp_path / 'speeds.json'}: .*{said}"):
+        speed_probe.SpeedFile.read(str(tmp_path / "speeds.json"))
+
+
+def variables(tmp_path, **given):
+    from helpers import corpus, many
+
+    prefix = corpus(tmp_path, many(12_000))
+    values = {"TRAIN": prefix, "SRC": "en", "TGT": "de", "CPU_WORKERS": "2", "GPUS": "0", "WORK": str(tmp_path / "w")}
+    return plan.Variables({**values, **given})
+
+
+def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_would(tmp_path):
+    """GPUS=8 NNODES=2 TIME=8h with a speed file, on this CPU machine: no probe here, every candidate's seconds from
+    the file over 16 devices with the all-reduce between machines, and the time line names the file."""
+    a_gpu_file(tmp_path / "speeds.json")
+    v = variables(
+        tmp_path,
+        SPEED_FILE=str(tmp_path / "speeds.json"),
+        GPUS="8",
+        NNODES="2",
+        TIME="8h",
+        LAUNCH="torchrun",
+        MASTER_ADDR="10.0.0.1",
+        MASTER_PORT="29500",
+        DRY_RUN="1",
+    )
+    plan.check_settings(v)  # TIME with NNODES>1: allowed, since every machine reads the same file
+
+    def no_probe(probe, fresh=False):
+        raise AssertionError("probed here")
+
+    speeds = plan.Speeds(v, 4096)
+    speed_probe_seconds, speed_probe.seconds_per_update = speed_probe.seconds_per_update, no_probe
+    try:
+        found = plan.corpus_settings(v, speeds)
+        decided = plan.decide(v)
+    finally:
+        speed_probe.seconds_per_update = speed_probe_seconds
+    assert speeds.devices == 16 and found.plan["devices"] == 16
+    f = speeds.file
+    for o in found.plan["options"]:
+        c = rule.Candidate(o["name"], o["arch"], o["model_flags"], o["dropout"], o["tokens_per_update"])
+        expected = f.seconds(c.arch, c.model_flags, c.tokens_per_update / 16) + f.all_reduce_seconds(
+            rule.Model.from_flags(c.arch, c.model_flags).parameters(found.vocab_size), 16, 2
+        )
+        assert o["seconds_per_update"] == pytest.approx(expected, abs=1e-4)
+    assert any(line.startswith("time: training about ") for line in decided.lines)
+    assert f"SPEED_FILE {tmp_path / 'speeds.json'}" in decided.budget["training_time"]
+    assert "at 12.5 GB/s between machines, defaulted" in decided.budget["training_time"]
+
+
+def test_time_on_several_machines_without_a_speed_file_is_refused_saying_what_to_give(tmp_path):
+    v = variables(tmp_path, GPUS="8", NNODES="2", TIME="8h")
+    with pytest.raises(plan.PlanError, match="give MAX_UPDATE, or SPEED_FILE"):
+        plan.check_settings(v)
+
+
+def test_a_cpu_speed_file_for_gpus_is_refused(tmp_path):
+    a_gpu_file(tmp_path / "speeds.json")
+    with pytest.raises(plan.PlanError, match="measured on .* \\(cuda\\), and GPUS=0"):
+        plan.Speeds(variables(tmp_path, SPEED_FILE=str(tmp_path / "speeds.json"), GPUS="0"), 4096)
+
+
+def test_the_recipe_plans_a_gpu_cluster_from_a_speed_file_on_a_million_pairs(tmp_path):
+    """recipes/parallel_text.sh itself, at GPU scale: 1,000,000 pairs of 24 words, a GPU machine's speed file, 8
+    machines of 8 GPUs and TIME=2d, planned on this machine without a GPU: the paper's base or big at the paper's
+    batch or more, and the two lines agree on the updates (a few seconds: the dry run counts the lines and samples
+    10,000 of them)."""
+    from helpers import run_recipe
+
+    words = " ".join(f"w{i}" for i in range(24))
+    for lang in ("en", "de"):
+        with open(tmp_path / f"train.{lang}", "w") as f:
+            f.writelines(f"{lang} {i} {words}\n" for i in range(1_000_000))
+    speed_file(tmp_path / "speeds.json")
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(tmp_path / "train"),
+        SRC="en",
+        TGT="de",
+        SPEED_FILE=str(tmp_path / "speeds.json"),
+        GPUS="8",
+        NNODES="8",
+        LAUNCH="torchrun",
+        MASTER_ADDR="node1",
+        TIME="2d",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    picked = next(line for line in proc.stdout.splitlines() if line.startswith("picked: "))
+    said = next(line for line in proc.stdout.splitlines() if line.startswith("time: "))
+    assert picked.startswith(("picked: N=6 x d_model 512, d_ff 2048", "picked: N=6 x d_model 1024, d_ff 4096")), picked
+    tokens, updates = (
+        int(x.replace(",", "")) for x in re.search(r"([\d,]+) tokens x ([\d,]+) updates", picked).groups()
+    )
+    assert tokens >= 25_000 and f"({updates:,} updates of " in said and "on the speed file's machines" in said
+    assert f"--max-update {updates} " in proc.stdout
