@@ -578,16 +578,16 @@ def settings_for(
     )
     found.useful_updates = best.useful
     found.budget = picked_line(found, best)
-    if best.limited == "repeats":
+    if best.limited == "repeats":  # each note under 120 characters with "note: " before it
         found.notes.append(
-            f"{time_text and 'TIME=' + time_text} gives more updates than {best.updates:,}: past them the pick repeats "
-            f"the corpus to no use ({USEFUL_REPEATS} R* epochs), so it trains {best.updates:,}; more time will not help"
+            f"past {best.updates:,} updates the pick repeats the corpus to no use ({USEFUL_REPEATS} R* epochs): "
+            "more time will not help"
         )
     if not seconds and best.useful and max_update > best.useful:
+        gain = predicted_loss(c, best.useful, epoch, floor) - best.loss
         found.notes.append(
-            f"MAX_UPDATE={max_update:,} passes the {best.useful:,} updates this corpus can still teach the pick "
-            f"({USEFUL_REPEATS} R* repeated epochs): all {max_update:,} are trained, as asked; past {best.useful:,} "
-            f"the prediction gains {predicted_loss(c, best.useful, epoch, floor) - best.loss:.3f} bits"
+            f"MAX_UPDATE={max_update:,} passes the {best.useful:,} updates this corpus can teach: all trained, as "
+            f"asked (+{gain:.3f} bits)"
         )
     found.explain = explain(given, choice, pairs)
     found.plan = {

@@ -466,6 +466,10 @@ def input_files(v: Variables) -> List[str]:
     ]
 
 
+# a GPU given fewer tokens an update than this is mostly idle (its matrix products too small to fill it)
+SMALL_SHARE = 512
+
+
 def summary(plan: Plan, v: Variables) -> List[str]:
     """The lines the recipe prints of its plan: the corpus and the model; what was picked; how long it takes."""
     m, b, budget = plan.model, plan.batch, plan.budget
@@ -497,6 +501,12 @@ def summary(plan: Plan, v: Variables) -> List[str]:
                 )
     lines.append(f"time: training {budget['training_short']}; data and test set not counted")
     lines += [f"note: {n}" for n in plan.choice.get("notes", [])]
+    devices = int(b.get("devices") or 1)
+    share = b["tokens_per_update"] // devices
+    if int(v.get("GPUS", "0") or 0) > 0 and devices > 1 and share < SMALL_SHARE:
+        lines.append(
+            f"note: each of the {devices} GPUs gets {share:,} tokens an update and computes little: fewer would do"
+        )
     if plan.choice.get("busy"):
         lines.append(
             f"speed: measured while this machine was busy ({'; '.join(plan.choice['busy'])}): the plan may be too "

@@ -185,7 +185,7 @@ def test_more_time_never_predicts_worse_nor_picks_smaller_nor_goes_below_the_flo
             o["predicted_valid_loss_bits"] is None or o["predicted_valid_loss_bits"] > floor
             for o in found.plan["options"]
         )
-        assert len(f"picked: {found.budget}") < 120, found.budget
+        assert len(f"picked: {found.budget}") < 120 and all(len(f"note: {n}") < 120 for n in found.notes), found.notes
         assert pick["evidence"] in ("measured", "from the paper", "extrapolated")
         assert found.budget.endswith(f" bits, {pick['evidence']})")
         before, size = loss, pick["parameters_millions"]
