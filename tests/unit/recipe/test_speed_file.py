@@ -143,3 +143,14 @@ def test_the_recipe_plans_a_gpu_cluster_from_a_speed_file_on_a_million_pairs(tmp
     )
     assert tokens >= 25_000 and f"({updates:,} updates of " in said and "on the speed file's machines" in said
     assert f"--max-update {updates} " in proc.stdout
+
+
+def test_a_plan_resting_on_a_busy_machines_figure_says_so(tmp_path, monkeypatch):
+    """A figure measured while the machine was busy (the best of speed_probe.BUSY_TRIES probes) is not taken as the
+    machine's speed without saying so: the plan's lines name the load and how to measure again."""
+    figure = {"seconds": 1.0, "measured": "2026-12-02 10:00", "cached": False, "busy": "cores 0,1 80% busy"}
+    monkeypatch.setattr(speed_probe, "seconds_per_update", lambda probe, fresh=False: dict(figure))
+    decided = plan.decide(variables(tmp_path, TIME="1h", DRY_RUN="1"))
+    [said] = [line for line in decided.lines if line.startswith("speed: ")]
+    assert "busy (cores 0,1 80% busy)" in said and "REPROBE=1" in said
+    assert decided.choice["busy"] == ["cores 0,1 80% busy"]
