@@ -22,23 +22,25 @@ model scaling studies (Ghorbani et al. 2021; Gordon et al. 2021; Hoffmann et al.
   - ``D_min = k D_eff / (1 + b / B_noise(L))``: updates of b tokens are worth ``1 / (1 + b / B_noise)`` of their
     tokens (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"), and the gradient's noise scale
     grows as the loss falls, ``B_noise ∝ L ** -1/0.21`` (Kaplan et al. 2020, Section 5.1), so that a large batch
-    pays late in training and not early. ``k``: dropout slows what a token teaches, ``exp(-KAPPA (p - 0.1))``.
+    pays late in training and not early. ``k``: dropout slows what a token teaches, ``exp(-KAPPA (p - 0.1))``, and
+    deeper models start slower (:func:`depth_learning`), a cost gone long before the paper's 100K updates.
 
 Every term falls, or stays, as a candidate's training grows, and a budget's training never falls as the budget grows,
 so the pick's predicted loss never rises with the budget. Where the updates would repeat the corpus past what
 repetition can still teach (``USEFUL_REPEATS`` R*), a TIME's updates stop there and the plan says that more time will
 not help; a MAX_UPDATE given is trained as given, and the plan says where it passes that limit.
 
-Where each constant comes from (benchmarks/budget_fit.py fits and prints them): A, ALPHA, B, BETA, R* and the floors
-by least squares over this project's budget runs (benchmarks/records/budgets/*.json, 2 and 3 layers of d_model 256
-on 22k and 77k pairs, 150 to 7,000 updates) together with the paper's Table 3 (the base model, rows (C) and big, on
-WMT14 EN-DE after 100K and 300K updates of 25,000 tokens); rows (B) and (D)'s P_drop rows are left out of the fit and
-held as its test (tests/unit/recipe/test_budget_rule.py). Held, not fitted: the noise scale's exponent (Kaplan et
-al.), its size at 5 bits (``NOISE_BATCH_AT_5_BITS``: the budget runs learn about as much an update at 2,048 tokens as
-at 4,096, so it is of that size there; at WMT14's loss it is then 80,000 tokens, of the order of the batches that Ott
-et al. 2018, "Scaling Neural Machine Translation", found still pay) and dropout's slowing (the ablation at 1,200
-updates, docs/benchmarks.md: P_drop 0.3 reaches at 1,200 what P_drop 0.1 reaches at about 830). Every pick says
-whether it rests on measurements, on the paper, or on an extrapolation (:func:`evidence`).
+Where each constant comes from (benchmarks/budget_fit.py fits and prints them, in two least-squares fits in turn):
+A, ALPHA, B, BETA, R* and the floors from this project's budget runs (benchmarks/records/budgets/*.json, 2 and 3
+layers of d_model 256 on 22k and 77k pairs, 150 to 7,000 updates) together with the paper's Table 3 (the base model,
+rows (C) and big, on WMT14 EN-DE after 100K and 300K updates of 25,000 tokens); KAPPA and depth's early rate from the
+learning benchmark's ablation (docs/benchmarks.md: P_drop 0.3, 3 and 6 layers of 512, up to 1,200 updates). Rows
+(B) and (D)'s P_drop rows are left out of the fit and held as its test (tests/unit/recipe/test_budget_rule.py).
+Held, not fitted: the noise scale's exponent (Kaplan et al.); its size at 5 bits (``noise_batch_at_5_bits``: the
+budget runs learn about as much an update at 2,048 tokens as at 4,096, so it is of that size there; at WMT14's loss
+it is then 80,000 tokens, of the order of the batches that Ott et al. 2018, "Scaling Neural Machine Translation",
+found still pay); and the 4,000 updates over which depth's cost fades (the paper's warm-up, Section 5.3). Every pick
+says whether it rests on measurements, on the paper, or on an extrapolation (:func:`evidence`).
 """
 
 import functools
