@@ -217,12 +217,32 @@ class Speeds:
         return speed_probe.per_token(probe, self.exact)
 
     def exact(self, probe) -> Dict:
+        """A probe's own figure, measured or read back once a plan. A figure slower than that of a larger model at
+        the same tokens, measured in this plan, was disturbed (two recipes probing side by side once gave 2 layers
+        of 256 5.27 s and 3 layers 1.29 s): it is measured again, and the faster of the two kept."""
         if probe not in self.seen:
-            try:
-                self.seen[probe] = speed_probe.seconds_per_update(probe)
-            except speed_probe.ProbeError as e:
-                raise PlanError(f"error: {e}") from None
+            found = self.measure(probe)
+            if self.disturbed(probe, found):
+                again = self.measure(probe, fresh=True)
+                found = min((found, again), key=lambda f: float(f["seconds"]))
+            self.seen[probe] = found
         return self.seen[probe]
+
+    def measure(self, probe, fresh: bool = False) -> Dict:
+        try:
+            return speed_probe.seconds_per_update(probe, fresh=fresh)
+        except speed_probe.ProbeError as e:
+            raise PlanError(f"error: {e}") from None
+
+    def disturbed(self, probe, found: Dict) -> bool:
+        """Whether ``found`` is slower than the figure of a model of more parameters at the same tokens."""
+        mine = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size)
+        return any(
+            float(f["seconds"]) < float(found["seconds"])
+            and Model.from_flags(p.arch, p.model_flags).parameters(p.vocab_size) > mine
+            for p, f in self.seen.items()
+            if p.tokens_per_update == probe.tokens_per_update and p.device == probe.device
+        )
 
     def probe(self, candidate, vocab_size: int):
         return speed_probe.layout_probe(

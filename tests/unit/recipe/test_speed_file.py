@@ -154,3 +154,22 @@ def test_a_plan_resting_on_a_busy_machines_figure_says_so(tmp_path, monkeypatch)
     [said] = [line for line in decided.lines if line.startswith("speed: ")]
     assert "busy (cores 0,1 80% busy)" in said and "REPROBE=1" in said
     assert decided.choice["busy"] == ["cores 0,1 80% busy"]
+
+
+def test_a_figure_slower_than_a_larger_models_is_measured_again_and_the_faster_kept(tmp_path, monkeypatch):
+    """Two recipes probing side by side once kept 5.27 s an update for 2 layers of 256 and 1.29 s for 3, measured a
+    minute apart: a model slower than a larger one at the same tokens is measured again, once, and the faster kept."""
+    asked = []
+
+    def seconds_per_update(probe, fresh=False):
+        asked.append((probe.model_flags.split()[1], fresh))
+        if "--encoder-layers 3" in probe.model_flags:
+            return {"seconds": 1.29, "measured": "now", "cached": False}
+        return {"seconds": 5.27 if not fresh else 1.05, "measured": "now", "cached": False}
+
+    monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
+    speeds = plan.Speeds(variables(tmp_path), 4096)
+    three, two = (rule.Candidate("", "vaswani_base", rule.SHORT_FLAGS.format(n=n), 0.1, 4096) for n in (3, 2))
+    assert speeds.of(three, 8000) == 1.29 and speeds.of(two, 8000) == 1.05
+    assert asked == [("3", False), ("2", False), ("2", True)]
+    assert speeds.of(two, 8000) == 1.05 and len(asked) == 3  # one figure a probe, once measured
