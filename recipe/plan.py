@@ -121,9 +121,8 @@ def decision_key(v: Variables) -> Dict:
 # apart (NODE_RANK)
 SETTINGS = tuple(
     "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE SPEED_FILE MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS "
-    "DROPOUT "
-    "TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST EVAL_BLEU "
-    "PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
+    "DROPOUT TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST "
+    "EVAL_BLEU PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
     "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
     "TOY_SAVE_INTERVAL_UPDATES TOY_TOKENS_PER_UPDATE TOY_AVERAGE_LAST TOY_MIN_PAIRS".split()
 )
@@ -274,14 +273,15 @@ class Speeds:
         if dataclasses.replace(probe, tokens_per_update=speed_probe.CPU_PROBE_TOKENS) in self.seen:
             return None
         flops = budget_rule.parameters(candidate, vocab_size)
-        known = [
-            (float(f["seconds"]) / Model.from_flags(p.arch, p.model_flags).parameters(p.vocab_size, biases=False))
+        known = [  # seconds a million parameters of each model probed, counted as the candidate's are
+            float(f["seconds"])
+            / budget_rule.parameters(budget_rule.Candidate("", p.arch, p.model_flags, 0, 0), p.vocab_size)
             for p, f in self.seen.items()
         ]
         if not known:
             return None
         per_token = candidate.tokens_per_update / speed_probe.CPU_PROBE_TOKENS
-        return min(known) * flops * 1e6 * per_token * CPU_BEST_SPEEDUP
+        return min(known) * flops * per_token * CPU_BEST_SPEEDUP
 
 
 def decide(v: Variables) -> Plan:

@@ -173,3 +173,20 @@ def test_a_figure_slower_than_a_larger_models_is_measured_again_and_the_faster_k
     assert speeds.of(three, 8000) == 1.29 and speeds.of(two, 8000) == 1.05
     assert asked == [("3", False), ("2", False), ("2", True)]
     assert speeds.of(two, 8000) == 1.05 and len(asked) == 3  # one figure a probe, once measured
+
+
+def test_a_cpu_lower_bound_is_half_a_probed_models_seconds_per_parameter(tmp_path, monkeypatch):
+    """On CPU a model not yet probed could at best take CPU_BEST_SPEEDUP of a probed one's seconds a parameter: the
+    bound the rule leaves a model unprobed by. None before any probe, for a model probed, and on GPUs."""
+    monkeypatch.setattr(
+        speed_probe, "seconds_per_update", lambda probe, fresh=False: {"seconds": 2.0, "measured": "now", "cached": 0}
+    )
+    speeds = plan.Speeds(variables(tmp_path), 4096)
+    small = rule.Candidate("", "vaswani_base", rule.SHORT_FLAGS.format(n=2), 0.1, 4096)
+    big = rule.Candidate("", "vaswani_big", "", 0.3, 8192)
+    assert speeds.lower_bound(big, 8000) is None  # nothing probed yet
+    speeds.of(small, 8000)
+    per_parameter = 2.0 / rule.parameters(small, 8000)
+    assert speeds.lower_bound(big, 8000) == pytest.approx(per_parameter * rule.parameters(big, 8000) * 2 * 0.5)
+    assert speeds.lower_bound(small, 8000) is None
+    assert plan.Speeds(variables(tmp_path, GPUS="1"), 4096).lower_bound(big, 8000) is None
