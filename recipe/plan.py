@@ -203,6 +203,13 @@ class Speeds:
                     f"error: SPEED_FILE={v.get('SPEED_FILE')} was measured on {self.file.device_name} "
                     f"({self.file.device}), and GPUS={self.gpus}: give the GPUS the machines that train have"
                 )
+            if self.gpus > 0 and (self.file.precision, self.file.max_tokens_per_device) != (self.precision, cap):
+                raise PlanError(
+                    f"error: SPEED_FILE={v.get('SPEED_FILE')} was measured in {self.file.precision} with micro-batches "
+                    f"of {self.file.max_tokens_per_device:,} tokens, and this run has PRECISION={self.precision} "
+                    f"MAX_TOKENS_PER_DEVICE={cap}: give those, or write the file with --precision and "
+                    "--max-tokens-per-device as the run trains"
+                )
 
     def measured(self, probe) -> Dict:
         """A probe's figure (speed_probe.seconds_per_update's): from the speed file, else on CPU the model's one probe

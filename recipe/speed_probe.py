@@ -547,12 +547,12 @@ class SpeedFile:
         where = "between machines" if nodes > 1 else "within the machine"
         bandwidth = self.bandwidth_between_gbs if nodes > 1 else self.bandwidth_within_gbs
         busy = [m["model_flags"] or m["arch"] for m in self.models if m.get("busy")]
-        return (
-            f"SPEED_FILE {self.path}: {self.device_name}, measured {self.measured}"
-            + (f", the all-reduce over {devices} devices at {bandwidth:g} GB/s {where}, {self.bandwidth_said}")
-            * (devices > 1)
-            + (f"; measured busy: {', '.join(busy)}" if busy else "")
-        )
+        said = f"SPEED_FILE {self.path}: {self.device_name}, measured {self.measured}"
+        if devices > 1:
+            said += f", the all-reduce over {devices} devices at {bandwidth:g} GB/s {where}, {self.bandwidth_said}"
+        if busy:
+            said += f"; measured busy: {', '.join(busy)}"
+        return said
 
 
 def write_speed_file(

@@ -65,6 +65,7 @@ def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_w
         SPEED_FILE=str(tmp_path / "speeds.json"),
         GPUS="8",
         NNODES="2",
+        PRECISION="bf16",
         TIME="8h",
         LAUNCH="torchrun",
         MASTER_ADDR="10.0.0.1",
@@ -102,6 +103,17 @@ def test_time_on_several_machines_without_a_speed_file_is_refused_saying_what_to
         plan.check_settings(v)
 
 
+def test_a_speed_file_of_another_precision_or_micro_batch_is_refused(tmp_path):
+    """A file timed in bf16 (its default) does not plan a run in fp32 (the recipe's), nor one of other micro-batches."""
+    a_gpu_file(tmp_path / "speeds.json")
+    given = dict(SPEED_FILE=str(tmp_path / "speeds.json"), GPUS="8")
+    with pytest.raises(plan.PlanError, match="measured in bf16 with micro-batches of 4,096 tokens, .* PRECISION=fp32"):
+        plan.Speeds(variables(tmp_path, **given), 4096)
+    with pytest.raises(plan.PlanError, match="MAX_TOKENS_PER_DEVICE=8192: give those"):
+        plan.Speeds(variables(tmp_path, PRECISION="bf16", **given), 8192)
+    assert plan.Speeds(variables(tmp_path, PRECISION="bf16", **given), 4096).file.precision == "bf16"
+
+
 def test_a_cpu_speed_file_for_gpus_is_refused(tmp_path):
     a_gpu_file(tmp_path / "speeds.json")
     with pytest.raises(plan.PlanError, match="measured on .* \\(cuda\\), and GPUS=0"):
@@ -130,6 +142,7 @@ def test_the_recipe_plans_a_gpu_cluster_from_a_speed_file_on_a_million_pairs(tmp
         SPEED_FILE=str(tmp_path / "speeds.json"),
         GPUS="8",
         NNODES="8",
+        PRECISION="bf16",
         LAUNCH="torchrun",
         MASTER_ADDR="node1",
         TIME="2d",
