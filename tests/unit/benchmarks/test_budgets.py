@@ -151,7 +151,7 @@ def test_a_resumed_grid_with_fewer_candidates_runs_the_pick_first(corpus, tmp_pa
     runs be stopped)."""
     corpus, recipe, _ = corpus
     work = str(tmp_path / "work")
-    budgets.run([corpus], ["3m"], work, 1, recipe, ("short", "N=2+2k-tokens", "P0.3"))
+    budgets.run([corpus], ["3m"], work, 1, recipe, ("short", "N=2", "N=2+2k-tokens", "P0.3"))
     stale = budgets.load(work)  # as if the rule before had picked short: the mark follows the rule now
     for r in stale:
         r.is_pick = ["pick"] if r.candidate == "short" else []
