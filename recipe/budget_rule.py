@@ -631,7 +631,16 @@ def explain(given: str, choice: Choice, pairs: int) -> str:
             f"  {'*' if o is best else ' '} {o.candidate.name}: {o.updates:,} updates{speed_said}, {o.loss:.2f} bits"
             f" ({o.evidence}{limited})"
         )
-    skipped = sorted({model_words(o.candidate) for o in choice.options if o.limited == "not probed"})
+    lowest = min(shown.values(), key=lambda o: o.loss)
+    if lowest is not best:
+        lines += [
+            f"  {model_words(lowest.candidate)} predicts {best.loss - lowest.loss:.3f} bits lower, but was the best at "
+            "no smaller budget:",
+            f"  it is picked from the next budget of the grid ({GRID_A_DECADE} a decade), so that a larger budget "
+            "never picks a smaller model",
+        ]
+    probed = {model_words(o.candidate) for o in choice.options if o.limited != "not probed"}
+    skipped = sorted({model_words(o.candidate) for o in choice.options} - probed)
     if skipped:
         lines.append(f"  not probed, since even at their fastest they predict worse: {'; '.join(skipped)}")
     lines.append(

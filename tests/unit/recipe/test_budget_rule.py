@@ -305,3 +305,16 @@ def test_the_picked_line_stays_under_120_characters_for_every_class_and_budget()
                 for devices in (1, 64):
                     found = rule.settings_for(pairs, scripts, max_update, corpus_tokens=pairs * 20, devices=devices)
                     assert len("picked: " + found.budget) < 120, found.budget
+
+
+def test_the_explanation_says_why_a_lower_prediction_of_a_larger_model_is_not_yet_picked():
+    """Between two budgets of the grid, a larger model that has just become the best waits for the next: the
+    explanation names it and why."""
+    for seconds in (int(1800 * 10 ** (i / 10)) for i in range(40)):  # 30 minutes to 4 years of a core, 10 a decade
+        found = picked(22_155, seconds=seconds)
+        probed = [o for o in found.plan["options"] if o["limited"] != "not probed" and o["predicted_valid_loss_bits"]]
+        lowest = min(probed, key=lambda o: o["predicted_valid_loss_bits"])
+        if (lowest["arch"], lowest["model_flags"]) != (found.arch, found.model_flags):
+            assert "bits lower, but was the best at no smaller budget:" in found.explain
+            return
+    pytest.fail("no budget of the sweep waits for the grid")
