@@ -344,8 +344,9 @@ def choose(
         bound = lower_bound(c) if lower_bound else None
         if bound is not None:
             at_most = min(bound, useful) if useful else bound
-            if predicted_loss(c, at_most, corpus_tokens, floor) >= best:
-                found.append(Option(c, at_most, predicted_loss(c, at_most, corpus_tokens, floor), "not probed"))
+            at_best = predicted_loss(c, at_most, corpus_tokens, floor)
+            if at_best >= best:
+                found.append(Option(c, at_most, at_best, "not probed"))
                 continue
         updates, limited = updates_of(c), ""
         if not given and useful and updates > useful:

@@ -594,10 +594,11 @@ def write_speed_file(
             busy_said = busy_said or str(figure.get("busy") or "")
             progress(f"{arch} {flags}: {share:,} tokens a device, {seconds[str(share)]:.4f} s an update")
         found.append({"arch": arch, "model_flags": flags, "seconds": seconds, "busy": busy_said})
+    here = machine(device)
     data = {
         "version": SPEED_FILE_VERSION,
         "device": device,
-        "device_name": machine(device).get("cuda_device") or machine(device)["processor"],
+        "device_name": here.get("cuda_device") or here["processor"],
         "devices_here": cuda_devices() if device == "cuda" else 1,
         "precision": precision,
         "max_tokens_per_device": max_tokens_per_device,

@@ -11,19 +11,15 @@ from recipe import budget_rule as rule
 from recipe import plan, speed_probe
 
 
-def a_gpu_file(path, busy=""):
-    return speed_file(path, busy)
-
-
 def test_a_speed_file_holds_every_candidate_model_at_every_share_and_says_its_bandwidth_is_defaulted(tmp_path):
-    data = a_gpu_file(tmp_path / "speeds.json")
+    data = speed_file(tmp_path / "speeds.json")
     assert data["version"] == speed_probe.SPEED_FILE_VERSION and data["bandwidth_said"].startswith("defaulted")
     assert [(m["arch"], m["model_flags"]) for m in data["models"]] == [(a, f) for a, f, _ in rule.MODELS]
     assert all(sorted(map(int, m["seconds"])) == list(speed_probe.SHARES) for m in data["models"])
 
 
 def test_the_seconds_between_and_beyond_the_shares_timed_and_the_all_reduce(tmp_path):
-    a_gpu_file(tmp_path / "speeds.json")
+    speed_file(tmp_path / "speeds.json")
     f = speed_probe.SpeedFile.read(str(tmp_path / "speeds.json"))
     at = {s: f.seconds("vaswani_big", "", s) for s in (100, 256, 3072, 25000, 50000)}
     assert at[100] == at[256] and at[256] < at[3072] < at[25000] and at[50000] == pytest.approx(2 * at[25000])
@@ -59,7 +55,7 @@ def variables(tmp_path, **given):
 def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_would(tmp_path):
     """GPUS=8 NNODES=2 TIME=8h with a speed file, on this CPU machine: no probe here, every candidate's seconds from
     the file over 16 devices with the all-reduce between machines, and the time line names the file."""
-    a_gpu_file(tmp_path / "speeds.json")
+    speed_file(tmp_path / "speeds.json")
     v = variables(
         tmp_path,
         SPEED_FILE=str(tmp_path / "speeds.json"),
@@ -105,7 +101,7 @@ def test_time_on_several_machines_without_a_speed_file_is_refused_saying_what_to
 
 def test_a_speed_file_of_another_precision_or_micro_batch_is_refused(tmp_path):
     """A file timed in bf16 (its default) does not plan a run in fp32 (the recipe's), nor one of other micro-batches."""
-    a_gpu_file(tmp_path / "speeds.json")
+    speed_file(tmp_path / "speeds.json")
     given = dict(SPEED_FILE=str(tmp_path / "speeds.json"), GPUS="8")
     with pytest.raises(plan.PlanError, match="measured in bf16 with micro-batches of 4,096 tokens, .* PRECISION=fp32"):
         plan.Speeds(variables(tmp_path, **given), 4096)
@@ -115,7 +111,7 @@ def test_a_speed_file_of_another_precision_or_micro_batch_is_refused(tmp_path):
 
 
 def test_a_cpu_speed_file_for_gpus_is_refused(tmp_path):
-    a_gpu_file(tmp_path / "speeds.json")
+    speed_file(tmp_path / "speeds.json")
     with pytest.raises(plan.PlanError, match="measured on .* \\(cuda\\), and GPUS=0"):
         plan.Speeds(variables(tmp_path, SPEED_FILE=str(tmp_path / "speeds.json"), GPUS="0"), 4096)
 
