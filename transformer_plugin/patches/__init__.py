@@ -20,6 +20,7 @@ PATCHES = [
     "atomic_checkpoint_copy",
     "interval_checkpoints",
     "resumed_batches",
+    "finetune_clock",
     "bf16_is_not_tpu",
     "bf16_inference",
     "replace_unk",

@@ -249,3 +249,46 @@ def test_the_gradient_norm_is_fairseqs_in_a_few_calls(max_norm):
     spy = foreach_grad_norm._foreach(lambda *args: called.append(args) or torch.tensor(1.0))
     spy(parameters(torch.bfloat16), max_norm)
     assert len(called) == 1  # bfloat16 gradients: fairseq's norms in float32, not these
+
+
+def test_a_fine_tuning_starts_its_clock_at_zero_and_a_resumed_run_keeps_its_own(data_bin, tmp_path):
+    """finetune_clock: a parent's checkpoint carries 10 hours of training; fine-tuned from it under --stop-time-hours
+    1, the child trains its 4 updates (fairseq: 1, the parent's hours counted); resumed from its own checkpoint, a
+    run keeps its own time."""
+    from helpers import PLUGIN, TRAIN_FLAGS, run_in_process
+
+    def train(save_dir, *flags):
+        log = run_in_process(
+            "fairseq-train",
+            str(data_bin / "bin"),
+            "--user-dir",
+            PLUGIN,
+            *TRAIN_FLAGS,
+            "--save-dir",
+            str(save_dir),
+            "--no-epoch-checkpoints",
+            "--disable-validation",
+            *flags,
+        )
+        return int(
+            torch.load(save_dir / "checkpoint_last.pt", weights_only=False)["optimizer_history"][-1]["num_updates"]
+        ), log
+
+    parent = tmp_path / "parent"
+    train(parent, "--max-update", "2")
+    state = torch.load(parent / "checkpoint_last.pt", weights_only=False)
+    state["extra_state"]["previous_training_time"] = 10 * 3600.0
+    torch.save(state, parent / "checkpoint_last.pt")
+    updates, _ = train(
+        tmp_path / "child",
+        "--finetune-from-model",
+        str(parent / "checkpoint_last.pt"),
+        "--max-update",
+        "4",
+        "--stop-time-hours",
+        "1",
+    )
+    assert updates == 4
+    # resuming the parent itself: its 10 hours count, and it stops after one more update
+    updates, _ = train(parent, "--max-update", "6", "--stop-time-hours", "1")
+    assert updates == 3
