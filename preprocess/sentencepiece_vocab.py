@@ -183,11 +183,14 @@ def encode(
     batch: int = 10_000,
     known: Optional[set] = None,
     unknown: Optional[Dict[str, Tuple[int, Counter]]] = None,
+    positions: int = 0,
+    too_long: Optional[Dict[str, List[int]]] = None,
 ) -> List[int]:
     """Encode each input into its output, ``batch`` lines at a time on ``threads`` of sentencepiece's own
     threads (1.9x as fast with 2 as with 1; memory bounded by ``batch``); returns the line counts. With ``known``
     (a dictionary's pieces), ``unknown[input]`` is set to (its pieces, a count of each piece not known: fairseq's
-    <unk>)."""
+    <unk>). With ``positions`` (a model's), ``too_long[input]`` is set to the numbers (from 1) of the lines whose
+    pieces and the </s> fairseq adds pass them."""
     import sentencepiece as spm
 
     if len(inputs) != len(outputs):
@@ -195,7 +198,7 @@ def encode(
     processor = spm.SentencePieceProcessor(model_file=model)
     counts = []
     for src, dst in zip(inputs, outputs):
-        n, pieces_in, missing = 0, 0, Counter()
+        n, pieces_in, missing, long_lines = 0, 0, Counter(), []
         os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
         with open(src, encoding="utf-8") as fin, atomic_path(dst) as tmp, open(tmp, "w", encoding="utf-8") as fout:
             while True:
@@ -204,6 +207,8 @@ def encode(
                     break
                 pieces = processor.encode(lines, out_type=str, num_threads=threads)
                 fout.writelines(" ".join(p) + "\n" for p in pieces)
+                if positions:
+                    long_lines += [n + i + 1 for i, p in enumerate(pieces) if len(p) + 1 > positions]
                 n += len(lines)
                 if known is not None:
                     pieces_in += sum(map(len, pieces))
@@ -211,6 +216,8 @@ def encode(
         counts.append(n)
         if known is not None:
             unknown[src] = (pieces_in, missing)
+        if positions:
+            too_long[src] = long_lines
     return counts
 
 
@@ -220,15 +227,26 @@ def dictionary_pieces(path: str) -> set:
         return {line.rsplit(" ", 1)[0] for line in f if line.strip()}
 
 
-def unknown_report(unknown: Dict[str, Tuple[int, Counter]], dictionary: str) -> dict:
+def unknown_report(unknown: Dict[str, Tuple[int, Counter]], dictionary: str, positions: int = 0, too_long=None) -> dict:
     """What of each input the dictionary lacks (``encode``'s ``unknown``): its pieces, the unknown ones and their
-    share; the commonest ten over all inputs."""
+    share; the commonest ten over all inputs. With ``positions``: each input's lines longer than them (their count
+    and the first ten line numbers)."""
     per_input = {}
     for path, (pieces, missing) in unknown.items():
         lacking = sum(missing.values())
         per_input[os.path.basename(path)] = {"pieces": pieces, "unknown": lacking, "share": lacking / max(1, pieces)}
+        if positions:
+            long_lines = too_long[path]
+            per_input[os.path.basename(path)].update(too_long=len(long_lines), too_long_lines=long_lines[:10])
     commonest = sum((missing for _, missing in unknown.values()), Counter()).most_common(10)
-    return {"dictionary": dictionary, "inputs": per_input, "commonest": commonest}
+    found = {"dictionary": dictionary, "inputs": per_input, "commonest": commonest}
+    return {**found, "positions": positions} if positions else found
+
+
+def too_long_said(name: str, count: int, first: List[int], positions: int) -> str:
+    """One line: an input's lines longer than a model's positions."""
+    lines = ", ".join(map(str, first)) + (", ..." if count > len(first) else "")
+    return f"{name}: {count:,} lines longer than the parent's {positions} positions (lines {lines})"
 
 
 @console_script
@@ -260,6 +278,12 @@ def main(argv=None) -> int:
     e.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="sentencepiece's threads")
     e.add_argument("--dictionary", help="a fairseq dictionary (a parent model's): count the pieces it lacks (<unk>)")
     e.add_argument("--unknown-report", help="with --dictionary: JSON of the unknown pieces per input")
+    e.add_argument(
+        "--positions",
+        type=int,
+        default=0,
+        help="with --dictionary: the model's positions; the lines longer than them are counted in the report",
+    )
     args = parser.parse_args(argv)
     if args.command == "train":
         try:
@@ -281,16 +305,24 @@ def main(argv=None) -> int:
     else:
         if bool(args.dictionary) != bool(args.unknown_report):
             parser.error("--dictionary and --unknown-report go together")
+        if args.positions and not args.dictionary:
+            parser.error("--positions goes with --dictionary and --unknown-report")
         known = dictionary_pieces(args.dictionary) if args.dictionary else None
-        unknown = {}
-        for src, dst, n in zip(
+        unknown, too_long = {}, {}
+        counts = encode(
+            args.model,
             args.inputs,
             args.outputs,
-            encode(args.model, args.inputs, args.outputs, args.threads, known=known, unknown=unknown),
-        ):
+            args.threads,
+            known=known,
+            unknown=unknown,
+            positions=args.positions,
+            too_long=too_long,
+        )
+        for src, dst, n in zip(args.inputs, args.outputs, counts):
             print(f"encoded {n} lines: {src} -> {dst}")
         if known is not None:
-            report = unknown_report(unknown, args.dictionary)
+            report = unknown_report(unknown, args.dictionary, args.positions, too_long)
             with atomic_path(args.unknown_report) as tmp, open(tmp, "w", encoding="utf-8") as f:
                 json.dump(report, f, indent=1, ensure_ascii=False)
             for name, r in report["inputs"].items():
@@ -298,6 +330,8 @@ def main(argv=None) -> int:
                     f"{name}: {r['unknown']:,} of {r['pieces']:,} pieces ({r['share']:.2%}) not in {args.dictionary} "
                     "(<unk>)"
                 )
+                if r.get("too_long"):
+                    print(too_long_said(name, r["too_long"], r["too_long_lines"], args.positions))
     return 0
 
 

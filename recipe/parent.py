@@ -59,6 +59,7 @@ class Parent:
 
     def assignments(self, src: str, tgt: str) -> Dict[str, str]:
         model, dropout, share = split_flags(self.flags)
+        shape = Model.from_flags("vaswani_base", self.flags)
         return {
             "PARENT_KIND": self.kind,
             "PARENT_DIR": self.directory,
@@ -71,6 +72,10 @@ class Parent:
             "PARENT_DROPOUT": dropout or "0.1",
             "PARENT_SHARE": " ".join(share),
             "PARENT_VOCAB_SIZE": str(self.vocab_size),
+            # its positions: longer lines are counted and named when the corpus is encoded, and left out of training
+            # and validation (fairseq would drop training lines silently, and stop at a dev line)
+            "PARENT_SOURCE_POSITIONS": str(shape.max_source_positions),
+            "PARENT_TARGET_POSITIONS": str(shape.max_target_positions),
             "PARENT_SUMMARY": summary(self.flags, self.vocab_size),
         }
 

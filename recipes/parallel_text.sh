@@ -131,8 +131,10 @@ fi
 for side in "$SRC" "$TGT"; do
   model=$([ "$side" = "$SRC" ] && echo "$SRC_SPM" || echo "$TGT_SPM")
   # INIT: how many pieces the parent's dictionary lacks (fairseq's <unk>), in $SPM/unknown.$side.json
+  # and the lines longer than the parent's positions, which training and validation leave out
   [ -z "$INIT" ] || ENCODE_ARGS=(--dictionary "$([ "$side" = "$SRC" ] && echo "$PARENT_SRC_DICT" || echo "$PARENT_TGT_DICT")"
-                                  --unknown-report "$SPM/unknown.$side.json")
+                                  --unknown-report "$SPM/unknown.$side.json"
+                                  --positions "$([ "$side" = "$SRC" ] && echo "$PARENT_SOURCE_POSITIONS" || echo "$PARENT_TARGET_POSITIONS")")
   data_stage "2b-$side" "encode train, valid and test ($side) into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" \
       --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)" "${ENCODE_ARGS[@]}"
@@ -179,7 +181,7 @@ if [ "$EVAL_BLEU" = 1 ]; then
 fi
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 # the parent's weights; fairseq starts optimizer, scheduler, meters and data afresh, and resumes from checkpoint_last.pt
-[ -z "$INIT" ] || TRAIN_ARGS+=(--finetune-from-model "$PARENT_CHECKPOINT")
+[ -z "$INIT" ] || TRAIN_ARGS+=(--finetune-from-model "$PARENT_CHECKPOINT" --skip-invalid-size-inputs-valid-test)
 train_stage 4 "fairseq-train --arch $ARCH, at most $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation ------------------------------------------------------------------------------------------
@@ -228,6 +230,12 @@ if sys.argv[2]:  # INIT: the parent before fine-tuning, and the pieces its dicti
     for side in sys.argv[4:]:
         unknown = json.load(open(os.path.join(sys.argv[3], f"unknown.{side}.json")))["inputs"][f"train.{side}"]
         print(f"  train.{side}: {unknown['unknown']:,} of {unknown['pieces']:,} pieces ({unknown['share']:.2%}) not in the parent's dictionary (<unk>)")
+    for side in sys.argv[4:]:  # and the lines longer than its positions (the encoding stage named them)
+        report = json.load(open(os.path.join(sys.argv[3], f"unknown.{side}.json")))
+        for split, what in (("train", "left out of training"), ("valid", "left out of validation"), ("test", "translated")):
+            r = report["inputs"].get(f"{split}.{side}", {})
+            if r.get("too_long"):
+                print(f"  {split}.{side}: {r['too_long']:,} lines longer than the parent's {report['positions']} positions: {what}")
 EOF
 echo "model: $MODEL_PATH (data: $EVAL_DATA; sentencepiece: $SRC_SPM$([ "$SRC_SPM" = "$TGT_SPM" ] || echo ", $TGT_SPM"))"
 echo "report: $OUT/report.md; the data's report: $DATA/report.md"

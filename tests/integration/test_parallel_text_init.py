@@ -50,13 +50,16 @@ def parent(tmp_path_factory):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """1,500 pairs of the words the parent's sentencepiece model was trained on (helpers.marian_sentencepiece's
-    letters), the target the source's words reversed; and a word of letters the parent never saw, in a few lines."""
+    letters), the target the source's words reversed; a word of letters the parent never saw, in a few lines; and a
+    tenth of the lines longer than the parent's 64 positions, some of which the dev and test sets get."""
     root = tmp_path_factory.mktemp("corpus")
     rng = random.Random(1)
     words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 4))) for _ in range(300)]
     lines = [[rng.choice(words) for _ in range(rng.randint(3, 9))] for _ in range(1500)]
     for line in lines[:30]:
         line.append("xyz")
+    for line in lines[30:180]:
+        line.extend(rng.choice(words) for _ in range(70))
     rng.shuffle(lines)
     (root / "train.en").write_text("".join(" ".join(w) + "\n" for w in lines))
     (root / "train.de").write_text("".join(" ".join(w[::-1]) + "\n" for w in lines))
@@ -103,6 +106,11 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
         r"^  train\.en: [\d,]+ of [\d,]+ pieces \(\d\.\d\d%\) not in the parent's dictionary \(<unk>\)$", out, re.M
     )
     assert re.search(r"^  train\.de: [\d,]+ of [\d,]+ pieces", out, re.M)  # the target side's share is said too
+    # the lines longer than the parent's positions: named as the corpus is encoded, counted at the end; the dev set's
+    # are left out of validation (fairseq would stop at the first) and the test set's are translated
+    assert re.search(r"^valid\.en: \d+ lines longer than the parent's 64 positions \(lines \d+", out, re.M)
+    for split, what in (("train", "left out of training"), ("valid", "left out of validation"), ("test", "translated")):
+        assert re.search(rf"^  {split}\.en: [\d,]+ lines longer than the parent's 64 positions: {what}$", out, re.M)
     # scored before and after, side by side in the report and at the end
     parent_scores = json.loads((work / "results" / "scores.parent.json").read_text())
     assert parent_scores["sentences"] == json.loads((work / "results" / "scores.test.json").read_text())["sentences"]

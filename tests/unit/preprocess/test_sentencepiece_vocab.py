@@ -156,3 +156,31 @@ def test_the_pieces_a_parents_dictionary_lacks_are_counted_per_input(tmp_path, c
     }
     assert report["commonest"][0][1] == max(encoded.count(p) for p in set(encoded) - known)
     assert f"train.src: {expected:,} of {len(encoded):,} pieces" in capsys.readouterr().out
+
+
+def test_the_lines_longer_than_a_parents_positions_are_counted_and_named(tmp_path, capsys):
+    """--positions: each input's lines whose pieces and fairseq's </s> pass the parent's positions, counted and the
+    first ten named by number in the report and in one printed line; a line of as many pieces as positions is among
+    them (its </s>)."""
+    from preprocess.sentencepiece_vocab import main
+
+    generate(str(tmp_path), train=500, valid=5, test=5, seed=1)
+    model = train([str(tmp_path / "train.src"), str(tmp_path / "train.tgt")], str(tmp_path / "spm"), vocab_size=300)
+    processor = spm.SentencePieceProcessor(model_file=model)
+    (tmp_path / "dict.txt").write_text("".join(f"{processor.id_to_piece(i)} 1\n" for i in range(3, 300)))
+    lines = (tmp_path / "train.src").read_text().splitlines()[:40]
+    lengths = [len(processor.encode(line, out_type=str)) for line in lines]
+    positions = sorted(lengths)[len(lengths) // 2]  # a median line's pieces fill them, and its </s> does not fit
+    longer = [i + 1 for i, n in enumerate(lengths) if n + 1 > positions]
+    assert 0 < len(longer) < len(lines) and positions in lengths
+    (tmp_path / "dev.src").write_text("\n".join(lines) + "\n")
+    args = ["encode", "--model", model, "--inputs", str(tmp_path / "dev.src"), "--outputs", str(tmp_path / "dev.sp")]
+    args += ["--threads", "1", "--dictionary", str(tmp_path / "dict.txt"), "--unknown-report", str(tmp_path / "r.json")]
+    assert main([*args, "--positions", str(positions)]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["positions"] == positions
+    assert report["inputs"]["dev.src"]["too_long"] == len(longer)
+    assert report["inputs"]["dev.src"]["too_long_lines"] == longer[:10]
+    shown = ", ".join(map(str, longer[:10])) + (", ..." if len(longer) > 10 else "")
+    said = f"dev.src: {len(longer):,} lines longer than the parent's {positions} positions (lines {shown})"
+    assert said in capsys.readouterr().out
