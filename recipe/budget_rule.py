@@ -443,6 +443,7 @@ class Sized:
     plan: Dict = field(default_factory=dict)  # the rule's choice as WORK/plan.json holds it
     useful_updates: int = 0  # the pick's: past these, more updates repeat the corpus to no use (0: no limit)
     notes: List[str] = field(default_factory=list)  # what the plan must say beside the pick, one a line
+    target_tokens: int = 0  # the training set's target pieces, estimated as the dev set's
 
 
 # the settings measured best at 1,200 updates on 77k EN-DE pairs (docs/benchmarks.md, "Learning"): the budgets
@@ -773,4 +774,5 @@ def settings(
         lower_bound,
     )
     found.valid_tokens = valid_tokens
+    found.target_tokens = int(pairs * words * PIECES_PER_WORD)
     return found

@@ -23,11 +23,11 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
-from recipe import budget_rule, layout, parent, speed_probe
+from recipe import budget_rule, finetuning, layout, parent, speed_probe
 from recipe.engine.runner import read_plan
 from recipe.model import Model, shared
 from recipe.probe_arithmetic import BudgetError
@@ -120,7 +120,8 @@ def decision_key(v: Variables) -> Dict:
 # ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the machines of one plan
 # apart (NODE_RANK)
 SETTINGS = tuple(
-    "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE SPEED_FILE MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS "
+    "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE SPEED_FILE MIN_PAIRS FINETUNE_MIN_PAIRS VOCAB_SIZE JOINT_VOCAB "
+    "ARCH MODEL_FLAGS "
     "DROPOUT TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST "
     "EVAL_BLEU PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
     "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
@@ -153,6 +154,8 @@ def corpus_settings(v: Variables, speeds: "Speeds") -> budget_rule.Sized:
     max_update = None if v.toy or not v.get("MAX_UPDATE") else int(v.get("MAX_UPDATE"))
     time_text = "" if v.toy or v.get("INIT") else v.get("TIME")
     min_pairs = v.number("TOY_MIN_PAIRS", 1000) if v.toy else v.number("MIN_PAIRS", 10000)
+    if v.get("INIT"):  # fine-tuning's own lower bound, checked with what is held out (recipe/finetuning.py)
+        min_pairs = 0
     speed = None
     if time_text:
         if speeds.gpus > 0 and not speeds.file and not speed_probe.cuda_here():
@@ -328,11 +331,26 @@ def decide(v: Variables) -> Plan:
         found.tokens_per_update,
         found.vocab_size,
     )
-    # INIT: the parent's model, vocabulary and P_drop; the budget sizes the updates, Eq. (3) with FINETUNE_WARMUP
-    # the rate; optimizer and data start afresh
-    the_parent = None
+    # INIT: the parent's model, vocabulary and P_drop; fine-tuning's batch, rate and length (recipe/finetuning.py),
+    # the budget sizing the updates; optimizer and data start afresh
+    the_parent, tuning, held_out = None, None, {"valid": None, "test": None}
     share = list(shared(joint))
     if init:
+        held_out = finetuning.held_out(found.pairs, bool(v.words("VALID")), bool(v.words("TEST")))
+        try:
+            finetuning.check_pairs(
+                found.pairs,
+                sum(n or 0 for n in held_out.values()),
+                v.number("FINETUNE_MIN_PAIRS", finetuning.MIN_PAIRS),
+            )
+        except finetuning.FineTuningError as e:
+            raise PlanError(f"error: {e}") from None
+        given_bleu = {"1": True, "0": False}.get(v.get("EVAL_BLEU"))
+        given = max_update if toy else v.number("MAX_UPDATE", least=1)
+        tuning = finetuning.decide(found.pairs, found.target_tokens, given, None, given_bleu)
+        if not toy:  # the toy size keeps its batch
+            tokens_per_update = v.number("TOKENS_PER_UPDATE", tuning.tokens_per_update, least=1)
+        max_update = tuning.max_update
         try:
             read = parent.read_parent(init, src, tgt, v.get("WORK"))
         except parent.ParentError as e:
@@ -343,8 +361,6 @@ def decide(v: Variables) -> Plan:
         vocab_size = int(the_parent["PARENT_VOCAB_SIZE"])
         share = the_parent["PARENT_SHARE"].split()
         joint = share == ["--share-all-embeddings"]
-        finetune_warmup = v.number("FINETUNE_WARMUP", 4000)
-        warmup = v.number("WARMUP", v.number("TOY_WARMUP", finetune_warmup) if toy else finetune_warmup)
         check_export(v, model_flags)
     batch = batch_layout(v, tokens_per_update, cap)
     # how long training takes here, from a probe of this machine (a few seconds, once per machine and model), with
@@ -376,6 +392,12 @@ def decide(v: Variables) -> Plan:
     except BudgetError as e:
         raise PlanError(f"error: {e}") from None
     max_update = int(spent["MAX_UPDATE"])
+    if tuning is not None:
+        if time_text:  # TIME's updates, at the parent's speed: the ramp is a share of them
+            tuning = finetuning.decide(found.pairs, found.target_tokens, None, max_update, tuning.by_bleu)
+        warmup = v.number("WARMUP", v.number("FINETUNE_WARMUP", tuning.warmup))
+        if toy:
+            warmup = v.number("TOY_WARMUP", warmup)
     # a short MAX_UPDATE (docs/parallel-text.md): Eq. (3) warms up over the paper's 4000 updates (Section 5.3) when
     # MAX_UPDATE leaves room for it; a shorter budget warms up over a sixth of it, the curve scaled to keep the
     # paper's peak, (d_model * 4000)^-0.5 (--peak-warmup-updates). Checkpoints (and validations) come every 1000
@@ -390,9 +412,13 @@ def decide(v: Variables) -> Plan:
             f"AVERAGE_LAST={average_last} checkpoints to average, but MAX_UPDATE={max_update} saves only "
             f"{max_update // save_interval} every SAVE_INTERVAL_UPDATES={save_interval}"
         )
-    eval_bleu = v.get("EVAL_BLEU", "0") == "1"
+    eval_bleu = tuning.by_bleu if tuning is not None else v.get("EVAL_BLEU", "0") == "1"
     patience = v.number("PATIENCE", 10 if eval_bleu else 0)
     label_smoothing = v.decimal("LABEL_SMOOTHING")
+    if tuning is not None:
+        training = replace(tuning, warmup=warmup).training_flags(label_smoothing)
+    else:
+        training = training_flags(warmup, label_smoothing)
     training_stop = ["--stop-time-hours", spent["STOP_TIME_HOURS"]] if time_text else []
     plan = Plan(
         key={},
@@ -428,6 +454,10 @@ def decide(v: Variables) -> Plan:
             "average_last": average_last,
             "patience": patience,
             "eval_bleu": eval_bleu,
+            # the model handed over: the checkpoint of the best dev BLEU (a small corpus fine-tuned), or the average
+            "handed_over": "best" if tuning is not None and eval_bleu else "average",
+            "held_out": held_out,
+            "finetuning": asdict(replace(tuning, warmup=warmup)) if tuning is not None else None,
         },
         choice={
             **found.plan,
@@ -439,7 +469,7 @@ def decide(v: Variables) -> Plan:
         },
         parent=the_parent,
         flags={
-            "training": training_flags(warmup, label_smoothing),
+            "training": training,
             "decoding": decoding(v),
         },
     )
@@ -511,6 +541,8 @@ def summary(plan: Plan, v: Variables) -> List[str]:
             f"picked: the parent's model, {budget['max_update']} updates, Eq. (3) warming up over "
             f"{plan.schedule['warmup']} (fine-tuning)",
         ]
+        if plan.schedule.get("finetuning"):
+            lines[1] = "picked: " + finetuning.FineTuning(**plan.schedule["finetuning"]).picked_line()
     else:
         model = " ".join(filter(None, (m["arch"], m["model_flags"])))
         vocabulary = "a joint vocabulary" if m["joint"] else "a vocabulary per side"
@@ -650,6 +682,11 @@ def fields(plan: Plan, v: Variables) -> Dict[str, object]:
         "SAVE_INTERVAL_UPDATES": str(s["save_interval_updates"]),
         "AVERAGE_LAST": str(s["average_last"]),
         "PATIENCE": str(s["patience"]),
+        "EVAL_BLEU": "1" if s["eval_bleu"] else "0",
+        "HANDED_OVER": s.get("handed_over", "average"),
+        "HELD_OUT_ARGS": [
+            w for split, n in (s.get("held_out") or {}).items() if n for w in (f"--{split}-size", str(n))
+        ],
         "PAIRS": str(plan.corpus["pairs"]),
         "SIZE_CLASS": plan.corpus["size_class"],
         "INPUT_FILES": plan.corpus["input_files"],

@@ -49,15 +49,15 @@ ON_BAD_BYTES=${ON_BAD_BYTES:-refuse}       # refuse | drop: lines that are not U
 LANGID=${LANGID:-1}                        # 0: no language identification (py3langid)
 MAX_WORDS=${MAX_WORDS:-250}; MAX_RATIO=${MAX_RATIO:-3}   # longest side, longest/shortest side
 MIN_PAIRS=${MIN_PAIRS:-10000}              # fewer training lines stop the recipe (OPUS-MT does not train below 10k)
+FINETUNE_MIN_PAIRS=${FINETUNE_MIN_PAIRS:-}  # INIT: fewer training pairs, once dev and test are held out, stop it (100)
 SEED=${SEED:-1}
 SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
 # ---- a published model to fine-tune (docs/parallel-text.md "From a published model") ---------------------------
 INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
-# Eq. (3)'s warmup_steps when fine-tuning, the schedule restarted as the paper's (no peak scaling): a fine-tuning
-# shorter than it stays on its ramp, at a rate below the paper's peak. Measured (docs/parallel-text.md "From a
-# published model"): 400 updates from a parent gained 1.04 BLEU with 4,000 against 0.13 with OPUS-MT-train's 16,000
-# (its finetune/Makefile: Marian's --lr-warmup 16000, whose rate after 400 updates is a quarter of this one's)
-FINETUNE_WARMUP=${FINETUNE_WARMUP:-4000}
+# INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
+# sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
+# finetune/), EPOCHS without a budget; a corpus under 10,000 pairs hands over its checkpoint of the best dev BLEU
+FINETUNE_WARMUP=${FINETUNE_WARMUP:-}       # the ramp's updates; empty: a tenth of the updates, at most 16,000
 [ -z "$INIT" ] || INIT=$(realpath -ms -- "$INIT")  # as the corpus: a rerun from elsewhere, or with $PWD/, is the same parent
 # ---- the budget: one of them, or neither (a full run of the corpus's size class) -----------------------------
 TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit, at this machine's measured speed
@@ -76,7 +76,8 @@ SPM_SAMPLE=${SPM_SAMPLE:-2000000}          # sentences sentencepiece learns from
 ARCH=${ARCH:-}; MODEL_FLAGS=${MODEL_FLAGS:-}   # the model; MODEL_FLAGS alone: vaswani_base with them
 DROPOUT=${DROPOUT:-}                       # P_drop
 TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-}; MAX_TOKENS_PER_DEVICE=${MAX_TOKENS_PER_DEVICE:-4096}
-EVAL_BLEU=${EVAL_BLEU:-0}                  # 1: validation BLEU, the best checkpoint and early stopping by it
+EVAL_BLEU=${EVAL_BLEU:-}                   # 1: validation BLEU, the best checkpoint and early stopping by it
+                                           # empty: 0, or 1 when INIT fine-tunes a corpus under 10,000 pairs
 # fairseq's --patience (0: off). It counts the dev BLEU (EVAL_BLEU=1); by valid loss it stopped runs while BLEU rose
 # (benchmarks.early_stopping, docs/parallel-text.md "When training stops"), so without EVAL_BLEU it is off unless set
 PATIENCE=${PATIENCE:-}                     # empty: 10 with EVAL_BLEU=1, else 0
@@ -88,9 +89,9 @@ EXPORT=${EXPORT:-}                         # ct2 and/or hf
 # TOY=1: the same stages at toy size, on CPU, in minutes (TOY_ARCH, TOY_MAX_UPDATE, ... the plan's toy settings)
 
 # ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipe/plan.py) -----
-# INIT: the parent's model, vocabulary and P_drop, checked before any work (recipe/parent.py); the budget sizes the
-# updates, Eq. (3) with FINETUNE_WARMUP the rate. TIME: each candidate's speed probed here (recipe/speed_probe.py: a few
-# seconds, once per machine and model). It is written as WORK/plan.json, and a resumed run trains as it began; it
+# INIT: the parent's model, vocabulary and P_drop, checked before any work (recipe/parent.py); fine-tuning's batch,
+# rate and length (recipe/finetuning.py), the budget sizing the updates. TIME: each candidate's speed probed here
+# (recipe/speed_probe.py: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed run trains as it began; it
 # says itself in two lines (the reasons: --explain, and WORK/plan.json). fairseq's --stop-time-hours stops training
 # at TIME in any case.
 plan_run
@@ -102,6 +103,7 @@ PREPARE_ARGS=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA"
   --max-ratio "$MAX_RATIO" --on-bad-bytes "$ON_BAD_BYTES" --seed "$SEED")
 [ ${#VALID_SETS[@]} = 0 ] || PREPARE_ARGS+=(--valid "${VALID_SETS[@]}")
 [ ${#TEST_SETS[@]} = 0 ] || PREPARE_ARGS+=(--test "${TEST_SETS[@]}")
+PREPARE_ARGS+=("${HELD_OUT_ARGS[@]}")  # INIT: at least 200 dev and 200 test lines held out of TRAIN where not given
 [ "$LANGID" = 1 ] || PREPARE_ARGS+=(--no-langid)
 READS=(); for file in "${INPUT_FILES[@]}"; do READS+=(--reads "$file"); done  # the corpora's files, digested
 data_stage "${READS[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
@@ -185,23 +187,29 @@ fi
 train_stage 4 "fairseq-train --arch $ARCH, at most $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation ------------------------------------------------------------------------------------------
-MODEL_PATH="$CKPT/average.pt"
-stage 5 "average the last $AVERAGE_LAST checkpoints (fewer if training stopped early)" \
-  "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
-    --num-update-checkpoints "$AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
+if [ "$HANDED_OVER" = best ]; then  # INIT on a small corpus: the last checkpoints may all have overfitted it
+  MODEL_PATH="$CKPT/checkpoint_best.pt"; MODEL_LABEL="the checkpoint of the best dev BLEU"
+else
+  MODEL_PATH="$CKPT/average.pt"; MODEL_LABEL="average of the last $AVERAGE_LAST checkpoints"
+  stage 5 "average the last $AVERAGE_LAST checkpoints (fewer if training stopped early)" \
+    "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
+      --num-update-checkpoints "$AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
+fi
 stage 6 "fairseq-generate the test set: ${DECODING[*]}" \
   capture "$OUT/generate.test.out" \
     fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
       "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+# INIT: the paired bootstrap of the fine-tuned model against the parent on the same test set (its 95% interval)
+BASELINE_ARGS=(); [ -z "$INIT" ] || BASELINE_ARGS=(--baseline "$OUT/hypotheses.parent.test.txt" --baseline-label "the parent")
 stage 7 "sacreBLEU and chrF on the test set" \
   "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.test.out" \
     --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.test.txt" --json "$OUT/scores.test.json" \
-    --label "$SRC-$TGT, average of the last $AVERAGE_LAST checkpoints" --paper "no paper figure: your corpus"
+    --label "$SRC-$TGT, $MODEL_LABEL" --paper "no paper figure: your corpus" "${BASELINE_ARGS[@]}"
 REPORT_ARGS=(); [ -z "$INIT" ] || REPORT_ARGS=(--scores "the parent, before fine-tuning=$OUT/scores.parent.json"
                                                --unknown "$SPM/unknown.$SRC.json" --unknown "$SPM/unknown.$TGT.json")
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
-    --scores "average of the last $AVERAGE_LAST=$OUT/scores.test.json" "${REPORT_ARGS[@]}" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
+    --scores "$MODEL_LABEL=$OUT/scores.test.json" "${REPORT_ARGS[@]}" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
     --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$PAIRS lines, $SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
 
 # ---- 9. exports ----------------------------------------------------------------------------------------------
@@ -227,6 +235,11 @@ print(f"  {scores['sacrebleu_signature']}\n  {scores['chrf_signature']}")
 if sys.argv[2]:  # INIT: the parent before fine-tuning, and the pieces its dictionaries lack
     parent = json.load(open(sys.argv[2]))
     print(f"the parent before fine-tuning: sacreBLEU {parent['sacrebleu']:.2f}  chrF {parent['chrf']:.2f}")
+    gain = scores["against"]
+    for name, label in (("sacrebleu", "sacreBLEU"), ("chrf", "chrF")):
+        d = gain[name]
+        print(f"  fine-tuning gained {label} {d['difference']:+.2f}, 95% interval {d['low']:+.2f} to {d['high']:+.2f}"
+              + ("" if d["significant"] else ": not significant") + f" (paired bootstrap, {gain['samples']} resamplings)")
     for side in sys.argv[4:]:
         unknown = json.load(open(os.path.join(sys.argv[3], f"unknown.{side}.json")))["inputs"][f"train.{side}"]
         print(f"  train.{side}: {unknown['unknown']:,} of {unknown['pieces']:,} pieces ({unknown['share']:.2%}) not in the parent's dictionary (<unk>)")

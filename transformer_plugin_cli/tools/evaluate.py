@@ -10,6 +10,11 @@ fairseq-generate prints hypotheses in batch order; ``fairseq_output.hypotheses``
 order and refuses output that misses a sentence.
 
     vaswani-evaluate --generate-output gen.out --reference test.de [--tokenized-bleu --lang de]
+
+``--baseline FILE`` (another system's hypotheses, corpus order; the recipe's parent before fine-tuning) adds the
+paired bootstrap of the difference (Koehn 2004; sacreBLEU's ``--paired-bs``, its resampling and its seed): the
+difference in sacreBLEU and chrF, its 95% interval over 1,000 resamplings of the test set, and whether the interval
+spans 0 ("not significant").
 """
 
 import argparse
@@ -73,6 +78,52 @@ def score(
     return result
 
 
+BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED = 1000, 12345  # sacreBLEU's own for --paired-bs
+
+
+def paired_bootstrap(
+    hypotheses: List[str], baseline: List[str], references: List[str], samples: int = BOOTSTRAP_SAMPLES
+) -> Dict:
+    """The difference hypotheses minus baseline in sacreBLEU and chrF on the whole test set, and its 95% interval
+    over ``samples`` resamplings of the test set's sentences with replacement, the same sentences for both systems
+    (paired): the resamplings sacreBLEU's ``--paired-bs`` draws (its seed, its draw), scored from its per-sentence
+    statistics."""
+    import numpy as np
+
+    if not len(hypotheses) == len(baseline) == len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses, {len(baseline)} of the baseline, {len(references)} references")
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    drawn = rng.choice(len(references), size=(samples, len(references)), replace=True)  # as sacreBLEU draws them
+    found = {}
+    for name, metric in (("sacrebleu", sacrebleu.metrics.BLEU()), ("chrf", sacrebleu.metrics.CHRF())):
+        ours = np.array(metric._extract_corpus_statistics(hypotheses, [references]), dtype="float32")
+        theirs = np.array(metric._extract_corpus_statistics(baseline, [references]), dtype="float32")
+
+        def difference(rows):
+            score = metric._compute_score_from_stats
+            return score(ours[rows].sum(0).tolist()).score - score(theirs[rows].sum(0).tolist()).score
+
+        deltas = np.array([difference(rows) for rows in drawn])
+        low, high = np.percentile(deltas, [2.5, 97.5])
+        found[name] = {
+            "difference": round(difference(slice(None)), 2),
+            "low": round(float(low), 2),
+            "high": round(float(high), 2),
+            "significant": bool(low > 0 or high < 0),
+        }
+    return {"samples": samples, "seed": BOOTSTRAP_SEED, **found}
+
+
+def bootstrap_said(found: Dict, baseline: str) -> str:
+    """One line: the difference against the baseline, its interval, and whether it is significant."""
+    parts = []
+    for name, label in (("sacrebleu", "sacreBLEU"), ("chrf", "chrF")):
+        d = found[name]
+        verdict = "" if d["significant"] else ", not significant"
+        parts.append(f"{label} {d['difference']:+.2f} (95% interval {d['low']:+.2f} to {d['high']:+.2f}{verdict})")
+    return f"against {baseline}: " + "; ".join(parts) + f" (paired bootstrap, {found['samples']} resamplings)"
+
+
 @console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Score fairseq-generate output (sacreBLEU, chrF, tokenized BLEU).")
@@ -90,6 +141,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the scores here as JSON")
     parser.add_argument("--label", default="", help="name printed before the scores")
     parser.add_argument("--paper", help="the paper's figure, printed beside ours (e.g. 'BLEU 27.3')")
+    parser.add_argument(
+        "--baseline", help="another system's hypotheses (corpus order): the paired bootstrap against it"
+    )
+    parser.add_argument("--baseline-label", default="the baseline", help="its name in what is printed")
     args = parser.parse_args(argv)
 
     with open(args.reference, encoding="utf-8") as f:
@@ -102,6 +157,14 @@ def main(argv=None) -> int:
         return 1
     result = score(hypotheses, references, args.lang if args.tokenized_bleu else None, not args.no_compound_split)
     result["reference"] = os.path.abspath(args.reference)  # which file was scored against
+    if args.baseline:
+        with open(args.baseline, encoding="utf-8") as f:
+            baseline = [line.rstrip("\n") for line in f]
+        try:
+            result["against"] = {"label": args.baseline_label, **paired_bootstrap(hypotheses, baseline, references)}
+        except ValueError as e:
+            print(f"evaluate: error: {args.baseline}: {e}", file=sys.stderr)
+            return 1
     if args.hypotheses_out:
         write_lines(args.hypotheses_out, hypotheses)
     if args.json:
@@ -116,6 +179,8 @@ def main(argv=None) -> int:
         line += f" | paper: {args.paper}"
     print(line)
     print(f"  {result['sacrebleu_signature']}\n  {result['chrf_signature']}")
+    if "against" in result:
+        print(bootstrap_said(result["against"], args.baseline_label))
     return 0
 
 

@@ -31,6 +31,7 @@ from transformer_plugin.lr_scheduler.inverse_sqrt import effective_multiplier, p
 from ..console import console_script
 from ..fairseq_output import EARLY_STOP, log_records, numbers, process_walls, training_seconds
 from ..files import atomic_path, duration, write_text
+from .evaluate import bootstrap_said
 
 
 def save_figure(fig, path: str) -> None:
@@ -75,14 +76,26 @@ def plot_losses(records, path: str) -> None:
 
 
 def schedule_of(checkpoint: str) -> Dict[str, float]:
-    """d_model, warmup_steps and the multiplier of Eq. (3), as the run that wrote ``checkpoint`` used them."""
+    """The schedule of the run that wrote ``checkpoint``: Eq. (3)'s d_model, warmup_steps and multiplier (the plugin's
+    vaswani_inverse_sqrt), or fine-tuning's peak and ramp (fairseq's inverse_sqrt: a linear ramp, then the inverse
+    square root; recipe/finetuning.py)."""
     from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     cfg = load_checked(checkpoint, mmap=True).get("cfg") or {}
     schedule = cfg.get("lr_scheduler") or {}
+    if schedule.get("_name") == "inverse_sqrt":
+        lr = (cfg.get("optimization") or {}).get("lr") or [0.0]
+        start = schedule.get("warmup_init_lr", -1)
+        return {
+            "kind": "inverse_sqrt",
+            "peak": float(lr[0]),
+            "warmup": int(schedule["warmup_updates"]),
+            "start": 0.0 if start is None or start < 0 else float(start),
+        }
     if schedule.get("_name") != "vaswani_inverse_sqrt" or not schedule.get("d_model"):
         raise ValueError(
-            f"{checkpoint}: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model and --warmup-updates"
+            f"{checkpoint}: not trained with --lr-scheduler vaswani_inverse_sqrt or inverse_sqrt; give --d-model and "
+            "--warmup-updates"
         )
     multiplier = effective_multiplier(
         schedule["warmup_updates"], schedule.get("lr_multiplier", 1.0), schedule.get("peak_warmup_updates")
@@ -90,18 +103,34 @@ def schedule_of(checkpoint: str) -> Dict[str, float]:
     return {"d_model": schedule["d_model"], "warmup": schedule["warmup_updates"], "multiplier": multiplier}
 
 
-def plot_lr(records, path: str, d_model: int, warmup: int, multiplier: float = 1.0) -> None:
+def scheduled_rate(schedule: Dict[str, float], step: int) -> float:
+    """The rate a schedule (:func:`schedule_of`) sets for update ``step``."""
+    if schedule.get("kind") == "inverse_sqrt":  # fairseq's inverse_sqrt, as it computes it
+        warmup, peak = schedule["warmup"], schedule["peak"]
+        if step < warmup:
+            return schedule["start"] + step * (peak - schedule["start"]) / warmup
+        return peak * warmup**0.5 * step**-0.5
+    return paper_lrate(step, schedule["d_model"], schedule["warmup"], schedule.get("multiplier", 1.0))
+
+
+def plot_lr(records, path: str, schedule: Dict[str, float]) -> None:
     train = records["train_inner"]
     steps = [int(r["num_updates"]) for r in train]
     fig, ax = plt.subplots(figsize=(6, 4))
     grid = range(1, max(steps) + 2)
-    ax.plot(list(grid), [paper_lrate(s, d_model, warmup, multiplier) for s in grid], label="Eq. (3)", color="gray")
-    # the rate logged after update n is the one set for update n + 1
-    ax.plot([s + 1 for s in steps], [r["lr"] for r in train], ".", label="fairseq lr (logged)")
-    ax.axvline(warmup, linestyle=":", color="gray")
+    fine_tuning = schedule.get("kind") == "inverse_sqrt"
+    label = "a ramp, then 1 / sqrt(step) (fine-tuning)" if fine_tuning else "Eq. (3)"
+    ax.plot(list(grid), [scheduled_rate(schedule, s) for s in grid], label=label, color="gray")
+    # the rate logged after update n: Eq. (3)'s for update n + 1 (the plugin's scheduler), inverse_sqrt's for n
+    shift = 0 if fine_tuning else 1
+    ax.plot([s + shift for s in steps], [r["lr"] for r in train], ".", label="fairseq lr (logged)")
+    ax.axvline(schedule["warmup"], linestyle=":", color="gray")
     ax.set_xlabel("update (step_num)")
     ax.set_ylabel("learning rate")
-    ax.set_title(f"d_model={d_model}, warmup_steps={warmup}")
+    if fine_tuning:
+        ax.set_title(f"peak {schedule['peak']:g} after {schedule['warmup']} updates")
+    else:
+        ax.set_title(f"d_model={schedule['d_model']}, warmup_steps={schedule['warmup']}")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -180,7 +209,7 @@ def write_report(
 ) -> str:
     os.makedirs(out_dir, exist_ok=True)
     plot_losses(records, os.path.join(out_dir, "loss.png"))
-    plot_lr(records, os.path.join(out_dir, "lr.png"), schedule["d_model"], schedule["warmup"], schedule["multiplier"])
+    plot_lr(records, os.path.join(out_dir, "lr.png"), schedule)
     figures = ["loss.png", "lr.png"]
     if checkpoint and data:
         figures += [os.path.basename(p) for p in attention_maps(checkpoint, data, out_dir)]
@@ -213,6 +242,9 @@ def write_report(
     lines += ["", "| model | sacreBLEU | chrF | sentences |", "|---|---|---|---|"]
     for name, s in scores.items():
         lines.append(f"| {name} | {s['sacrebleu']:.2f} | {s['chrf']:.2f} | {s['sentences']} |")
+    for name, s in scores.items():  # a paired bootstrap against another system (vaswani-evaluate --baseline)
+        if "against" in s:
+            lines += ["", f"{name}, {bootstrap_said(s['against'], s['against']['label'])}"]
     if scores:
         first = next(iter(scores.values()))
         lines += [

@@ -58,3 +58,35 @@ def test_cli(tmp_path, capsys):
     (tmp_path / "ref").write_text("A b c d e f.\nE g h i j k.\nC D e f g h.\nmissing\n", encoding="utf-8")
     assert main(args) == 1
     assert "missing ids [3]" in capsys.readouterr().err
+
+
+def test_the_paired_bootstrap_is_sacrebleus_resampling_of_both_systems_and_says_when_it_is_not_significant():
+    """paired_bootstrap: on the whole set, the corpus scores' difference; each resampling's difference is sacreBLEU's
+    own bootstrap scores of the two systems (its seed and draw), subtracted; an interval spanning 0 is "not
+    significant", and a system against itself differs by nothing."""
+    import random
+
+    import numpy as np
+    import sacrebleu
+    from sacrebleu.significance import _bootstrap_resample
+
+    from transformer_plugin_cli.tools.evaluate import bootstrap_said, paired_bootstrap
+
+    rng = random.Random(3)
+    words = "the cat sat on a mat with its hat in the sun".split()
+    references = [" ".join(rng.choice(words) for _ in range(8)) for _ in range(60)]
+    good = [r if i % 3 else " ".join(reversed(r.split())) for i, r in enumerate(references)]
+    bad = [" ".join(rng.choice(words) for _ in range(8)) for _ in references]
+    found = paired_bootstrap(good, bad, references, samples=200)
+    bleu = sacrebleu.metrics.BLEU()
+    whole = bleu.corpus_score(good, [references]).score - bleu.corpus_score(bad, [references]).score
+    assert found["sacrebleu"]["difference"] == round(whole, 2)
+    stats = {name: bleu._extract_corpus_statistics(h, [references]) for name, h in (("good", good), ("bad", bad))}
+    theirs = {name: [s.score for s in _bootstrap_resample(st, bleu, 200)[1]] for name, st in stats.items()}
+    deltas = np.array(theirs["good"]) - np.array(theirs["bad"])
+    assert found["sacrebleu"]["low"] == pytest.approx(np.percentile(deltas, 2.5), abs=0.01)
+    assert found["sacrebleu"]["high"] == pytest.approx(np.percentile(deltas, 97.5), abs=0.01)
+    assert found["sacrebleu"]["significant"] and found["chrf"]["significant"]
+    same = paired_bootstrap(good, good, references, samples=50)
+    assert same["sacrebleu"] == {"difference": 0.0, "low": 0.0, "high": 0.0, "significant": False}
+    assert "sacreBLEU +0.00 (95% interval +0.00 to +0.00, not significant)" in bootstrap_said(same, "the parent")

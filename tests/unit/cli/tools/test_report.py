@@ -34,10 +34,18 @@ def test_a_peak_held_over_a_shorter_warmup_is_in_the_curve(tmp_path):
     assert schedule_of(ckpt) == {"d_model": 512, "warmup": 200, "multiplier": pytest.approx((200 / 4000) ** 0.5)}
 
 
+def test_fine_tunings_schedule_is_read_with_its_peak_and_ramp(tmp_path):
+    """fairseq's inverse_sqrt (INIT='s, recipe/finetuning.py): the peak is the optimizer's --lr."""
+    path = tmp_path / "f.pt"
+    lr_scheduler = {"_name": "inverse_sqrt", "warmup_updates": 30, "warmup_init_lr": -1}
+    torch.save({"model": {}, "cfg": {"lr_scheduler": lr_scheduler, "optimization": {"lr": [3e-4]}}}, path)
+    assert schedule_of(str(path)) == {"kind": "inverse_sqrt", "peak": 3e-4, "warmup": 30, "start": 0.0}
+
+
 def test_another_schedule_is_named_and_the_flags_asked_for(tmp_path, capsys):
-    ckpt = checkpoint(tmp_path / "b.pt", {"_name": "inverse_sqrt", "warmup_updates": 4000})
+    ckpt = checkpoint(tmp_path / "b.pt", {"_name": "cosine", "warmup_updates": 4000})
     with pytest.raises(
-        ValueError, match=r"b\.pt: not trained with --lr-scheduler vaswani_inverse_sqrt; give --d-model"
+        ValueError, match=r"b\.pt: not trained with --lr-scheduler vaswani_inverse_sqrt or inverse_sqrt; give --d-model"
     ):
         schedule_of(ckpt)
     log = tmp_path / "train.log"
