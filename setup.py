@@ -36,6 +36,7 @@ setup(
         "matplotlib>=3.8",
         "transformers>=5.0",
         "py3langid>=0.3",
+        "pycountry>=24.6",
     ],
     extras_require={"test": ["pytest>=8"]},
     # preprocess/__init__.py and transformer_plugin_cli/__init__.py list them by job;

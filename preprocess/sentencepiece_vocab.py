@@ -185,12 +185,14 @@ def encode(
     unknown: Optional[Dict[str, Tuple[int, Counter]]] = None,
     positions: int = 0,
     too_long: Optional[Dict[str, List[int]]] = None,
+    prefix: str = "",
 ) -> List[int]:
     """Encode each input into its output, ``batch`` lines at a time on ``threads`` of sentencepiece's own
     threads (1.9x as fast with 2 as with 1; memory bounded by ``batch``); returns the line counts. With ``known``
     (a dictionary's pieces), ``unknown[input]`` is set to (its pieces, a count of each piece not known: fairseq's
     <unk>). With ``positions`` (a model's), ``too_long[input]`` is set to the numbers (from 1) of the lines whose
-    pieces and the </s> fairseq adds pass them."""
+    pieces and the </s> fairseq adds pass them. ``prefix``: a piece put before every line's (a multilingual
+    parent's ``>>xx<<``, one id in its dictionary, as MarianTokenizer puts it)."""
     import sentencepiece as spm
 
     if len(inputs) != len(outputs):
@@ -206,6 +208,8 @@ def encode(
                 if not lines:
                     break
                 pieces = processor.encode(lines, out_type=str, num_threads=threads)
+                if prefix:
+                    pieces = [[prefix, *p] for p in pieces]
                 fout.writelines(" ".join(p) + "\n" for p in pieces)
                 if positions:
                     long_lines += [n + i + 1 for i, p in enumerate(pieces) if len(p) + 1 > positions]
@@ -278,6 +282,7 @@ def main(argv=None) -> int:
     e.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="sentencepiece's threads")
     e.add_argument("--dictionary", help="a fairseq dictionary (a parent model's): count the pieces it lacks (<unk>)")
     e.add_argument("--unknown-report", help="with --dictionary: JSON of the unknown pieces per input")
+    e.add_argument("--prefix", default="", help="a piece before every line's (a multilingual parent's >>xx<<)")
     e.add_argument(
         "--positions",
         type=int,
@@ -318,6 +323,7 @@ def main(argv=None) -> int:
             unknown=unknown,
             positions=args.positions,
             too_long=too_long,
+            prefix=args.prefix,
         )
         for src, dst, n in zip(args.inputs, args.outputs, counts):
             print(f"encoded {n} lines: {src} -> {dst}")

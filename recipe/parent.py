@@ -11,10 +11,15 @@ sentencepiece models are, and its model's flags, from one of two kinds of DIR:
 - a directory ``vaswani-import-marian`` wrote: ``checkpoint.pt``, ``dict.SRC.txt``, ``dict.TGT.txt``, ``source.spm``
   and ``target.spm``.
 
+The parent's pair is tokenizer_config.json's source_lang and target_lang (or the checkpoint's task), its codes ISO
+639-1 or 639-3 (``en`` and ``eng`` are one language: recipe/languages.py). A multilingual parent, whose target is a
+group (``mul``, ``gem``, ``ROMANCE``), translates into the TGT of the ``>>xx<<`` token its vocabulary has for it, or
+the one TGT_TOKEN names; the recipe puts that token before each source sentence as one id.
+
 Refused, naming the file: a directory of neither kind, a missing sentencepiece model or dictionary, a parent that
-translates another pair than SRC-TGT (tokenizer_config.json's source_lang and target_lang, or the checkpoint's
-task), a checkpoint whose embeddings do not have the rows of the dictionaries beside it or that was imported with
-other dictionaries (their digests, which the import keeps), a model this model cannot hold (import_marian).
+translates another pair than SRC-TGT, a group without one token for TGT (or a TGT_TOKEN not in its vocabulary), a
+checkpoint whose embeddings do not have the rows of the dictionaries beside it or that was imported with other
+dictionaries (their digests, which the import keeps), a model this model cannot hold (import_marian).
 """
 
 import argparse
@@ -24,6 +29,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from recipe import languages
 from recipe.model import Model, split_flags
 from transformer_plugin_cli.console import console_script
 
@@ -56,6 +62,7 @@ class Parent:
     tgt_spm: str
     flags: List[str]  # the model's flags, --dropout and the sharing of embeddings among them
     vocab_size: int  # the target side's embedding rows
+    target_token: str = ""  # a multilingual parent's >>xx<< for TGT, put before each source sentence as one id
 
     def assignments(self, src: str, tgt: str) -> Dict[str, str]:
         model, dropout, share = split_flags(self.flags)
@@ -77,6 +84,7 @@ class Parent:
             "PARENT_SOURCE_POSITIONS": str(shape.max_source_positions),
             "PARENT_TARGET_POSITIONS": str(shape.max_target_positions),
             "PARENT_SUMMARY": summary(self.flags, self.vocab_size),
+            "PARENT_TGT_TOKEN": self.target_token,
         }
 
 
@@ -111,7 +119,7 @@ def spm_models(init: str) -> List[str]:
     return paths
 
 
-def marian_parent(init: str, src: str, tgt: str, work: str) -> Parent:
+def marian_parent(init: str, src: str, tgt: str, work: str, tgt_token: str = "") -> Parent:
     config_path = os.path.join(init, "config.json")
     try:
         config = read_json(config_path)
@@ -124,18 +132,54 @@ def marian_parent(init: str, src: str, tgt: str, work: str) -> Parent:
         )
     src_spm, tgt_spm = spm_models(init)
     path, tokenizer = tokenizer_config(init)
-    theirs = (tokenizer.get("source_lang"), tokenizer.get("target_lang"))
-    if all(theirs) and theirs != (src, tgt):
-        raise ParentError(f"{path}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
     specials = {"</s>": config.get("eos_token_id", 0), "<pad>": config.get("pad_token_id")}
     target_rows = config.get("decoder_vocab_size") or config["vocab_size"]
+    source_vocab = os.path.join(init, "vocab.json")
     try:
-        vocabulary(os.path.join(init, "vocab.json"), config["vocab_size"], specials)
+        pieces = vocabulary(source_vocab, config["vocab_size"], specials)
         if tokenizer.get("separate_vocabs"):
             vocabulary(os.path.join(init, "target_vocab.json"), target_rows, specials)
     except MarianImportError as e:
         raise ParentError(str(e)) from None
-    return Parent("marian", os.path.join(work, "parent"), src_spm, tgt_spm, marian_flags(config), target_rows)
+    theirs = (tokenizer.get("source_lang"), tokenizer.get("target_lang"))
+    token = pair_token(theirs, src, tgt, tgt_token, pieces, path, source_vocab)
+    return Parent("marian", os.path.join(work, "parent"), src_spm, tgt_spm, marian_flags(config), target_rows, token)
+
+
+def pair_token(theirs, src: str, tgt: str, tgt_token: str, pieces: List[str], where: str, vocabulary_file: str) -> str:
+    """The >>xx<< token the parent needs before each source sentence to translate SRC into TGT ('' for none), once
+    its pair is checked against SRC and TGT (recipe/languages.py): ISO 639-1 and 639-3 codes are one language; a
+    parent into a group of languages takes a TGT its vocabulary has a token for; TGT_TOKEN names one."""
+    if tgt_token and tgt_token not in pieces:
+        raise ParentError(
+            f"{vocabulary_file}: no piece {tgt_token} (TGT_TOKEN); its language tokens: {listed(tokens_of(pieces))}"
+        )
+    if not all(theirs):
+        return tgt_token
+    if not languages.same_language(theirs[0], src):
+        raise ParentError(f"{where}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
+    if languages.same_language(theirs[1], tgt):
+        return tgt_token
+    if not languages.is_group(theirs[1]):
+        raise ParentError(f"{where}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
+    if tgt_token:
+        return tgt_token
+    found = languages.target_tokens(tgt, pieces)
+    if len(found) != 1:
+        what = "none names" if not found else f"{listed(found)} all name"
+        raise ParentError(
+            f"{where}: the parent translates {theirs[0]} into {theirs[1]}, and of the language tokens of "
+            f"{vocabulary_file} ({listed(tokens_of(pieces))}) {what} {tgt} (TGT): set TGT_TOKEN to the one to use"
+        )
+    return found[0]
+
+
+def tokens_of(pieces: List[str]) -> List[str]:
+    return [p for p in pieces if p.startswith(">>") and p.endswith("<<")]
+
+
+def listed(items: List[str], most: int = 8) -> str:
+    return (", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")) or "none"
 
 
 def fairseq_flags(model_cfg: dict) -> List[str]:
@@ -166,7 +210,7 @@ def fairseq_flags(model_cfg: dict) -> List[str]:
     return flags
 
 
-def fairseq_parent(init: str, src: str, tgt: str) -> Parent:
+def fairseq_parent(init: str, src: str, tgt: str, tgt_token: str = "") -> Parent:
     import torch
 
     checkpoint = os.path.join(init, "checkpoint.pt")
@@ -190,8 +234,9 @@ def fairseq_parent(init: str, src: str, tgt: str) -> Parent:
     if "encoder.embed.embed_tokens.weight" not in weights:
         raise ParentError(f"{checkpoint}: not a vaswani_transformer checkpoint (arch {model_cfg.get('_name')!r})")
     theirs = (task_cfg.get("source_lang"), task_cfg.get("target_lang"))
-    if all(theirs) and theirs != (src, tgt):
-        raise ParentError(f"{checkpoint}: the parent translates {theirs[0]}-{theirs[1]}, not {src}-{tgt} (SRC, TGT)")
+    with open(dicts[src], encoding="utf-8") as f:
+        source_pieces = [line.rsplit(" ", 1)[0] for line in f if line.strip()]
+    token = pair_token(theirs, src, tgt, tgt_token, source_pieces, checkpoint, dicts[src])
     rows = {
         src: weights["encoder.embed.embed_tokens.weight"].size(0),
         tgt: weights["decoder.embed.embed_tokens.weight"].size(0),
@@ -209,17 +254,18 @@ def fairseq_parent(init: str, src: str, tgt: str) -> Parent:
             raise ParentError(
                 f"{path}: not the dictionary {checkpoint} was imported with (another file of the same size)"
             )
-    return Parent("fairseq", init, src_spm, tgt_spm, fairseq_flags(model_cfg), rows[tgt])
+    return Parent("fairseq", init, src_spm, tgt_spm, fairseq_flags(model_cfg), rows[tgt], token)
 
 
-def read_parent(init: str, src: str, tgt: str, work: str) -> Parent:
-    """The parent INIT names, checked (module docstring)."""
+def read_parent(init: str, src: str, tgt: str, work: str, tgt_token: str = "") -> Parent:
+    """The parent INIT names, checked (module docstring); ``tgt_token``: TGT_TOKEN, a multilingual parent's
+    >>xx<< to put before each source sentence (empty: found in its vocabulary where its target is a group)."""
     if not os.path.isdir(init):
         raise ParentError(f"INIT={init}: no such directory")
     if os.path.isfile(os.path.join(init, "config.json")):
-        return marian_parent(init, src, tgt, work)
+        return marian_parent(init, src, tgt, work, tgt_token)
     if os.path.isfile(os.path.join(init, "checkpoint.pt")):
-        return fairseq_parent(init, src, tgt)
+        return fairseq_parent(init, src, tgt, tgt_token)
     raise ParentError(
         f"INIT={init}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a "
         "directory vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)"
@@ -237,9 +283,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     s.add_argument("--src", required=True)
     s.add_argument("--tgt", required=True)
     s.add_argument("--work", required=True, help="the recipe's WORK: a MarianMT parent is imported into WORK/parent")
+    s.add_argument("--tgt-token", default="", help="a multilingual parent's >>xx<< for TGT (default: found)")
     a = p.parse_args(argv)
     try:
-        parent = read_parent(a.init, a.src, a.tgt, a.work)
+        parent = read_parent(a.init, a.src, a.tgt, a.work, a.tgt_token)
     except ParentError as e:
         print(f"INIT: {e}", file=sys.stderr)
         return 2

@@ -120,8 +120,8 @@ def decision_key(v: Variables) -> Dict:
 # ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the machines of one plan
 # apart (NODE_RANK)
 SETTINGS = tuple(
-    "TRAIN VALID TEST SRC TGT TOY INIT TIME MAX_UPDATE SPEED_FILE MIN_PAIRS FINETUNE_MIN_PAIRS VOCAB_SIZE JOINT_VOCAB "
-    "ARCH MODEL_FLAGS "
+    "TRAIN VALID TEST SRC TGT TOY INIT TGT_TOKEN TIME MAX_UPDATE SPEED_FILE MIN_PAIRS FINETUNE_MIN_PAIRS VOCAB_SIZE "
+    "JOINT_VOCAB ARCH MODEL_FLAGS "
     "DROPOUT TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST "
     "EVAL_BLEU PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
     "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
@@ -352,7 +352,7 @@ def decide(v: Variables) -> Plan:
             tokens_per_update = v.number("TOKENS_PER_UPDATE", tuning.tokens_per_update, least=1)
         max_update = tuning.max_update
         try:
-            read = parent.read_parent(init, src, tgt, v.get("WORK"))
+            read = parent.read_parent(init, src, tgt, v.get("WORK"), v.get("TGT_TOKEN"))
         except parent.ParentError as e:
             raise PlanError(f"INIT: {e}") from None
         the_parent = read.assignments(src, tgt)

@@ -54,6 +54,7 @@ SEED=${SEED:-1}
 SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-bins with one dictionary, one per epoch
 # ---- a published model to fine-tune (docs/parallel-text.md "From a published model") ---------------------------
 INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
+TGT_TOKEN=${TGT_TOKEN:-}                   # a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary
 # INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
 # sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
 # finetune/), EPOCHS without a budget; a corpus under 10,000 pairs hands over its checkpoint of the best dev BLEU
@@ -137,6 +138,8 @@ for side in "$SRC" "$TGT"; do
   [ -z "$INIT" ] || ENCODE_ARGS=(--dictionary "$([ "$side" = "$SRC" ] && echo "$PARENT_SRC_DICT" || echo "$PARENT_TGT_DICT")"
                                   --unknown-report "$SPM/unknown.$side.json"
                                   --positions "$([ "$side" = "$SRC" ] && echo "$PARENT_SOURCE_POSITIONS" || echo "$PARENT_TARGET_POSITIONS")")
+  # a multilingual parent: its >>xx<< for TGT before every source sentence, one id of its dictionary
+  [ -z "$INIT" ] || [ -z "$PARENT_TGT_TOKEN" ] || [ "$side" != "$SRC" ] || ENCODE_ARGS+=(--prefix "$PARENT_TGT_TOKEN")
   data_stage "2b-$side" "encode train, valid and test ($side) into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" \
       --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)" "${ENCODE_ARGS[@]}"

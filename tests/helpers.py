@@ -482,22 +482,24 @@ def documented_commands():
 MARIAN_V = 40  # </s>, <unk>, 37 pieces, <pad>: marian_directory's vocabulary
 
 
-def marian_directory(path, separate=False, seed=0, **overrides):
+def marian_directory(path, separate=False, seed=0, language_tokens=(), languages=("en", "de"), **overrides):
     """A MarianMT directory as save_pretrained writes it, random weights in OPUS-MT's shape (swish, tied embeddings,
     <pad> last and the start of decoding), tiny, with LayerNorms, final_logits_bias and the padding row randomised
     so that a wrong mapping shows; vocab.json, tokenizer_config.json and a sentencepiece model of those pieces
     (marian_sentencepiece) as source.spm and target.spm beside it.
-    ``overrides``: MarianConfig's settings."""
+    ``language_tokens``: a multilingual model's ``>>xx<<`` pieces, after ``<unk>``; ``languages``: the
+    tokenizer_config's source_lang and target_lang. ``overrides``: MarianConfig's settings."""
     import json
 
     import transformers
 
     torch.manual_seed(seed)
     spm_model, ordinary = marian_sentencepiece()
-    pieces = ["</s>", "<unk>"] + ordinary + ["<pad>"]
+    pieces = ["</s>", "<unk>", *language_tokens] + ordinary + ["<pad>"]
     target = ["</s>", "<unk>"] + ordinary[::-1] + ["<pad>"] if separate else pieces  # other ids for the same pieces
+    V = len(pieces)
     shape = dict(
-        vocab_size=MARIAN_V,
+        vocab_size=V,
         decoder_vocab_size=len(target),
         d_model=32,
         encoder_layers=2,
@@ -508,9 +510,9 @@ def marian_directory(path, separate=False, seed=0, **overrides):
         decoder_ffn_dim=64,
         activation_function="swish",
         max_position_embeddings=64,
-        pad_token_id=MARIAN_V - 1,
+        pad_token_id=V - 1,
         eos_token_id=0,
-        decoder_start_token_id=MARIAN_V - 1,
+        decoder_start_token_id=V - 1,
         share_encoder_decoder_embeddings=not separate,
         scale_embedding=True,
     )
@@ -521,7 +523,7 @@ def marian_directory(path, separate=False, seed=0, **overrides):
             if "layer_norm" in name:
                 p.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
         model.final_logits_bias.normal_(0, 1)
-        model.model.encoder.embed_tokens.weight[MARIAN_V - 1].normal_(0, 0.1)
+        model.model.encoder.embed_tokens.weight[V - 1].normal_(0, 0.1)
     model.save_pretrained(path)
     with open(os.path.join(path, "vocab.json"), "w") as f:
         json.dump({p: i for i, p in enumerate(pieces)}, f)
@@ -529,7 +531,7 @@ def marian_directory(path, separate=False, seed=0, **overrides):
         with open(os.path.join(path, "target_vocab.json"), "w") as f:
             json.dump({p: i for i, p in enumerate(target)}, f)
     with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-        json.dump({"source_lang": "en", "target_lang": "de", "separate_vocabs": separate}, f)
+        json.dump({"source_lang": languages[0], "target_lang": languages[1], "separate_vocabs": separate}, f)
     for name in ("source.spm", "target.spm"):
         (path / name).write_bytes(spm_model)
     return model.eval()

@@ -214,6 +214,25 @@ def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cach
     assert f"--lr-scheduler inverse_sqrt --lr 0.0003 --warmup-updates {max(1, updates // 10)} " in train
 
 
+def test_a_multilingual_parent_gets_its_token_for_tgt_before_every_source_sentence(corpus, cache, tmp_path):
+    """A parent into "mul" with >>xx<< pieces: the plan finds >>deu<< for TGT=de and the source side's encoding puts
+    it before every line (train, valid and test), the target side's not."""
+    marian_directory(tmp_path / "hf", seed=3, language_tokens=(">>deu<<", ">>fra<<"), languages=("eng", "mul"))
+    proc = run_recipe(
+        "parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(tmp_path / "hf"), **TOY
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    encodes = {
+        side: next(
+            line
+            for line in proc.stdout.splitlines()
+            if "sentencepiece_vocab encode" in line and f"/train.{side} " in line
+        )
+        for side in ("en", "de")
+    }
+    assert "--prefix '>>deu<<'" in encodes["en"] and "--prefix" not in encodes["de"]
+
+
 REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
     "a parent of another pair": (
         lambda p, t: p[0],

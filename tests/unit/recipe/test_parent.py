@@ -174,3 +174,64 @@ def test_what_does_not_fit_is_refused_naming_the_file(case, parent, tmp_path):
     with pytest.raises(ParentError) as refused:
         read_parent(str(init), *pair.split("-"), str(tmp_path / "work"))
     assert message.format(dir=init) in str(refused.value)
+
+
+MULTILINGUAL = (">>deu<<", ">>fra<<", ">>nld<<")
+
+
+@pytest.mark.parametrize(
+    "languages,src,tgt,token",
+    [
+        (("eng", "deu"), "en", "de", ""),  # ISO 639-3 in the parent, 639-1 in SRC and TGT
+        (("en", "de"), "eng", "deu", ""),  # and the reverse
+        (("eng", "mul"), "en", "de", ">>deu<<"),  # a multilingual parent: the token its vocabulary has for TGT
+        (("en", "gem"), "en", "nl", ">>nld<<"),  # an ISO 639-5 family
+        (("eng", "ROMANCE"), "en", "fra", ">>fra<<"),
+    ],
+)
+def test_a_parents_codes_and_groups_are_taken_for_src_and_tgt(tmp_path, languages, src, tgt, token):
+    marian_directory(tmp_path / "hf", language_tokens=MULTILINGUAL, languages=languages)
+    found = read_parent(str(tmp_path / "hf"), src, tgt, str(tmp_path / "work")).assignments(src, tgt)
+    assert found["PARENT_TGT_TOKEN"] == token
+
+
+@pytest.mark.parametrize(
+    "languages,tgt,tgt_token,message",
+    [
+        (("eng", "mul"), "it", "", "of the language tokens of {dir}/vocab.json (>>deu<<, >>fra<<, >>nld<<) none names"),
+        (("eng", "mul"), "de", ">>ita<<", "{dir}/vocab.json: no piece >>ita<< (TGT_TOKEN)"),
+        (("eng", "deu"), "fr", "", "{dir}/tokenizer_config.json: the parent translates eng-deu, not en-fr"),
+    ],
+)
+def test_a_multilingual_parent_without_a_token_for_tgt_is_refused_naming_its_tokens(
+    tmp_path, languages, tgt, tgt_token, message
+):
+    marian_directory(tmp_path / "hf", language_tokens=MULTILINGUAL, languages=languages)
+    with pytest.raises(ParentError) as refused:
+        read_parent(str(tmp_path / "hf"), "en", tgt, str(tmp_path / "work"), tgt_token)
+    assert message.format(dir=tmp_path / "hf") in str(refused.value)
+
+
+def test_tgt_token_is_put_before_each_source_sentence_as_mariantokenizer_puts_it(tmp_path):
+    """The recipe encodes a multilingual parent's source text with the token before each line's pieces
+    (sentencepiece_vocab encode --prefix), each a symbol of the imported dictionary: the pieces and the ids
+    MarianTokenizer gives the same text with ">>fra<< " before it, and the import's dictionary holds the token as one
+    id."""
+    import transformers
+
+    from preprocess.sentencepiece_vocab import encode
+
+    marian_directory(tmp_path / "hf", language_tokens=MULTILINGUAL, languages=("eng", "mul"))
+    import_marian.import_marian(str(tmp_path / "hf"), str(tmp_path / "imported"), "en", "fr")
+    tokenizer = transformers.MarianTokenizer.from_pretrained(str(tmp_path / "hf"))
+    lines = ["abc def gh", "ha bag", "fed cab ba"]
+    (tmp_path / "text.en").write_text("\n".join(lines) + "\n")
+    encode(
+        str(tmp_path / "hf" / "source.spm"), [str(tmp_path / "text.en")], [str(tmp_path / "text.sp")], prefix=">>fra<<"
+    )
+    ours = [line.split() for line in (tmp_path / "text.sp").read_text().splitlines()]
+    for line, pieces in zip(lines, ours):
+        ids = tokenizer(">>fra<< " + line)["input_ids"]
+        assert tokenizer.convert_ids_to_tokens(ids) == [*pieces, "</s>"], line
+    symbols = [row.rsplit(" ", 1)[0] for row in (tmp_path / "imported" / "dict.en.txt").read_text().splitlines()]
+    assert ">>fra<<" in symbols
