@@ -141,6 +141,19 @@ def check_settings(v: Variables) -> None:
         )
     if v.get("MAX_UPDATE") and not v.get("MAX_UPDATE").isdigit():
         raise PlanError(f"error: MAX_UPDATE={v.get('MAX_UPDATE')}: a number of updates")
+    if v.get("PARENT_TEST"):
+        if not v.get("INIT"):
+            raise PlanError(f"PARENT_TEST={v.get('PARENT_TEST')}: a parent's test set is for INIT (fine-tuning)")
+        for lang in (v.get("SRC"), v.get("TGT")):
+            path = f"{v.get('PARENT_TEST')}.{lang}"
+            if not os.path.isfile(path):
+                raise PlanError(f"PARENT_TEST: {path}: no such file (PREFIX.SRC and PREFIX.TGT, a line a sentence)")
+        lines = [count_lines(f"{v.get('PARENT_TEST')}.{lang}") for lang in (v.get("SRC"), v.get("TGT"))]
+        if lines[0] != lines[1] or not lines[0]:
+            raise PlanError(
+                f"PARENT_TEST: {v.get('PARENT_TEST')}.{v.get('SRC')} has {lines[0]} lines and "
+                f"{v.get('PARENT_TEST')}.{v.get('TGT')} {lines[1]}: a sentence and its translation a line"
+            )
     if v.get("INIT"):
         for name in ("ARCH", "MODEL_FLAGS", "VOCAB_SIZE", "JOINT_VOCAB", "SPM_TYPE"):
             if v.get(name):

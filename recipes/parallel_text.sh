@@ -17,7 +17,8 @@
 # (joint, or one per side where the scripts differ), trained on a sample; 3 fairseq-preprocess; 4 fairseq-train,
 # stopping at MAX_UPDATE (with EVAL_BLEU=1 also when PATIENCE validations bring no better dev BLEU); 5 average the
 # last checkpoints; 6 fairseq-generate the test set; 7 sacreBLEU and chrF; 8 report; 9 exports (EXPORT="ct2 hf").
-# INIT: 2p the parent imported, no sentencepiece trained (the parent's), 3p-3q the parent scored before fine-tuning.
+# INIT: 2p the parent imported, no sentencepiece trained (the parent's), 3p-3q the parent scored before fine-tuning;
+# with PARENT_TEST 2c-3t and 7p-7q its own test set before and after; a corpus under 10k pairs hands over its best.
 # GPUS, CPU_WORKERS, PRECISION and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT work as in
 # the WMT14 recipes (docs/several-machines.md).
 set -euo pipefail
@@ -55,6 +56,8 @@ SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-
 # ---- a published model to fine-tune (docs/parallel-text.md "From a published model") ---------------------------
 INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
 TGT_TOKEN=${TGT_TOKEN:-}                   # a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary
+PARENT_TEST=${PARENT_TEST:-}               # PREFIX (PREFIX.SRC, PREFIX.TGT): a general test set, scored before and after
+[ -z "$PARENT_TEST" ] || PARENT_TEST=$(realpath -ms -- "$PARENT_TEST")
 # INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
 # sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
 # finetune/), EPOCHS without a budget; a corpus under 10,000 pairs hands over its checkpoint of the best dev BLEU
@@ -145,11 +148,29 @@ for side in "$SRC" "$TGT"; do
       --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)" "${ENCODE_ARGS[@]}"
 done
 
+# INIT with PARENT_TEST: a test set of the parent's own domain, translated by the parent before fine-tuning (3s-3t)
+# and by the fine-tuned model after (7p-7q): what fine-tuning forgets, with the paired bootstrap of the change
+if [ -n "$INIT" ] && [ -n "$PARENT_TEST" ]; then
+  for side in "$SRC" "$TGT"; do
+    model=$([ "$side" = "$SRC" ] && echo "$SRC_SPM" || echo "$TGT_SPM"); PREFIX_ARGS=()
+    [ -z "$PARENT_TGT_TOKEN" ] || [ "$side" != "$SRC" ] || PREFIX_ARGS=(--prefix "$PARENT_TGT_TOKEN")
+    data_stage "2c-$side" "encode the parent's test set $PARENT_TEST ($side) into its pieces" \
+      "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" --inputs "$PARENT_TEST.$side" \
+        --outputs "$SPM/parent_test.sp.$side" --threads "$(cores)" "${PREFIX_ARGS[@]}"
+  done
+fi
+
 # ---- 3. binarize ---------------------------------------------------------------------------------------------
 DICT_ARGS=()
 if [ -n "$INIT" ]; then DICT_ARGS=(--srcdict "$PARENT_SRC_DICT" --tgtdict "$PARENT_TGT_DICT")
 elif [ "$JOINT_VOCAB" = 1 ]; then DICT_ARGS=(--joined-dictionary); fi
 binarize_stages 3 "$(cores)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
+PARENT_TEST_BIN="$WORK/parent-test-bin"
+if [ -n "$INIT" ] && [ -n "$PARENT_TEST" ]; then
+  data_stage 3r "fairseq-preprocess the parent's test set with its dictionaries" \
+    fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" --testpref "$SPM/parent_test.sp" \
+      --srcdict "$PARENT_SRC_DICT" --tgtdict "$PARENT_TGT_DICT" --destdir "$PARENT_TEST_BIN" --workers "$(cores)"
+fi
 if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 
 # DECODING: the paper's beam search, Section 6.1 (BEAM, LENPEN: the plan's)
@@ -166,6 +187,18 @@ if [ -n "$INIT" ]; then  # the parent on this test set, before fine-tuning: what
     "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent.test.out" \
       --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.parent.test.txt" --json "$OUT/scores.parent.json" \
       --label "$SRC-$TGT, the parent $INIT before fine-tuning" --paper "no paper figure: your corpus"
+fi
+
+if [ -n "$INIT" ] && [ -n "$PARENT_TEST" ]; then  # the parent on its own test set, before fine-tuning
+  stage 3s "fairseq-generate the parent's test set with the parent, before fine-tuning" \
+    capture "$OUT/generate.parent_test.before.out" \
+      fairseq-generate "$PARENT_TEST_BIN" --user-dir "$REPO/transformer_plugin" --path "$PARENT_CHECKPOINT" --gen-subset test \
+        "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+  stage 3t "sacreBLEU and chrF of the parent on its test set" \
+    "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent_test.before.out" \
+      --reference "$PARENT_TEST.$TGT" --hypotheses-out "$OUT/hypotheses.parent_test.before.txt" \
+      --json "$OUT/scores.parent_test.before.json" --label "$SRC-$TGT, the parent on PARENT_TEST, before fine-tuning" \
+      --paper "no paper figure: your test set"
 fi
 
 # ---- 4. training ----------------------------------------------------------------------------------------------
@@ -210,6 +243,19 @@ stage 7 "sacreBLEU and chrF on the test set" \
     --label "$SRC-$TGT, $MODEL_LABEL" --paper "no paper figure: your corpus" "${BASELINE_ARGS[@]}"
 REPORT_ARGS=(); [ -z "$INIT" ] || REPORT_ARGS=(--scores "the parent, before fine-tuning=$OUT/scores.parent.json"
                                                --unknown "$SPM/unknown.$SRC.json" --unknown "$SPM/unknown.$TGT.json")
+if [ -n "$INIT" ] && [ -n "$PARENT_TEST" ]; then  # what fine-tuning forgets: the parent's test set after it
+  stage 7p "fairseq-generate the parent's test set with the fine-tuned model" \
+    capture "$OUT/generate.parent_test.out" \
+      fairseq-generate "$PARENT_TEST_BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
+        "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+  stage 7q "sacreBLEU and chrF on the parent's test set, against the parent" \
+    "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent_test.out" \
+      --reference "$PARENT_TEST.$TGT" --hypotheses-out "$OUT/hypotheses.parent_test.txt" \
+      --json "$OUT/scores.parent_test.json" --label "$SRC-$TGT, $MODEL_LABEL on PARENT_TEST" \
+      --paper "no paper figure: your test set" --baseline "$OUT/hypotheses.parent_test.before.txt" --baseline-label "the parent"
+  REPORT_ARGS+=(--scores "the parent on PARENT_TEST, before=$OUT/scores.parent_test.before.json"
+                --scores "$MODEL_LABEL on PARENT_TEST=$OUT/scores.parent_test.json")
+fi
 stage 8 "report with learning curves, Eq. (3) and attention maps" \
   "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
     --scores "$MODEL_LABEL=$OUT/scores.test.json" "${REPORT_ARGS[@]}" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
@@ -230,7 +276,8 @@ done
 run_stages  # every stage above decided before any work, then run in order
 [ "$DRY_RUN" = 0 ] || exit 0
 banner "results"
-"$PY" - "$OUT/scores.test.json" "$([ -z "$INIT" ] || echo "$OUT/scores.parent.json")" "$SPM" "$SRC" "$TGT" <<'EOF'
+"$PY" - "$OUT/scores.test.json" "$([ -z "$INIT" ] || echo "$OUT/scores.parent.json")" "$SPM" "$SRC" "$TGT" \
+  "$([ -z "$INIT" ] || [ -z "$PARENT_TEST" ] || echo "$OUT/scores.parent_test.json")" "$OUT/scores.parent_test.before.json" <<'EOF'
 import json, os, sys
 scores = json.load(open(sys.argv[1]))
 print(f"sacreBLEU {scores['sacrebleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['sentences']} test sentences)")
@@ -243,15 +290,21 @@ if sys.argv[2]:  # INIT: the parent before fine-tuning, and the pieces its dicti
         d = gain[name]
         print(f"  fine-tuning gained {label} {d['difference']:+.2f}, 95% interval {d['low']:+.2f} to {d['high']:+.2f}"
               + ("" if d["significant"] else ": not significant") + f" (paired bootstrap, {gain['samples']} resamplings)")
-    for side in sys.argv[4:]:
+    for side in sys.argv[4:6]:
         unknown = json.load(open(os.path.join(sys.argv[3], f"unknown.{side}.json")))["inputs"][f"train.{side}"]
         print(f"  train.{side}: {unknown['unknown']:,} of {unknown['pieces']:,} pieces ({unknown['share']:.2%}) not in the parent's dictionary (<unk>)")
-    for side in sys.argv[4:]:  # and the lines longer than its positions (the encoding stage named them)
+    for side in sys.argv[4:6]:  # and the lines longer than its positions (the encoding stage named them)
         report = json.load(open(os.path.join(sys.argv[3], f"unknown.{side}.json")))
         for split, what in (("train", "left out of training"), ("valid", "left out of validation"), ("test", "translated")):
             r = report["inputs"].get(f"{split}.{side}", {})
             if r.get("too_long"):
                 print(f"  {split}.{side}: {r['too_long']:,} lines longer than the parent's {report['positions']} positions: {what}")
+if sys.argv[6]:  # PARENT_TEST: what fine-tuning forgot of the parent's own domain
+    after, before = json.load(open(sys.argv[6])), json.load(open(sys.argv[7]))
+    d = after["against"]["sacrebleu"]
+    print(f"the parent's test set (PARENT_TEST): sacreBLEU {before['sacrebleu']:.2f} before, "
+          f"{after['sacrebleu']:.2f} after fine-tuning ({d['difference']:+.2f}, 95% interval {d['low']:+.2f} to "
+          f"{d['high']:+.2f}{'' if d['significant'] else ': not significant'})")
 EOF
 echo "model: $MODEL_PATH (data: $EVAL_DATA; sentencepiece: $SRC_SPM$([ "$SRC_SPM" = "$TGT_SPM" ] || echo ", $TGT_SPM"))"
 echo "report: $OUT/report.md; the data's report: $DATA/report.md"

@@ -15,7 +15,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from helpers import marian_directory, run_recipe, run_tool
+from helpers import known_speed_figures, marian_directory, run_recipe, run_tool
 
 TOY = dict(
     TOY="1",
@@ -63,13 +63,30 @@ def corpus(tmp_path_factory):
     rng.shuffle(lines)
     (root / "train.en").write_text("".join(" ".join(w) + "\n" for w in lines))
     (root / "train.de").write_text("".join(" ".join(w[::-1]) + "\n" for w in lines))
+    # the parent's own test set (PARENT_TEST): other sentences of the same words, the target the source as it is
+    general = [[rng.choice(words) for _ in range(rng.randint(3, 9))] for _ in range(60)]
+    (root / "general.en").write_text("".join(" ".join(w) + "\n" for w in general))
+    (root / "general.de").write_text("".join(" ".join(w) + "\n" for w in general))
     return root / "train"
+
+
+def general(corpus):
+    """The parent's own test set beside the corpus (PARENT_TEST)."""
+    return corpus.parent / "general"
 
 
 @pytest.fixture(scope="module")
 def fine_tuned(parent, corpus, cache):
     work = corpus.parent / "work"
-    proc = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(parent[0]), EXPORT="hf", **TOY)
+    proc = run_recipe(
+        "parallel_text.sh",
+        work,
+        TRAIN=str(corpus),
+        INIT=str(parent[0]),
+        EXPORT="hf",
+        PARENT_TEST=str(general(corpus)),
+        **TOY,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return work, proc.stdout
 
@@ -87,12 +104,19 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
         "2p",
         "2b-en",
         "2b-de",
+        "2c-en",
+        "2c-de",
         "3",
+        "3r",
         "3p",
         "3q",
+        "3s",
+        "3t",
         "4",
         "6",
         "7",
+        "7p",
+        "7q",
         "8",
         "9-hf",
     ]  # no sentencepiece trained, and no average: a corpus this small hands over its best checkpoint by dev BLEU
@@ -158,6 +182,19 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
         re.M,
     )
     assert "the checkpoint of the best dev BLEU, against the parent: sacreBLEU " in report
+    # PARENT_TEST: the parent's own test set, before and after, side by side, with the change's interval
+    assert (
+        "| the parent on PARENT_TEST, before |" in report
+        and "| the checkpoint of the best dev BLEU on PARENT_TEST |" in report
+    )
+    assert re.search(
+        r"^the parent's test set \(PARENT_TEST\): sacreBLEU \d+\.\d\d before, \d+\.\d\d after fine-tuning "
+        r"\([+-]\d+\.\d\d, 95% interval [+-]\d+\.\d\d to [+-]\d+\.\d\d(: not significant)?\)$",
+        out,
+        re.M,
+    )
+    before = json.loads((work / "results" / "scores.parent_test.before.json").read_text())
+    assert before["sentences"] == 60
     # exported back to MarianMT, as the parent was: swish, output bias, decoding from <pad>
     config = json.loads((work / "hf" / "config.json").read_text())
     theirs = json.loads((parent[0] / "config.json").read_text())
@@ -169,13 +206,29 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
 @pytest.mark.e2e
 def test_a_rerun_skips_every_stage_and_another_parent_stops_before_training(fine_tuned, parent, corpus, tmp_path):
     work, _ = fine_tuned
-    again = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(parent[0]), EXPORT="hf", **TOY)
-    assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 12, (
+    again = run_recipe(
+        "parallel_text.sh",
+        work,
+        TRAIN=str(corpus),
+        INIT=str(parent[0]),
+        EXPORT="hf",
+        PARENT_TEST=str(general(corpus)),
+        **TOY,
+    )
+    assert again.returncode == 0 and again.stdout.count("done already with these settings: skipping") == 19, (
         again.stdout[-3000:]
     )
     other = tmp_path / "other"
     marian_directory(other, seed=4)  # the same shape and pieces, other weights
-    changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus), INIT=str(other), EXPORT="hf", **TOY)
+    changed = run_recipe(
+        "parallel_text.sh",
+        work,
+        TRAIN=str(corpus),
+        INIT=str(other),
+        EXPORT="hf",
+        PARENT_TEST=str(general(corpus)),
+        **TOY,
+    )
     assert changed.returncode == 3 and "stage 4 (training) was done" in changed.stderr, changed.stderr[-2000:]
 
 
@@ -214,10 +267,13 @@ def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cach
     assert f"--lr-scheduler inverse_sqrt --lr 0.0003 --warmup-updates {max(1, updates // 10)} " in train
 
 
-def test_a_multilingual_parent_gets_its_token_for_tgt_before_every_source_sentence(corpus, cache, tmp_path):
+def test_a_multilingual_parent_gets_its_token_for_tgt_before_every_source_sentence(corpus, tmp_path, monkeypatch):
     """A parent into "mul" with >>xx<< pieces: the plan finds >>deu<< for TGT=de and the source side's encoding puts
-    it before every line (train, valid and test), the target side's not."""
+    it before every line (train, valid and test), the target side's not. (Its model's speed as known figures: the
+    probe is timed for real above.)"""
     marian_directory(tmp_path / "hf", seed=3, language_tokens=(">>deu<<", ">>fra<<"), languages=("eng", "mul"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    known_speed_figures(tmp_path / "cache", 8000, parents=[tmp_path / "hf"])
     proc = run_recipe(
         "parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(tmp_path / "hf"), **TOY
     )
@@ -248,6 +304,11 @@ REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
         lambda p, t: p[0],
         {"EXPORT": "ct2"},
         "EXPORT=ct2 and INIT={dir}: the parent decodes from <pad> (MarianMT's start)",
+    ),
+    "a parent's test set that is not there": (
+        lambda p, t: p[0],
+        {"PARENT_TEST": "/nonexistent/general"},
+        "PARENT_TEST: /nonexistent/general.en: no such file (PREFIX.SRC and PREFIX.TGT, a line a sentence)",
     ),
     "too few pairs once dev and test are held out": (
         lambda p, t: p[0],
