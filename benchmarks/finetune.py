@@ -105,6 +105,14 @@ def on_parent_test(parent_work: str, work: str, model: str, src: str, tgt: str) 
     )
 
 
+def handed_over(work: str) -> str:
+    """The model a recipe's run in WORK scored and exported: its best checkpoint by dev BLEU where its plan says so
+    (INIT on a corpus under 10,000 pairs, recipe/finetuning.py), else the average of its last checkpoints."""
+    with open(os.path.join(work, "plan.json"), encoding="utf-8") as f:
+        best = json.load(f)["schedule"].get("handed_over") == "best"
+    return os.path.join(work, "checkpoints", "checkpoint_best.pt" if best else "average.pt")
+
+
 def updates_of(work: str) -> int:
     with open(os.path.join(work, "train.log"), encoding="utf-8", errors="replace") as f:
         logged = log_records(f.read(), "train_inner")
@@ -149,9 +157,7 @@ def run(
                 with open(os.path.join(work, "results", "scores.parent.json")) as f:
                     alone = json.load(f)
                 found["parent_alone"] = {"bleu": alone["sacrebleu"], "chrf": alone["chrf"]}
-                after = on_parent_test(
-                    parent_work, work, os.path.join(work, "checkpoints", "average.pt"), child.src, child.tgt
-                )
+                after = on_parent_test(parent_work, work, handed_over(work), child.src, child.tgt)
                 before = on_parent_test(
                     parent_work, work, os.path.join(work, "parent", "checkpoint.pt"), child.src, child.tgt
                 )

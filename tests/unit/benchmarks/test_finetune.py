@@ -1,6 +1,7 @@
 """benchmarks.finetune's table and figure from a record (its runs: the recipe, measured in docs/benchmarks.md)."""
 
 from benchmarks.budgets import Corpus
+from benchmarks import finetune
 from benchmarks.finetune import child_env, figure, table
 
 RECORD = {
@@ -38,3 +39,15 @@ def test_each_run_has_the_budget_in_time_and_only_the_fine_tuning_a_parent():
     scratch = child_env(child, "/w", "10m", None, {})
     assert (tuned["TIME"], tuned["INIT"], tuned["TEST"], tuned["TOY"]) == ("10m", "/p/hf", "/c/test", "1")
     assert "INIT" not in scratch and "MAX_UPDATE" not in scratch
+
+
+def test_the_model_scored_on_the_parents_test_set_is_the_one_the_run_handed_over(tmp_path):
+    """A fine-tuning of a small corpus hands over its best checkpoint by dev BLEU (WORK/plan.json), a larger one the
+    average of its last: the parent's test set is translated with that one."""
+    import json
+
+    for kind, name in (("best", "checkpoint_best.pt"), ("average", "average.pt")):
+        work = tmp_path / kind
+        work.mkdir()
+        (work / "plan.json").write_text(json.dumps({"schedule": {"handed_over": kind}}))
+        assert finetune.handed_over(str(work)) == str(work / "checkpoints" / name)
