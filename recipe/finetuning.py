@@ -14,8 +14,9 @@ the practice of fine-tuning published translation models, each setting with its 
   line, so that a corpus of a few hundred pairs still gives several updates an epoch.
 - **the length**, with no budget: ``EPOCHS`` epochs of the corpus, the dev set translated at each of 20 validations
   and training stopped after ``PATIENCE`` without a better dev BLEU (firefox-translations-training stops after 20
-  validations without gain; the Hugging Face course trains 3 epochs of 189k pairs). With ``TIME`` or ``MAX_UPDATE``,
-  the budget's updates.
+  validations without gain; the Hugging Face course trains 3 epochs of 189k pairs). ``MAX_UPDATE`` is trained as
+  given; ``TIME`` trains the updates that fit, at most those epochs (a corpus of a few hundred pairs repeated for
+  hours learns nothing more of its domain).
 - **dropout, model, vocabulary**: the parent's (Zoph et al. 2016: the child keeps the parent's vocabulary and model).
 - **small corpora** (under ``SMALL`` pairs, where training from nothing is refused): as few as ``MIN_PAIRS`` training
   pairs, the scale of the adaptation sets of Farajian et al. 2017 and Li et al. 2018 (a model adapted per test sentence

@@ -56,7 +56,7 @@ SHARDS=${SHARDS:-1}                        # N > 1: the training data in N data-
 # ---- a published model to fine-tune (docs/parallel-text.md "From a published model") ---------------------------
 INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
 TGT_TOKEN=${TGT_TOKEN:-}                   # a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary
-PARENT_TEST=${PARENT_TEST:-}               # PREFIX (PREFIX.SRC, PREFIX.TGT): a general test set, scored before and after
+PARENT_TEST=${PARENT_TEST:-}               # PREFIX (PREFIX.SRC, PREFIX.TGT): a general test set, scored before, after
 [ -z "$PARENT_TEST" ] || PARENT_TEST=$(realpath -ms -- "$PARENT_TEST")
 # INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
 # sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
@@ -95,9 +95,9 @@ EXPORT=${EXPORT:-}                         # ct2 and/or hf
 # ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipe/plan.py) -----
 # INIT: the parent's model, vocabulary and P_drop, checked before any work (recipe/parent.py); fine-tuning's batch,
 # rate and length (recipe/finetuning.py), the budget sizing the updates. TIME: each candidate's speed probed here
-# (recipe/speed_probe.py: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed run trains as it began; it
-# says itself in two lines (the reasons: --explain, and WORK/plan.json). fairseq's --stop-time-hours stops training
-# at TIME in any case.
+# (recipe/speed_probe.py: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed
+# run trains as it began; it says itself in two lines (the reasons: --explain, and WORK/plan.json). fairseq's
+# --stop-time-hours stops training at TIME in any case.
 plan_run
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 precision_args "$PRECISION"
