@@ -354,6 +354,58 @@ def report_text(result: Dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- a general corpus replayed into the training text (INIT with REPLAY=) ------------------------------------
+
+
+def replay(
+    corpus: str,
+    src: str,
+    tgt: str,
+    train: str,
+    held: Sequence[str],
+    ratio: float,
+    seed: int,
+    out: str,
+) -> Dict[str, int]:
+    """Training text for a fine-tuning that replays a general corpus against forgetting (docs/parallel-text.md,
+    "From a published model"): the pairs of ``train`` (PREFIX.SRC, PREFIX.TGT: stage 1's in-domain text) and
+    ``ratio`` times as many pairs of ``corpus``, drawn by ``seed`` without replacement (all of it if it has fewer),
+    none whose source is a source of the ``held`` dev and test sets, nor an empty side; written as OUT.SRC and
+    OUT.TGT. Returns the counts."""
+    import itertools
+
+    def lines(prefix: str, lang: str) -> Iterator[str]:
+        path = f"{prefix}.{lang}"
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    yield line.rstrip("\n")
+        except UnicodeDecodeError as e:
+            raise CorpusError(f"{path}: not UTF-8 ({e})") from None
+        except FileNotFoundError:
+            raise CorpusError(f"{path}: no such file") from None
+
+    held_sources = {s for prefix in held for s in lines(prefix, src)}
+    ranked = []  # (hash, line number) of each usable pair of the corpus
+    for number, (s, t) in enumerate(itertools.zip_longest(lines(corpus, src), lines(corpus, tgt))):
+        if s is None or t is None:
+            raise CorpusError(f"{corpus}.{src} and {corpus}.{tgt} have different numbers of lines")
+        if s.strip() and t.strip() and s not in held_sources:
+            ranked.append((sentence_hash(s, seed), number))
+    in_domain = sum(1 for _ in lines(train, src))
+    wanted = min(len(ranked), round(ratio * in_domain))
+    chosen = {number for _, number in sorted(ranked)[:wanted]}
+    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
+    for lang in (src, tgt):
+        path = f"{out}.{lang}"
+        with open(path + TMP_SUFFIX, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines(train, lang))
+            f.writelines(line + "\n" for number, line in enumerate(lines(corpus, lang)) if number in chosen)
+    for lang in (src, tgt):
+        os.replace(f"{out}.{lang}" + TMP_SUFFIX, f"{out}.{lang}")
+    return {"in_domain": in_domain, "replayed": wanted, "usable": len(ranked)}
+
+
 # ---- the command line -----------------------------------------------------------------------------------
 
 
@@ -375,7 +427,27 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--valid-size", type=int)
     p.add_argument("--test-size", type=int)
+    r = sub.add_parser("replay", help="training text with a general corpus replayed in it (INIT with REPLAY=)")
+    r.add_argument("--corpus", required=True, help="the general corpus: PREFIX (PREFIX.SRC and PREFIX.TGT)")
+    r.add_argument("--src", required=True)
+    r.add_argument("--tgt", required=True)
+    r.add_argument("--train", required=True, help="the in-domain training text: PREFIX")
+    r.add_argument("--held", nargs="*", default=[], help="the dev and test sets: PREFIX each (their sources not drawn)")
+    r.add_argument("--ratio", type=float, required=True, help="general pairs drawn per in-domain pair")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--out", required=True, help="PREFIX of the mixed training text")
     args = parser.parse_args(argv)
+    if args.command == "replay":
+        try:
+            found = replay(args.corpus, args.src, args.tgt, args.train, args.held, args.ratio, args.seed, args.out)
+        except CorpusError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(
+            f"{found['in_domain']:,} in-domain pairs and {found['replayed']:,} of {args.corpus}'s {found['usable']:,} "
+            f"(REPLAY_RATIO={args.ratio:g}): {args.out}.{args.src}, {args.out}.{args.tgt}"
+        )
+        return 0
     try:
         rules = Rules(args.src, args.tgt, args.max_words, args.max_ratio, args.on_bad_bytes, not args.no_langid)
         prepare(

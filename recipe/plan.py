@@ -120,8 +120,8 @@ def decision_key(v: Variables) -> Dict:
 # ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the machines of one plan
 # apart (NODE_RANK)
 SETTINGS = tuple(
-    "TRAIN VALID TEST SRC TGT TOY INIT TGT_TOKEN TIME MAX_UPDATE SPEED_FILE MIN_PAIRS FINETUNE_MIN_PAIRS VOCAB_SIZE "
-    "JOINT_VOCAB ARCH MODEL_FLAGS "
+    "TRAIN VALID TEST SRC TGT TOY INIT TGT_TOKEN REPLAY REPLAY_RATIO TIME MAX_UPDATE SPEED_FILE MIN_PAIRS "
+    "FINETUNE_MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS "
     "DROPOUT TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST "
     "EVAL_BLEU PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
     "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
@@ -141,6 +141,15 @@ def check_settings(v: Variables) -> None:
         )
     if v.get("MAX_UPDATE") and not v.get("MAX_UPDATE").isdigit():
         raise PlanError(f"error: MAX_UPDATE={v.get('MAX_UPDATE')}: a number of updates")
+    if v.get("REPLAY"):
+        if not v.get("INIT"):
+            raise PlanError(f"REPLAY={v.get('REPLAY')}: a general corpus replayed is for INIT (fine-tuning)")
+        for lang in (v.get("SRC"), v.get("TGT")):
+            if not os.path.isfile(f"{v.get('REPLAY')}.{lang}"):
+                raise PlanError(f"REPLAY: {v.get('REPLAY')}.{lang}: no such file (PREFIX.SRC and PREFIX.TGT)")
+        ratio = v.decimal("REPLAY_RATIO")
+        if ratio is not None and float(ratio) <= 0:
+            raise PlanError(f"REPLAY_RATIO={ratio}: general pairs an in-domain pair, above 0")
     if v.get("PARENT_TEST"):
         if not v.get("INIT"):
             raise PlanError(f"PARENT_TEST={v.get('PARENT_TEST')}: a parent's test set is for INIT (fine-tuning)")
@@ -359,8 +368,14 @@ def decide(v: Variables) -> Plan:
         except finetuning.FineTuningError as e:
             raise PlanError(f"error: {e}") from None
         given_bleu = {"1": True, "0": False}.get(v.get("EVAL_BLEU"))
+        if given_bleu is None:  # a small in-domain corpus, whatever is replayed beside it
+            given_bleu = found.pairs < finetuning.SMALL
         given = max_update if toy else v.number("MAX_UPDATE", least=1)
-        tuning = finetuning.decide(found.pairs, found.target_tokens, given, None, given_bleu)
+        pairs, target_tokens = found.pairs, found.target_tokens
+        if v.get("REPLAY"):  # the epochs count the general pairs replayed too
+            replayed = min(count_lines(f"{v.get('REPLAY')}.{src}"), round(float(v.get("REPLAY_RATIO", "1")) * pairs))
+            pairs, target_tokens = pairs + replayed, int(target_tokens * (pairs + replayed) / max(pairs, 1))
+        tuning = finetuning.decide(pairs, target_tokens, given, None, given_bleu)
         if not toy:  # the toy size keeps its batch
             tokens_per_update = v.number("TOKENS_PER_UPDATE", tuning.tokens_per_update, least=1)
         max_update = tuning.max_update
@@ -407,7 +422,7 @@ def decide(v: Variables) -> Plan:
     max_update = int(spent["MAX_UPDATE"])
     if tuning is not None:
         if time_text:  # TIME's updates, at the parent's speed: the ramp is a share of them
-            tuning = finetuning.decide(found.pairs, found.target_tokens, None, max_update, tuning.by_bleu)
+            tuning = finetuning.decide(pairs, target_tokens, None, max_update, tuning.by_bleu)
         warmup = v.number("WARMUP", v.number("FINETUNE_WARMUP", tuning.warmup))
         if toy:
             warmup = v.number("TOY_WARMUP", warmup)

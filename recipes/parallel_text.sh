@@ -18,7 +18,8 @@
 # stopping at MAX_UPDATE (with EVAL_BLEU=1 also when PATIENCE validations bring no better dev BLEU); 5 average the
 # last checkpoints; 6 fairseq-generate the test set; 7 sacreBLEU and chrF; 8 report; 9 exports (EXPORT="ct2 hf").
 # INIT: 2p the parent imported, no sentencepiece trained (the parent's), 3p-3q the parent scored before fine-tuning;
-# with PARENT_TEST 2c-3t and 7p-7q its own test set before and after; a corpus under 10k pairs hands over its best.
+# with PARENT_TEST 2c-3t and 7p-7q its own test set before and after; with REPLAY 1r a general corpus mixed in; a
+# corpus under 10k pairs hands over its best.
 # GPUS, CPU_WORKERS, PRECISION and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT work as in
 # the WMT14 recipes (docs/several-machines.md).
 set -euo pipefail
@@ -58,6 +59,9 @@ INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or
 TGT_TOKEN=${TGT_TOKEN:-}                   # a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary
 PARENT_TEST=${PARENT_TEST:-}               # PREFIX (PREFIX.SRC, PREFIX.TGT): a general test set, scored before, after
 [ -z "$PARENT_TEST" ] || PARENT_TEST=$(realpath -ms -- "$PARENT_TEST")
+REPLAY=${REPLAY:-}                         # PREFIX of a general corpus replayed into the fine-tuning against forgetting
+REPLAY_RATIO=${REPLAY_RATIO:-1}            # its pairs drawn per in-domain pair
+[ -z "$REPLAY" ] || REPLAY=$(realpath -ms -- "$REPLAY")
 # INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
 # sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
 # finetune/), EPOCHS without a budget; a corpus under 10,000 pairs hands over its checkpoint of the best dev BLEU
@@ -111,6 +115,15 @@ PREPARE_ARGS+=("${HELD_OUT_ARGS[@]}")  # INIT: at least 200 dev and 200 test lin
 [ "$LANGID" = 1 ] || PREPARE_ARGS+=(--no-langid)
 READS=(); for file in "${INPUT_FILES[@]}"; do READS+=(--reads "$file"); done  # the corpora's files, digested
 data_stage "${READS[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
+# INIT with REPLAY: REPLAY_RATIO general pairs an in-domain pair, drawn by SEED, none a dev or test source
+TRAIN_TEXT="$DATA/train"
+if [ -n "$INIT" ] && [ -n "$REPLAY" ]; then
+  TRAIN_TEXT="$DATA/replayed/train"
+  data_stage --reads "$DATA/train.$SRC" --reads "$DATA/train.$TGT" --reads "$REPLAY.$SRC" --reads "$REPLAY.$TGT" \
+    --writes "$TRAIN_TEXT.$SRC" --writes "$TRAIN_TEXT.$TGT" 1r "replay $REPLAY into the training text: $REPLAY_RATIO a pair" \
+    "$PY" -m preprocess.parallel_text replay --corpus "$REPLAY" --src "$SRC" --tgt "$TGT" --train "$DATA/train" \
+      --held "$DATA/valid" "$DATA/test" --ratio "$REPLAY_RATIO" --seed "$SEED" --out "$TRAIN_TEXT"
+fi
 
 # ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences (INIT: the parent's, imported) -------------------------
 SPM_ARGS=(--vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --input-sentence-size "$SPM_SAMPLE"
@@ -145,7 +158,7 @@ for side in "$SRC" "$TGT"; do
   [ -z "$INIT" ] || [ -z "$PARENT_TGT_TOKEN" ] || [ "$side" != "$SRC" ] || ENCODE_ARGS+=(--prefix "$PARENT_TGT_TOKEN")
   data_stage "2b-$side" "encode train, valid and test ($side) into pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$model" \
-      --inputs "$DATA"/{train,valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)" "${ENCODE_ARGS[@]}"
+      --inputs "$TRAIN_TEXT.$side" "$DATA"/{valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)" "${ENCODE_ARGS[@]}"
 done
 
 # INIT with PARENT_TEST: a test set of the parent's own domain, translated by the parent before fine-tuning (3s-3t)

@@ -289,6 +289,25 @@ def test_a_multilingual_parent_gets_its_token_for_tgt_before_every_source_senten
     assert "--prefix '>>deu<<'" in encodes["en"] and "--prefix" not in encodes["de"]
 
 
+def test_a_general_corpus_is_replayed_into_the_fine_tuning_at_its_ratio(parent, corpus, tmp_path, monkeypatch):
+    """REPLAY: stage 1r mixes REPLAY_RATIO general pairs an in-domain pair into the training text, drawn by SEED and
+    never a dev or test source, and the corpus's pieces are that text's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    known_speed_figures(tmp_path / "cache", 8000, parents=[parent[0]])
+    variables = dict(TRAIN=str(corpus), INIT=str(parent[0]), **TOY)
+    plain = run_recipe("parallel_text.sh", tmp_path / "plain", "--dry-run", **variables)
+    proc = run_recipe(
+        "parallel_text.sh", tmp_path / "w", "--dry-run", REPLAY=str(general(corpus)), REPLAY_RATIO="0.5", **variables
+    )
+    assert proc.returncode == 0 and plain.returncode == 0, proc.stderr[-2000:]
+    replay = next(line for line in proc.stdout.splitlines() if "preprocess.parallel_text replay" in line)
+    assert f"--corpus {general(corpus)} " in replay and "--ratio 0.5 " in replay
+    assert f"--held {tmp_path}/w/data/valid {tmp_path}/w/data/test " in replay
+    encode = next(line for line in proc.stdout.splitlines() if "sentencepiece_vocab encode" in line and ".en " in line)
+    assert f"--inputs {tmp_path}/w/data/replayed/train.en {tmp_path}/w/data/valid.en" in encode
+    assert "preprocess.parallel_text replay" not in plain.stdout
+
+
 REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
     "a parent of another pair": (
         lambda p, t: p[0],
@@ -309,6 +328,11 @@ REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
         lambda p, t: p[0],
         {"PARENT_TEST": "/nonexistent/general"},
         "PARENT_TEST: /nonexistent/general.en: no such file (PREFIX.SRC and PREFIX.TGT, a line a sentence)",
+    ),
+    "a replayed corpus that is not there": (
+        lambda p, t: p[0],
+        {"REPLAY": "/nonexistent/general"},
+        "REPLAY: /nonexistent/general.en: no such file (PREFIX.SRC and PREFIX.TGT)",
     ),
     "too few pairs once dev and test are held out": (
         lambda p, t: p[0],

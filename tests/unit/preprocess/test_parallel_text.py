@@ -161,3 +161,55 @@ def test_given_dev_and_test_sets_count_what_they_drop_and_change(tmp_path):
     assert drops["a duplicate of an earlier pair (valid set)"]["first"] == [f"{valid}:6"]
     assert drops["white space collapsed (runs, tabs, or at either end)"]["first"] == [f"{valid}:7"]
     assert report["pairs"]["valid"] == 18
+
+
+def test_a_general_corpus_is_replayed_at_its_ratio_never_with_a_dev_or_test_source(tmp_path, capsys):
+    """replay (INIT with REPLAY=): the in-domain pairs, then ratio times as many of the general corpus, drawn by the
+    seed (the same draw every time, another with another seed), none whose source is a dev or test source; a corpus
+    of sides of different lengths is refused naming both files."""
+
+    def write(prefix, pairs):
+        (tmp_path / f"{prefix}.en").write_text("".join(s + "\n" for s, _ in pairs))
+        (tmp_path / f"{prefix}.de").write_text("".join(t + "\n" for _, t in pairs))
+        return str(tmp_path / prefix)
+
+    train = write("train", [(f"in {i}", f"drin {i}") for i in range(10)])
+    general = write("general", [(f"general {i}", f"allgemein {i}") for i in range(100)])
+    held = write("valid", [("general 3", "allgemein 3"), ("general 7", "allgemein 7")])
+    out = str(tmp_path / "mixed" / "train")
+    assert (
+        pt.main(
+            [
+                "replay",
+                "--corpus",
+                general,
+                "--src",
+                "en",
+                "--tgt",
+                "de",
+                "--train",
+                train,
+                "--held",
+                held,
+                "--ratio",
+                "2",
+                "--out",
+                out,
+            ]
+        )
+        == 0
+    )
+    assert "10 in-domain pairs and 20 of" in capsys.readouterr().out
+    sources = (tmp_path / "mixed" / "train.en").read_text().splitlines()
+    targets = (tmp_path / "mixed" / "train.de").read_text().splitlines()
+    assert sources[:10] == [f"in {i}" for i in range(10)] and len(sources) == len(targets) == 30
+    assert all(t == "allgemein " + s.split()[1] for s, t in zip(sources[10:], targets[10:]))  # pairs kept together
+    assert not {"general 3", "general 7"} & set(sources)
+    again = pt.replay(general, "en", "de", train, [held], 2, 1, str(tmp_path / "again"))
+    assert (tmp_path / "again.en").read_text().splitlines() == sources and again["replayed"] == 20
+    pt.replay(general, "en", "de", train, [held], 2, 2, str(tmp_path / "other"))
+    assert (tmp_path / "other.en").read_text().splitlines() != sources
+    assert pt.replay(general, "en", "de", train, [], 50, 1, str(tmp_path / "all"))["replayed"] == 100  # all of it
+    (tmp_path / "general.de").write_text("one line\n")
+    with pytest.raises(pt.CorpusError, match=r"general\.en and .*general\.de have different numbers of lines"):
+        pt.replay(general, "en", "de", train, [], 1, 1, str(tmp_path / "bad"))
