@@ -30,7 +30,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
-from transformer_plugin_cli.paper import ADAM_BETAS, ADAM_EPS, plugin_default
+from transformer_plugin_cli.paper import training_flags
 
 MIN_PAIRS = 100  # training pairs: fewer are refused (FINETUNE_MIN_PAIRS sets it)
 HELD_OUT = 200  # dev and test lines each held out of a corpus given without VALID and TEST
@@ -65,28 +65,9 @@ class FineTuning:
     def training_flags(self, label_smoothing: Optional[float] = None) -> List[str]:
         """fairseq-train's optimizer, schedule and criterion: the paper's Adam and label smoothing (Sections 5.3,
         5.4), fine-tuning's rate."""
-        if label_smoothing is None:
-            label_smoothing = plugin_default("VaswaniLabelSmoothedCrossEntropyConfig", "label_smoothing")
-        return [
-            "--optimizer",
-            "adam",
-            "--adam-betas",
-            ADAM_BETAS,
-            "--adam-eps",
-            ADAM_EPS,
-            "--lr-scheduler",
-            "inverse_sqrt",
-            "--lr",
-            f"{self.peak_rate:g}",
-            "--warmup-updates",
-            str(self.warmup),
-            "--warmup-init-lr",
-            "0",
-            "--criterion",
-            "vaswani_label_smoothed_cross_entropy",
-            "--label-smoothing",
-            str(label_smoothing),
-        ]
+        schedule = ["--lr-scheduler", "inverse_sqrt", "--lr", f"{self.peak_rate:g}"]
+        schedule += ["--warmup-updates", str(self.warmup), "--warmup-init-lr", "0"]
+        return training_flags(label_smoothing=label_smoothing, schedule=schedule)
 
     def picked_line(self) -> str:
         """The plan's "picked:" line for the fine-tuning: one line, under 120 characters with its prefix."""

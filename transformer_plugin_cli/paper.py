@@ -65,15 +65,20 @@ def plugin_default(dataclass: str, name: str, config: Optional[str] = None):
     raise LookupError(f"{config}: no literal default for {dataclass}.{name}")
 
 
-def training_flags(warmup_updates: Optional[int] = None, label_smoothing: Optional[float] = None) -> List[str]:
+def training_flags(
+    warmup_updates: Optional[int] = None, label_smoothing: Optional[float] = None, schedule: Optional[List[str]] = None
+) -> List[str]:
     """Section 5.3: Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9, the learning rate of Eq. (3)
     with warmup_steps = ``warmup_updates``; Section 5.4: label smoothing eps_ls = ``label_smoothing``;
     None: the paper's (the plugin's defaults). The schedule and the criterion are the plugin's. No
-    gradient clipping: fairseq's default."""
+    gradient clipping: fairseq's default. ``schedule``: another schedule's flags in place of Eq. (3)'s (a
+    fine-tuning's, recipe/finetuning.py)."""
     if warmup_updates is None:
         warmup_updates = plugin_default("VaswaniInverseSqrtConfig", "warmup_updates")
     if label_smoothing is None:
         label_smoothing = plugin_default("VaswaniLabelSmoothedCrossEntropyConfig", "label_smoothing")
+    if schedule is None:
+        schedule = ["--lr-scheduler", "vaswani_inverse_sqrt", "--warmup-updates", str(warmup_updates)]
     return [
         "--optimizer",
         "adam",
@@ -81,10 +86,7 @@ def training_flags(warmup_updates: Optional[int] = None, label_smoothing: Option
         ADAM_BETAS,
         "--adam-eps",
         ADAM_EPS,
-        "--lr-scheduler",
-        "vaswani_inverse_sqrt",
-        "--warmup-updates",
-        str(warmup_updates),
+        *schedule,
         "--criterion",
         "vaswani_label_smoothed_cross_entropy",
         "--label-smoothing",
