@@ -27,7 +27,7 @@ the practice of fine-tuning published translation models, each setting with its 
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from transformer_plugin_cli.paper import training_flags
@@ -76,9 +76,6 @@ class FineTuning:
             f"the parent's model, {self.tokens_per_update:,} tokens x {self.max_update:,} updates "
             f"({self.epochs:.3g} epochs), rate {self.peak_rate:g} after {self.warmup:,}, {chosen}"
         )
-
-    def as_dict(self) -> Dict:
-        return asdict(self)
 
 
 def check_pairs(pairs: int, held_out: int, min_pairs: int = MIN_PAIRS) -> None:

@@ -441,7 +441,7 @@ def decide(v: Variables) -> Plan:
             f"{max_update // save_interval} every SAVE_INTERVAL_UPDATES={save_interval}"
         )
     eval_bleu = tuning.by_bleu if tuning is not None else v.get("EVAL_BLEU", "0") == "1"
-    patience = v.number("PATIENCE", 10 if eval_bleu else 0)
+    patience = v.number("PATIENCE", tuning.patience if tuning is not None else 10 if eval_bleu else 0)
     label_smoothing = v.decimal("LABEL_SMOOTHING")
     if tuning is not None:
         training = replace(tuning, warmup=warmup).training_flags(label_smoothing)
