@@ -191,11 +191,16 @@ if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is re
 # positions (1,024), and the model's sinusoids extrapolate (Section 3.5); learned ones stop at theirs
 LONG_LINES=(--max-source-positions 100000 --max-target-positions 100000)
 [[ $MODEL_FLAGS == *learned* ]] || LONG_LINES+=(--model-overrides "{'max_source_positions': 100000, 'max_target_positions': 100000}")
+# translate_stage ID TITLE DATA_BIN CHECKPOINT OUTPUT: fairseq-generate DATA_BIN's test set with CHECKPOINT, decoded
+# by DECODING, every line however long, into OUTPUT (the test set, the parent's test set; before and after training)
+translate_stage() {
+  stage "$1" "$2" capture "$5" \
+    fairseq-generate "$3" --user-dir "$REPO/transformer_plugin" --path "$4" --gen-subset test \
+      "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+}
 if [ -n "$INIT" ]; then  # the parent on this test set, before fine-tuning: what fine-tuning gains
-  stage 3p "fairseq-generate the test set with the parent, before fine-tuning" \
-    capture "$OUT/generate.parent.test.out" \
-      fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$PARENT_CHECKPOINT" --gen-subset test \
-        "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+  translate_stage 3p "fairseq-generate the test set with the parent, before fine-tuning" \
+    "$EVAL_DATA" "$PARENT_CHECKPOINT" "$OUT/generate.parent.test.out"
   stage 3q "sacreBLEU and chrF of the parent on the test set" \
     "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent.test.out" \
       --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.parent.test.txt" --json "$OUT/scores.parent.json" \
@@ -203,10 +208,8 @@ if [ -n "$INIT" ]; then  # the parent on this test set, before fine-tuning: what
 fi
 
 if [ -n "$INIT" ] && [ -n "$PARENT_TEST" ]; then  # the parent on its own test set, before fine-tuning
-  stage 3s "fairseq-generate the parent's test set with the parent, before fine-tuning" \
-    capture "$OUT/generate.parent_test.before.out" \
-      fairseq-generate "$PARENT_TEST_BIN" --user-dir "$REPO/transformer_plugin" --path "$PARENT_CHECKPOINT" --gen-subset test \
-        "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+  translate_stage 3s "fairseq-generate the parent's test set with the parent, before fine-tuning" \
+    "$PARENT_TEST_BIN" "$PARENT_CHECKPOINT" "$OUT/generate.parent_test.before.out"
   stage 3t "sacreBLEU and chrF of the parent on its test set" \
     "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent_test.before.out" \
       --reference "$PARENT_TEST.$TGT" --hypotheses-out "$OUT/hypotheses.parent_test.before.txt" \
@@ -244,10 +247,7 @@ else
     "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
       --num-update-checkpoints "$AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
 fi
-stage 6 "fairseq-generate the test set: ${DECODING[*]}" \
-  capture "$OUT/generate.test.out" \
-    fairseq-generate "$EVAL_DATA" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
-      "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+translate_stage 6 "fairseq-generate the test set: ${DECODING[*]}" "$EVAL_DATA" "$MODEL_PATH" "$OUT/generate.test.out"
 # INIT: the paired bootstrap of the fine-tuned model against the parent on the same test set (its 95% interval)
 BASELINE_ARGS=(); [ -z "$INIT" ] || BASELINE_ARGS=(--baseline "$OUT/hypotheses.parent.test.txt" --baseline-label "the parent")
 stage 7 "sacreBLEU and chrF on the test set" \
@@ -257,10 +257,8 @@ stage 7 "sacreBLEU and chrF on the test set" \
 REPORT_ARGS=(); [ -z "$INIT" ] || REPORT_ARGS=(--scores "the parent, before fine-tuning=$OUT/scores.parent.json"
                                                --unknown "$SPM/unknown.$SRC.json" --unknown "$SPM/unknown.$TGT.json")
 if [ -n "$INIT" ] && [ -n "$PARENT_TEST" ]; then  # what fine-tuning forgets: the parent's test set after it
-  stage 7p "fairseq-generate the parent's test set with the fine-tuned model" \
-    capture "$OUT/generate.parent_test.out" \
-      fairseq-generate "$PARENT_TEST_BIN" --user-dir "$REPO/transformer_plugin" --path "$MODEL_PATH" --gen-subset test \
-        "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+  translate_stage 7p "fairseq-generate the parent's test set with the fine-tuned model" \
+    "$PARENT_TEST_BIN" "$MODEL_PATH" "$OUT/generate.parent_test.out"
   stage 7q "sacreBLEU and chrF on the parent's test set, against the parent" \
     "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent_test.out" \
       --reference "$PARENT_TEST.$TGT" --hypotheses-out "$OUT/hypotheses.parent_test.txt" \
