@@ -30,6 +30,9 @@ PATCHES = [
     "cpu_launchers",
     "process_group_timeout",
     "foreach_grad_norm",
+    "multi_tensor_adam",
+    "multi_tensor_master_weights",
+    "master_weights_in_checkpoints",
     "full_disk",  # last: around every other patch of checkpoint_utils.save_checkpoint
 ]
 
