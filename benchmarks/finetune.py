@@ -8,19 +8,24 @@ corpus), both with ``TIME=`` the budget. Scored on the child's test set (the rec
 fine-tuning (forgetting): its test text in the parent's pieces and dictionaries, decoded as the recipe decodes.
 
     python -m benchmarks.finetune run --parent runs/finetune/parent --child runs/finetune/data/games/train:en:de \\
-        --budgets 10m 30m --cores 0 1 --work runs/finetune/runs --record benchmarks/records/finetune/games.json
+        --sizes 500 2000 10000 --budgets 10m 30m --cores 0 1 --work runs/finetune/runs \\
+        --record benchmarks/records/finetune/games.json
     python -m benchmarks.finetune table --record benchmarks/records/finetune/games.json --figure docs/finetune.png
 
 ``--parent`` is the parent's recipe WORK: its ``hf`` export (the parent) and its ``data/test.*`` (its test set).
-A run whose scores exist is read back, not run again.
+``--sizes``: the child's training text cut to that many pairs (drawn with seed 1; the same dev and test sets for
+every size), each size at every budget. Under 10,000 pairs the recipe refuses to train from nothing (``MIN_PAIRS``):
+the run from nothing is given ``MIN_PAIRS`` of its size, to be measured. A run whose scores exist is read back, not
+run again.
 """
 
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -33,14 +38,43 @@ from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 KINDS = ("fine-tuned", "from nothing")
 
 
+FROM_NOTHING_MIN_PAIRS = 10_000  # the recipe's MIN_PAIRS: fewer pairs are refused without INIT
+
+
 def child_env(child: Corpus, work: str, budget: str, init: Optional[str], extra: Dict[str, str]) -> Dict[str, str]:
-    """A run's environment: the child corpus and ``budget`` as its TIME, one CPU worker, ``init`` as its INIT."""
+    """A run's environment: the child corpus and ``budget`` as its TIME, one CPU worker, ``init`` as its INIT (or,
+    from nothing on fewer pairs than the recipe takes, ``MIN_PAIRS`` of the corpus's size)."""
     env = recipe_env(
         child.files, {"WORK": work, "TIME": budget, "CPU_WORKERS": "1", "GPUS": "0"}, extra, unset=("MAX_UPDATE",)
     )
     if init:
         env["INIT"] = init
+    elif child.pairs() < FROM_NOTHING_MIN_PAIRS:
+        env.setdefault("MIN_PAIRS", str(child.pairs()))
     return env
+
+
+def subset(child: Corpus, pairs: int, out: str) -> Corpus:
+    """``child``'s training text cut to ``pairs`` pairs drawn with seed 1 (in their order), in ``out``, beside
+    ``child``'s own dev and test sets (linked)."""
+    folder = os.path.dirname(child.prefix)
+    os.makedirs(out, exist_ok=True)
+    lines = {}
+    for lang in (child.src, child.tgt):
+        with open(f"{child.prefix}.{lang}", encoding="utf-8") as f:
+            lines[lang] = f.readlines()
+    have = len(lines[child.src])
+    if pairs > have:
+        raise SystemExit(f"{child.prefix}.{child.src}: {have} pairs, fewer than --sizes {pairs}")
+    drawn = sorted(random.Random(1).sample(range(have), pairs))
+    for lang in (child.src, child.tgt):
+        with open(os.path.join(out, f"train.{lang}"), "w", encoding="utf-8") as f:
+            f.writelines(lines[lang][i] for i in drawn)
+        for split in ("valid", "test"):
+            link = os.path.join(out, f"{split}.{lang}")
+            if not os.path.lexists(link):
+                os.symlink(os.path.abspath(os.path.join(folder, f"{split}.{lang}")), link)
+    return Corpus(f"{child.name} {pairs}", os.path.join(out, "train"), child.src, child.tgt)
 
 
 def on_parent_test(parent_work: str, work: str, model: str, src: str, tgt: str) -> Dict[str, float]:
@@ -127,6 +161,7 @@ def run(
     work_root: str,
     record: str,
     extra: Dict[str, str],
+    sizes: Sequence[Optional[int]] = (None,),
 ) -> dict:
     init = os.path.join(parent_work, "hf")
     if not os.path.exists(os.path.join(init, "config.json")):
@@ -137,6 +172,21 @@ def run(
         "runs": [],
         "parent_run": {"updates": updates_of(parent_work), **read_run(parent_work)},
     }
+    for size in sizes:
+        corpus = subset(child, size, os.path.join(work_root, "data", str(size))) if size else child
+        root = os.path.join(work_root, str(size)) if size else work_root
+        found["runs"] += run_size(parent_work, init, corpus, budgets, cores, root, extra, found)
+    os.makedirs(os.path.dirname(os.path.abspath(record)), exist_ok=True)
+    with open(record, "w") as f:
+        json.dump(found, f, indent=1)
+    return found
+
+
+def run_size(parent_work, init, child: Corpus, budgets, cores, work_root, extra, found) -> List[dict]:
+    """The runs of one corpus at each budget (fine-tuned and from nothing side by side); ``found`` gets the
+    parent's scores alone and on its own test set."""
+    results = []
+    pairs = child.pairs()
     for budget in budgets:
         works = {kind: os.path.join(work_root, budget, kind.replace(" ", "_")) for kind in KINDS}
         running = []
@@ -145,14 +195,15 @@ def run(
                 continue
             os.makedirs(work, exist_ok=True)
             env = child_env(child, work, budget, init if kind == "fine-tuned" else None, extra)
-            running.append((kind, start_recipe(env, work + ".log", f"TIME={budget} INIT={env.get('INIT', '')}", core)))
+            header = f"{pairs} pairs, TIME={budget} INIT={env.get('INIT', '')}"
+            running.append((kind, start_recipe(env, work + ".log", header, core)))
             if len(cores) == 1:
                 running[-1][1].wait()
         for kind, proc in running:
             if proc.wait() != 0:
                 raise SystemExit(f"{kind} at {budget}: the recipe failed ({proc.returncode}); see {works[kind]}.log")
         for kind, work in works.items():
-            result = {"budget": budget, "kind": kind, "updates": updates_of(work), **read_run(work)}
+            result = {"pairs": pairs, "budget": budget, "kind": kind, "updates": updates_of(work), **read_run(work)}
             if kind == "fine-tuned":
                 with open(os.path.join(work, "results", "scores.parent.json")) as f:
                     alone = json.load(f)
@@ -163,62 +214,83 @@ def run(
                 )
                 result["parent_test"] = {"bleu": after["sacrebleu"], "chrf": after["chrf"]}
                 found["parent_on_its_test"] = {"bleu": before["sacrebleu"], "chrf": before["chrf"]}
-            found["runs"].append(result)
-    os.makedirs(os.path.dirname(os.path.abspath(record)), exist_ok=True)
-    with open(record, "w") as f:
-        json.dump(found, f, indent=1)
-    return found
+                with open(os.path.join(work, "results", "scores.test.json")) as f:
+                    result["against_parent"] = json.load(f).get("against")
+                result["against_from_nothing"] = against(work, works["from nothing"], child)
+            results.append(result)
+    return results
+
+
+def against(work: str, baseline_work: str, child: Corpus) -> dict:
+    """The paired bootstrap of ``work``'s test hypotheses against ``baseline_work``'s, on the child's test set
+    (vaswani-evaluate's, sacreBLEU's resamplings)."""
+    from transformer_plugin_cli.tools.evaluate import paired_bootstrap
+
+    def lines(path):
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\n") for line in f]
+
+    hypotheses = os.path.join("results", "hypotheses.test.txt")
+    references = lines(child.files["TEST"] + "." + child.tgt)
+    return paired_bootstrap(
+        lines(os.path.join(work, hypotheses)), lines(os.path.join(baseline_work, hypotheses)), references
+    )
+
+
+def gain(found: Optional[dict]) -> str:
+    """sacreBLEU's difference and its 95% interval, "not significant" where the interval spans 0."""
+    if not found:
+        return "-"
+    d = found["sacrebleu"]
+    return f"{d['difference']:+.2f} ({d['low']:+.2f} to {d['high']:+.2f}){'' if d['significant'] else ', n.s.'}"
 
 
 def table(found: dict) -> str:
     alone, own = found["parent_alone"], found["parent_on_its_test"]
     lines = [
-        "| TIME (one core) | model | updates | child test BLEU | chrF | parent's test BLEU | chrF |",
-        "|---|---|---|---|---|---|---|",
-        f"| 0 | the parent alone | 0 | {alone['bleu']:.2f} | {alone['chrf']:.2f} | {own['bleu']:.2f} | "
+        "| pairs | TIME (one core) | model | updates | child test BLEU | chrF | BLEU against from nothing (95%) | "
+        "against the parent (95%) | parent's test BLEU | chrF |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| - | 0 | the parent alone | 0 | {alone['bleu']:.2f} | {alone['chrf']:.2f} | - | - | {own['bleu']:.2f} | "
         f"{own['chrf']:.2f} |",
     ]
     for r in found["runs"]:
         theirs = r.get("parent_test")
         lines.append(
-            f"| {r['budget']} | {r['kind']} | {r['updates']:,} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
+            f"| {r.get('pairs', 0):,} | {r['budget']} | {r['kind']} | {r['updates']:,} | {r['bleu']:.2f} | "
+            f"{r['chrf']:.2f} | {gain(r.get('against_from_nothing'))} | {gain(r.get('against_parent'))} | "
             + (f"{theirs['bleu']:.2f} | {theirs['chrf']:.2f} |" if theirs else "- | - |")
         )
     return "\n".join(lines)
 
 
 def figure(found: dict, path: str) -> None:
+    """sacreBLEU against the child's training pairs (one line for each model and budget), beside the parent's own
+    test set after fine-tuning and the parent alone."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    budgets = list(dict.fromkeys(r["budget"] for r in found["runs"]))
-    for kind, style in zip(KINDS, ("o-", "s--")):
-        ax.plot(
-            budgets,
-            [next(r["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == kind) for b in budgets],
-            style,
-            label=f"{kind}, on the child's test set",
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    runs = found["runs"]
+    for budget in dict.fromkeys(r["budget"] for r in runs):
+        for kind, marker in zip(KINDS, ("o", "s")):
+            drawn = sorted((r.get("pairs", 0), r["bleu"]) for r in runs if r["budget"] == budget and r["kind"] == kind)
+            ax.plot(*zip(*drawn), marker + "-" if kind == KINDS[0] else marker + "--", label=f"{kind}, {budget}")
+        after = sorted(
+            (r.get("pairs", 0), r["parent_test"]["bleu"])
+            for r in runs
+            if r["budget"] == budget and r["kind"] == "fine-tuned"
         )
-    ax.plot(
-        budgets,
-        [
-            next(r["parent_test"]["bleu"] for r in found["runs"] if r["budget"] == b and r["kind"] == "fine-tuned")
-            for b in budgets
-        ],
-        "^:",
-        label="fine-tuned, on the parent's test set",
-    )
-    ax.axhline(
-        found["parent_alone"]["bleu"], color="grey", linestyle="-.", label="the parent alone, on the child's test set"
-    )
+        ax.plot(*zip(*after), "^:", label=f"fine-tuned, {budget}, on the parent's test set")
+    ax.axhline(found["parent_alone"]["bleu"], color="grey", linestyle="-.", label="the parent alone")
     ax.axhline(found["parent_on_its_test"]["bleu"], color="grey", linestyle=":", label="the parent on its own test set")
-    ax.set_xlabel("TIME of one core")
-    ax.set_ylabel("sacreBLEU")
-    ax.legend(fontsize=8)
-    ax.set_title("Fine-tuning a parent against training from nothing")
+    ax.set_xscale("log")
+    ax.set_xlabel("the child's training pairs")
+    ax.set_ylabel("sacreBLEU (the child's test set, unless said)")
+    ax.legend(fontsize=7)
+    ax.set_title("Fine-tuning a parent against training from nothing, same TIME of one core")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -230,6 +302,7 @@ def main(argv=None) -> int:
     r.add_argument("--parent", required=True, help="the parent's recipe WORK (its hf export and data/test.*)")
     r.add_argument("--child", required=True, help="PREFIX:SRC:TGT of the child's training text (valid, test beside it)")
     r.add_argument("--budgets", nargs="+", default=["10m", "30m"])
+    r.add_argument("--sizes", type=int, nargs="+", help="the child's training text cut to these numbers of pairs")
     r.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="the two runs of a budget, side by side")
     r.add_argument("--work", required=True)
     r.add_argument("--record", required=True)
@@ -250,6 +323,7 @@ def main(argv=None) -> int:
             a.work,
             a.record,
             dict(item.split("=", 1) for item in a.set),
+            a.sizes or (None,),
         )
     else:
         with open(a.record) as f:
