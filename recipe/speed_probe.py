@@ -187,10 +187,10 @@ def _read_cache() -> Dict[str, Dict[str, object]]:
         return {}
 
 
-def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
-    """{"seconds": seconds per update, "measured": when, "cached": bool, and "busy" where the machine was}: read back,
-    or measured and kept. A figure measured on a busy machine is read back while the machine is busy, and measured
-    again once it is quiet."""
+def seconds_per_update(probe: Probe, fresh: bool = False, tries: int = 1) -> Dict[str, object]:
+    """{"seconds": seconds per update, "measured": when, "cached": bool, "tries": probes it is the best of, and "busy"
+    where the machine was}: read back, or measured (the fastest of ``tries`` probes) and kept. A figure measured on a
+    busy machine is read back while the machine is busy, and measured again once it is quiet."""
     cache = _read_cache()
     key = probe.key()
     kept = None if fresh else cache.get(key)
@@ -202,11 +202,13 @@ def seconds_per_update(probe: Probe, fresh: bool = False) -> Dict[str, object]:
     if kept and load:  # a busy machine's figure: until a quiet one's
         return {**kept, "cached": True}
     # on a busy machine the best of BUSY_TRIES probes: the one the other work disturbed least
-    seconds = min(measure(probe) for _ in range(BUSY_TRIES if load else 1))
+    tries = max(tries, BUSY_TRIES if load else 1)
+    seconds = min(measure(probe) for _ in range(tries))
     entry = {
         "seconds": seconds,
         "measured": time.strftime("%Y-%m-%d %H:%M"),
         "at": time.time(),
+        "tries": tries,
         **({"busy": load} if load else {}),
     }
     cache = {**_read_cache(), key: entry}  # another probe may have written meanwhile

@@ -372,13 +372,15 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     the small class's model (4 s an update), 3 and 2 layers a side of d_model 256 (1.5 s), the paper's base (6 s) and
     big (20 s), and the class's with --d-ff 512 and 4,000 pieces (1.5 s); and for each of ``parents`` (a MarianMT
     directory INIT= names, en-de), its model at 4,096 tokens (0.5 s). A dry run then reads them back rather than time
-    a model for about 15 seconds of 2 cores; the probe
+    a model for about 15 seconds of 2 cores, each as the best of REMEASURE_TRIES probes (so that two close predictions
+    are not measured again); the probe
     itself is timed for real by tests/unit/recipe/test_speed_probe.py, by the toy runs of
     test_parallel_text_recipe.py and, for a parent, by test_parallel_text_init.py."""
     import json
 
     from recipe.budget_rule import SHORT_FLAGS
     from recipe.parent import read_parent
+    from recipe.plan import REMEASURE_TRIES
     from recipe.speed_probe import layout_probe
 
     def d256(layers, tokens):
@@ -399,7 +401,12 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
         ] = 0.5
     (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)
     (cache / "transformer_plugin" / "speed.json").write_text(
-        json.dumps({probe.key(): {"seconds": seconds, "measured": known_at()} for probe, seconds in known.items()})
+        json.dumps(
+            {
+                probe.key(): {"seconds": seconds, "measured": known_at(), "tries": REMEASURE_TRIES}
+                for probe, seconds in known.items()
+            }
+        )
     )
 
 

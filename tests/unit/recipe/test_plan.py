@@ -79,7 +79,7 @@ def slower(monkeypatch):
 
     slower = {"by": 1.0}
 
-    def seconds_per_update(probe, fresh=False):
+    def seconds_per_update(probe, fresh=False, tries=1):
         seconds = (2 if "--d-model 256" not in probe.model_flags else 1) * probe.tokens_per_update / 2048
         return {"seconds": seconds * slower["by"], "measured": "now", "cached": False}
 

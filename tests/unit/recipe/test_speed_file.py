@@ -70,7 +70,7 @@ def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_w
     )
     plan.check_settings(v)  # TIME with NNODES>1: allowed, since every machine reads the same file
 
-    def no_probe(probe, fresh=False):
+    def no_probe(probe, fresh=False, tries=1):
         raise AssertionError("probed here")
 
     speeds = plan.Speeds(v, 4096)
@@ -159,7 +159,7 @@ def test_a_plan_resting_on_a_busy_machines_figure_says_so(tmp_path, monkeypatch)
     """A figure measured while the machine was busy (the best of speed_probe.BUSY_TRIES probes) is not taken as the
     machine's speed without saying so: the plan's lines name the load and how to measure again."""
     figure = {"seconds": 1.0, "measured": "2026-12-02 10:00", "cached": False, "busy": "cores 0,1 80% busy"}
-    monkeypatch.setattr(speed_probe, "seconds_per_update", lambda probe, fresh=False: dict(figure))
+    monkeypatch.setattr(speed_probe, "seconds_per_update", lambda probe, fresh=False, tries=1: dict(figure))
     decided = plan.decide(variables(tmp_path, TIME="1h", DRY_RUN="1"))
     [said] = [line for line in decided.lines if line.startswith("speed: ")]
     assert "busy (cores 0,1 80% busy)" in said and "REPROBE=1" in said
@@ -171,7 +171,7 @@ def test_a_figure_slower_than_a_larger_models_is_measured_again_and_the_faster_k
     minute apart: a model slower than a larger one at the same tokens is measured again, once, and the faster kept."""
     asked = []
 
-    def seconds_per_update(probe, fresh=False):
+    def seconds_per_update(probe, fresh=False, tries=1):
         asked.append((probe.model_flags.split()[1], fresh))
         if "--encoder-layers 3" in probe.model_flags:
             return {"seconds": 1.29, "measured": "now", "cached": False}
@@ -189,7 +189,9 @@ def test_a_cpu_lower_bound_is_half_a_probed_models_seconds_per_parameter(tmp_pat
     """On CPU a model not yet probed could at best take CPU_BEST_SPEEDUP of a probed one's seconds a parameter: the
     bound the rule leaves a model unprobed by. None before any probe, for a model probed, and on GPUs."""
     monkeypatch.setattr(
-        speed_probe, "seconds_per_update", lambda probe, fresh=False: {"seconds": 2.0, "measured": "now", "cached": 0}
+        speed_probe,
+        "seconds_per_update",
+        lambda probe, fresh=False, tries=1: {"seconds": 2.0, "measured": "now", "cached": 0},
     )
     speeds = plan.Speeds(variables(tmp_path), 4096)
     small = rule.Candidate("", "vaswani_base", rule.SHORT_FLAGS.format(n=2), 0.1, 4096)
@@ -200,3 +202,23 @@ def test_a_cpu_lower_bound_is_half_a_probed_models_seconds_per_parameter(tmp_pat
     assert speeds.lower_bound(big, 8000) == pytest.approx(per_parameter * rule.parameters(big, 8000) * 2 * 0.5)
     assert speeds.lower_bound(small, 8000) is None
     assert plan.Speeds(variables(tmp_path, GPUS="1"), 4096).lower_bound(big, 8000) is None
+
+
+def test_close_models_on_cpu_are_measured_again_best_of_three_once(tmp_path, monkeypatch):
+    """remeasure: the models whose predictions are close to the pick's are probed again afresh, each the fastest of
+    REMEASURE_TRIES probes, and only once (a figure already the best of three, read back, is not); never from a
+    speed file or on GPUs."""
+    asked = []
+
+    def seconds_per_update(probe, fresh=False, tries=1):
+        asked.append((probe.model_flags.split()[1], fresh, tries))
+        return {"seconds": 1.0, "measured": "now", "cached": False, "tries": tries}
+
+    monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
+    speeds = plan.Speeds(variables(tmp_path), 4096)
+    three, two = (rule.Candidate("", "vaswani_base", rule.SHORT_FLAGS.format(n=n), 0.1, 2048) for n in (3, 2))
+    speeds.of(three, 8000), speeds.of(two, 8000)
+    assert speeds.remeasure([three, two], 8000) == ["N=3, d_model 256, d_ff 1024", "N=2, d_model 256, d_ff 1024"]
+    assert asked == [("3", False, 1), ("2", False, 1), ("3", True, 3), ("2", True, 3)]
+    assert speeds.remeasure([three, two], 8000) == [] and len(asked) == 4
+    assert plan.Speeds(variables(tmp_path, GPUS="1"), 4096).remeasure([three], 8000) == []
