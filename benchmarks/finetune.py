@@ -199,9 +199,13 @@ def run_size(parent_work, init, child: Corpus, budgets, cores, work_root, extra,
             running.append((kind, start_recipe(env, work + ".log", header, core)))
             if len(cores) == 1:
                 running[-1][1].wait()
-        for kind, proc in running:
-            if proc.wait() != 0:
-                raise SystemExit(f"{kind} at {budget}: the recipe failed ({proc.returncode}); see {works[kind]}.log")
+        failed = [kind for kind, proc in running if proc.wait() != 0]  # every run ended, none left behind
+        if failed:
+            raise SystemExit(
+                "; ".join(
+                    f"{kind} at {budget} on {pairs} pairs: the recipe failed, see {works[kind]}.log" for kind in failed
+                )
+            )
         for kind, work in works.items():
             result = {"pairs": pairs, "budget": budget, "kind": kind, "updates": updates_of(work), **read_run(work)}
             if kind == "fine-tuned":

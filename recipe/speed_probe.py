@@ -402,6 +402,9 @@ def no_cuda(time_text: str) -> BudgetError:
     )
 
 
+MIN_UPDATES = 100  # a TIME that fits fewer is refused (a cap given beside it, if lower, is enough)
+
+
 def budget(
     probe: Probe,
     time_text: str = "",
@@ -437,12 +440,14 @@ def budget(
     if time_text:
         seconds = parse_time(time_text)
         fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval)
-        max_update = min(fit, max_update) if max_update else fit  # a cap given beside TIME: the size class's own
-        if max_update < 100:
+        # too few to learn anything where the time is what stops it; a cap given beside TIME below that (a
+        # fine-tuning's epochs of a few hundred pairs: recipe/finetuning.py) is what the run needs, and fits
+        if fit < (min(MIN_UPDATES, max_update) if max_update else MIN_UPDATES):
             raise BudgetError(
-                f"TIME={time_text}: {max_update} updates of {per_update:.1f} s fit here, too few to learn "
-                "anything (100 at least): a longer TIME, or a smaller model"
+                f"TIME={time_text}: {fit} updates of {per_update:.1f} s fit here, too few to learn "
+                f"anything ({MIN_UPDATES} at least): a longer TIME, or a smaller model"
             )
+        max_update = min(fit, max_update) if max_update else fit  # a cap given beside TIME: the size class's own
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
     total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval)
     source = found.get("said") or f"a probe of this machine, {measured(found)}; kept in {cache_file()}"

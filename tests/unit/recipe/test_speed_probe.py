@@ -105,12 +105,18 @@ def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
     assert said["TRAINING_TIME"].startswith("17.6 h here: 30,000 updates of 2.00 s")
 
 
-def test_a_time_too_short_for_100_updates_is_refused(cache):
+def test_a_time_too_short_for_100_updates_is_refused_unless_a_lower_cap_fits(cache):
+    """Under 100 updates in TIME are refused; a cap below that given beside TIME (a fine-tuning's 10 epochs of 500 pairs
+    at 64 sentences an update: 80 updates, recipe/finetuning.py) is trained when it fits, and refused when it does
+    not."""
     seeded(cache, TINY, 60.0)
     with pytest.raises(
         BudgetError, match=r"TIME=90m: 84 updates of 60.0 s fit here, too few to learn anything \(100 at least\)"
     ):
         budget(TINY, "90m")
+    assert budget(TINY, "90m", max_update=80)["MAX_UPDATE"] == "80"
+    with pytest.raises(BudgetError, match=r"TIME=60m: 56 updates of 60.0 s fit here, too few"):
+        budget(TINY, "60m", max_update=80)
 
 
 def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
