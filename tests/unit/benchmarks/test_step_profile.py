@@ -182,8 +182,9 @@ def test_a_step_is_profiled_through_fairseqs_trainer_in_bfloat16(data_bin):
     assert phases["forward and backward"] > 0 and phases["optimizer step"] > 0
     assert 0 < sum(phases.values()) <= step and result["tokens"] > 0 and result["profiled_step"] > 0
     assert (result["kernels"] is None) == (not torch.cuda.is_available())
-    # one layer each side: its forward and backward are tens of operator calls; Adam is several a parameter
-    assert calls["forward and backward"] > 50 and calls["optimizer step"] > 10 and calls["data loading"] == 0
+    # one layer each side: its forward and backward are tens of operator calls; Adam and the copies to bfloat16 are
+    # a few multi-tensor calls (patches/multi_tensor_adam.py; fairseq's loop: several a parameter)
+    assert calls["forward and backward"] > 50 and 0 < calls["optimizer step"] <= 12 and calls["data loading"] == 0
 
 
 def test_the_flat_master_weights_lever_flattens_bf16_as_fairseq_flattens_fp16(monkeypatch):
