@@ -242,7 +242,7 @@ def against(work: str, baseline_work: str, child: Corpus) -> dict:
 
 
 def gain(found: Optional[dict]) -> str:
-    """sacreBLEU's difference and its 95% interval, "not significant" where the interval spans 0."""
+    """sacreBLEU's difference and its 95% interval, marked "n.s." (not significant) where the interval spans 0."""
     if not found:
         return "-"
     d = found["sacrebleu"]
