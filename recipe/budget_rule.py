@@ -635,15 +635,13 @@ TIE_BITS = 0.1
 def close_rivals(choice: Choice) -> List[Candidate]:
     """The best candidate of each other model predicted within TIE_BITS of the pick."""
     picked = choice.picked
-    size = parameters(picked.candidate)
-    rivals: Dict[float, Option] = {}
+    rivals: Dict[float, Option] = {}  # by the model's size
     for o in choice.options:
         if o.limited == "not probed" or math.isinf(o.loss) or abs(o.loss - picked.loss) > TIE_BITS:
             continue
-        if parameters(o.candidate) != size and (
-            parameters(o.candidate) not in rivals or o.loss < rivals[parameters(o.candidate)].loss
-        ):
-            rivals[parameters(o.candidate)] = o
+        size = parameters(o.candidate)
+        if size != parameters(picked.candidate) and (size not in rivals or o.loss < rivals[size].loss):
+            rivals[size] = o
     return [o.candidate for o in rivals.values()]
 
 

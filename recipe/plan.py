@@ -279,8 +279,7 @@ class Speeds:
             return []
         again = []
         for candidate in candidates:
-            probe = self.probe(candidate, vocab_size)
-            probe = dataclasses.replace(probe, tokens_per_update=speed_probe.CPU_PROBE_TOKENS)
+            probe = self.model_probe(candidate, vocab_size)
             kept = self.seen.get(probe)
             if kept is not None and int(kept.get("tries", 1)) >= REMEASURE_TRIES:
                 continue
@@ -311,6 +310,11 @@ class Speeds:
             self.cap,
         )
 
+    def model_probe(self, candidate, vocab_size: int):
+        """On CPU, the probe whose figure stands for ``candidate``'s model at every batch: at CPU_PROBE_TOKENS,
+        scaled per token (speed_probe.per_token)."""
+        return dataclasses.replace(self.probe(candidate, vocab_size), tokens_per_update=speed_probe.CPU_PROBE_TOKENS)
+
     def of(self, candidate, vocab_size: int) -> float:
         """A candidate's seconds an update, laid out as the recipe lays out its training."""
         return float(self.measured(self.probe(candidate, vocab_size))["seconds"])
@@ -324,8 +328,7 @@ class Speeds:
         at best CPU_BEST_SPEEDUP of it; None where it is probed already, or on a GPU (probed in any case)."""
         if self.file or self.gpus > 0:
             return None
-        probe = self.probe(candidate, vocab_size)
-        if dataclasses.replace(probe, tokens_per_update=speed_probe.CPU_PROBE_TOKENS) in self.seen:
+        if self.model_probe(candidate, vocab_size) in self.seen:
             return None
         flops = budget_rule.parameters(candidate, vocab_size)
         known = [  # seconds a million parameters of each model probed, counted as the candidate's are
