@@ -47,8 +47,8 @@
 #   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's transformer
 #            (speed-big, speed-base: one of them)
 #   profile  alone on the GPU: where a training step's time goes at big size (benchmarks.step_profile), a run
-#            for each of PROFILES: by default both models, and ours with the optimizer's plain path (fairseq's
-#            per-tensor Adam and master-weight copies: the multi-tensor lever off)
+#            for each of PROFILES: by default both models, ours with eager layers (--compile-layers off), and ours
+#            with every lever off (eager layers, fairseq's per-tensor Adam and master-weight copies)
 # OUT gets summary.md (each part: status and seconds), results.md (every table) and logs.tar.gz (three
 # files: what such a machine sends back is a few files).
 set -uo pipefail
@@ -65,9 +65,10 @@ SYSTEM_PYTHON=${SYSTEM_PYTHON:-python3}   # the machine's Python, with torch
 VENV=${VENV:-/tmp/gpu-venv}
 WHEELS=${WHEELS:-.whl}
 DEADLINE=${DEADLINE:-540}                # seconds for everything: a part gets what is left, if less than its own limit
-# the profile's runs, each IMPL[-flat|-plain][@MAX_TOKENS]: -flat flattens bf16's master weights (a lever), -plain
-# turns the multi-tensor optimizer off (TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0)
-PROFILES=${PROFILES:-vaswani vaswani-plain fairseq}
+# the profile's runs, each IMPL[-flat|-eager|-plain][@MAX_TOKENS]: -flat flattens bf16's master weights (a lever),
+# -eager runs the layers uncompiled (--compile-layers off), -plain turns off the multi-tensor optimizer
+# (TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0) and the compiled layers both
+PROFILES=${PROFILES:-vaswani vaswani-eager vaswani-plain fairseq}
 CORPUS=${CORPUS:-runs/gpu/de_77k}   # train, valid and test .{en,de}: the recipes and time phases
 UPDATES_TIME=${UPDATES_TIME:-300}; TIME_CANDIDATES=${TIME_CANDIDATES:-short class}
 SESSION_GPUS=${SESSION_GPUS:-1}   # 0: a rehearsal on CPU, the recipes and time phases on CPU workers in fp32
@@ -213,13 +214,15 @@ for phase in "${PHASES[@]}"; do
       [ "$phase" = speed-base ] || part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
       [ "$phase" = speed-big ] || part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;
     profile)
-      for run in $PROFILES; do  # IMPL[-flat|-plain][@MAX_TOKENS]
+      for run in $PROFILES; do  # IMPL[-flat|-eager|-plain][@MAX_TOKENS]
         impl=${run%@*} tokens=${MAX_TOKENS:-16384}
         [ "$run" = "${run#*@}" ] || tokens=${run#*@}
-        model=${impl%-flat}; model=${model%-plain}
+        model=${impl%-flat}; model=${model%-eager}; model=${model%-plain}
+        layers=""  # fairseq's transformer has no --compile-layers
+        [ "$model" = vaswani ] && { [ "$impl" = "$model-eager" ] || [ "$impl" = "$model-plain" ]; } && layers=" --compile-layers off"
         TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=$([ "$impl" = "${impl%-plain}" ] && echo 1 || echo 0) \
-          part "profile-big-${run/@/-}" 90 python -m benchmarks.step_profile --impl "$model" --size big \
-          --train-args=--bf16 $([ "$impl" = "${impl%-flat}" ] || echo --flat-bf16-master-weights) \
+          part "profile-big-${run/@/-}" 150 python -m benchmarks.step_profile --impl "$model" --size big \
+          --train-args="--bf16$layers" $([ "$impl" = "${impl%-flat}" ] || echo --flat-bf16-master-weights) \
           --max-tokens "$tokens" --out "$LOGS/profile_big_${run/@/_}.md"
       done ;;
   esac

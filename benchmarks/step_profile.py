@@ -72,16 +72,27 @@ def computes(event) -> bool:
     return event.name != "aten::to" or any(child.name == "aten::_to_copy" for child in event.cpu_children)
 
 
+def generated_kernel(event) -> bool:
+    """Whether a profiler event is a call of a kernel that TorchInductor generated for a compiled region
+    (``--compile-layers``): on a CPU, named ``graph_<n>_cpp_fused_<what it fuses>_<n>`` (with
+    ``torch._inductor.config.cpp.enable_kernel_profile``, which ``profile`` sets)."""
+    return "cpp_fused_" in event.name
+
+
 def operator_calls(events) -> collections.Counter:
-    """Calls of torch operators that compute (``aten::``, not those an operator makes itself) in each phase,
-    from the profiler's events: a call belongs to the phase whose mark it starts within, on any thread
-    (backward runs in autograd's threads). On a GPU each launches a kernel or more from the host."""
+    """Calls of torch operators that compute (``aten::``, not those an operator makes itself) and of the kernels
+    compiled regions generated, in each phase, from the profiler's events: a compiled region counts as the
+    kernels it runs, generated or torch's (its matrix products), so that it cannot hide them. A call belongs to
+    the phase whose mark it starts within, on any thread (backward runs in autograd's threads). On a GPU each
+    launches a kernel or more from the host."""
     spans = [
         (e.time_range.start, e.time_range.end, e.name[len("phase: ") :]) for e in events if e.name.startswith("phase: ")
     ]
     calls = collections.Counter()
     for e in events:
-        if not e.name.startswith("aten::") or (e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")):
+        if not (e.name.startswith("aten::") or generated_kernel(e)) or (
+            e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")
+        ):
             continue
         if not computes(e):
             continue
@@ -170,6 +181,7 @@ def profile(argv, steps: int, warmup: int) -> dict:
 
     cuda = torch.cuda.is_available()
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    torch._inductor.config.cpp.enable_kernel_profile = True  # compiled regions' CPU kernels, named for the profiler
     trainer, batches = build_trainer(argv)
     times = collections.Counter()
     task, optimizer = trainer.task, trainer.optimizer  # the optimizer is built on first use

@@ -22,6 +22,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
 from .architectures import ARCHITECTURES, BASE  # noqa: F401 (ARCHITECTURES: registered by models/)
+from .modules.compiled_layers import MODES as COMPILE_MODES
 from .modules.dropout import MASK_CHOICES
 from .modules.positional_encoding import SINUSOID_VARIANTS
 
@@ -73,6 +74,14 @@ class VaswaniTransformerConfig(FairseqDataclass):
         metadata={
             "help": "packed: on CPU, 16-bit dropout masks drawn 4 per 64-bit random word, P_drop rounded to"
             " a multiple of 2^-16 (faster; see modules/dropout.py); torch: torch's F.dropout. GPUs always use torch's"
+        },
+    )
+    compile_layers: ChoiceEnum(list(COMPILE_MODES)) = field(
+        default="auto",
+        metadata={
+            "help": "each layer's training forward and backward pass compiled by torch.compile, its LayerNorms,"
+            " dropouts and residuals fused (modules/compiled_layers.py): auto, on a CUDA device; on, on any device;"
+            " off, eager"
         },
     )
     normalize_before: bool = field(

@@ -15,7 +15,8 @@ becomes 0.100006), and kept elements are scaled by 1 / (1 - that probability), s
 exactly, as with torch's dropout. The mask is kept as one byte per element for the backward pass
 and applied as uint8 (``torch.mul`` by a uint8 mask is several times faster on a CPU than any of
 torch's kernels for boolean masks). Both kinds of masks come from torch's default generator, so
-fairseq's ``--seed`` makes either reproducible.
+fairseq's ``--seed`` makes either reproducible. Inside a layer compiled by ``--compile-layers``
+(compiled_layers.py) the dropout is torch's, P_drop exactly, whose masks the compiled kernels draw.
 
 ``retain_during_inference`` keeps a module dropping after ``model.eval()``: fairseq's
 ``--retain-dropout`` (Monte-Carlo dropout at generation time), which the model sets through
@@ -64,7 +65,7 @@ def dropout(x: Tensor, p: float, training: bool, packed: bool = True) -> Tensor:
     """Zero each element of ``x`` with probability p and scale the others by 1 / (1 - p)."""
     if not training or p == 0.0:
         return x
-    if not packed or x.device.type != "cpu":
+    if not packed or x.device.type != "cpu" or torch.compiler.is_compiling():  # compiled: compiled_layers.py
         return F.dropout(x, p=p, training=True)
     threshold = drop_threshold(p)
     if threshold == 0:  # p < 2^-17 rounds to "never drop"

@@ -81,7 +81,7 @@ def attention(q, k, v, mask=None, causal=False, dropout_p=0.0, need_weights=Fals
     """
     T, S = q.size(-2), k.size(-2)
     fused = fast_paths.use_fused_attention(q, k, need_weights, training)
-    is_causal = fused and causal and mask is None and T == S
+    is_causal = True if fused and causal and mask is None and T == S else False  # a bool under torch.compile too
     if causal and not is_causal:
         mask = mask_future(mask, T, S, q.device)
     if fused:

@@ -7,12 +7,16 @@ final LayerNorm).
 
 Encoder layer: self-attention, then FFN.
 Decoder layer: masked self-attention, then encoder-decoder attention, then FFN.
+
+Each layer's ``sublayers`` is the paper's computation; ``forward`` runs it eagerly or, in training under
+``--compile-layers``, compiled by torch.compile (compiled_layers.py, a speed seam).
 """
 
 from typing import Callable, Optional, Tuple
 
 from torch import Tensor, nn
 
+from . import compiled_layers
 from .dropout import Dropout
 from .feed_forward import PositionwiseFeedForward
 from .multihead_attention import MultiHeadAttention
@@ -56,6 +60,7 @@ class EncoderLayer(nn.Module):
         )
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
+        self.compile_layers = compiled_layers.mode_of(cfg)
 
     def forward(
         self, x: Tensor, padding_mask: Optional[Tensor], need_attn: bool = False
@@ -64,6 +69,14 @@ class EncoderLayer(nn.Module):
 
         Returns the output and, with ``need_attn``, the self-attention weights (B, h, S, S).
         """
+        if not need_attn and compiled_layers.applies(self.compile_layers, self, x):
+            return compiled_layers.compiled(EncoderLayer.sublayers)(self, x, padding_mask)
+        return self.sublayers(x, padding_mask, need_attn)
+
+    def sublayers(
+        self, x: Tensor, padding_mask: Optional[Tensor], need_attn: bool = False
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """Self-attention, then FFN, each in its SublayerConnection (the paper's layer; ``forward``'s arguments)."""
         attn = None
 
         def self_attention(y):
@@ -91,6 +104,7 @@ class DecoderLayer(nn.Module):
         self.self_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.encoder_attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.normalize_before, packed)
+        self.compile_layers = compiled_layers.mode_of(cfg)
 
     def forward(
         self,
@@ -107,6 +121,21 @@ class DecoderLayer(nn.Module):
 
         Returns the output and, with ``need_attn``, the encoder-decoder attention weights (B, h, T, S).
         """
+        if incremental_state is None and not need_attn and compiled_layers.applies(self.compile_layers, self, x):
+            return compiled_layers.compiled(DecoderLayer.sublayers)(self, x, memory, memory_mask, self_attn_mask)
+        return self.sublayers(x, memory, memory_mask, self_attn_mask, incremental_state, need_attn)
+
+    def sublayers(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        memory_mask: Optional[Tensor],
+        self_attn_mask: Optional[Tensor],
+        incremental_state=None,
+        need_attn: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """Masked self-attention, encoder-decoder attention, then FFN, each in its SublayerConnection (the paper's
+        layer; ``forward``'s arguments)."""
         x = self.self_attn_sublayer(
             x,
             lambda y: self.self_attn(y, mask=self_attn_mask, causal=True, incremental_state=incremental_state)[0],
