@@ -150,3 +150,16 @@ def test_a_failing_compiler_leaves_the_layers_eager_and_says_so(monkeypatch, cap
     warnings = [r.getMessage() for r in caplog.records if "backend failed" in r.getMessage()]
     assert len(warnings) == 1 and "EncoderLayer.sublayers (RuntimeError: no C++ compiler found)" in warnings[0]
     torch.testing.assert_close(logits, forward_backward(eager, batch)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_layers_under_activation_checkpointing_give_the_eager_gradients():
+    """--checkpoint-activations runs each layer's forward pass without autograd, then again with it in the backward
+    pass: both compiled, the gradients are the eager layers'."""
+    torch._dynamo.reset()
+    d, compiled, eager = pair(dropout=0.0, checkpoint_activations=True)
+    batch = random_batch(d, 4, 8, 7, seed=5)
+    logits, grads = forward_backward(compiled, batch)
+    expected_logits, expected_grads = forward_backward(eager, batch)
+    torch.testing.assert_close(logits, expected_logits, rtol=1e-5, atol=1e-5)
+    for name in expected_grads:
+        torch.testing.assert_close(grads[name], expected_grads[name], rtol=1e-4, atol=1e-6, msg=name)
