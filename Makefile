@@ -177,7 +177,9 @@ install-pythons:
 # against their formulas and fairseq's, the features tier's two trained models, CTranslate2 and Transformers
 # against fairseq-generate, half precision against fp32. (The rest compares nothing a processor computes
 # differently: the engine, the data preparation, the patches, resumes and the recipes' plumbing run once, in
-# make test; so do the tests marked kernel_free in these files: parameter counts, flags refused at start-up.)
+# make test; so do the tests marked kernel_free in these files: parameter counts, flags refused at start-up; and
+# those marked compiles, whose code torch.compile generates for this machine: under the paths' ATEN_CPU_CAPABILITY it
+# segfaulted and stopped CI, 2026-12-02, and the plugin keeps the layers eager there.)
 KERNEL_TESTS := tests/unit/models tests/unit/modules tests/unit/criterions tests/unit/lr_scheduler tests/unit/cli/tools/test_convert.py \
 	tests/integration/test_fairseq_features.py tests/integration/test_serving.py tests/integration/test_export_transformers.py \
 	tests/integration/test_cli.py::test_ctranslate2_export_scores_and_translates_as_fairseq \
@@ -187,17 +189,21 @@ KERNEL_TESTS := tests/unit/models tests/unit/modules tests/unit/criterions tests
 # an AVX2 processor without AVX-512 (torch's, MKL's and oneDNN's kernels alike).
 KERNEL_PATHS := ATEN_CPU_CAPABILITY=default,MKL_CBWR=COMPATIBLE \
 	ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,ONEDNN_MAX_CPU_ISA=AVX2
+# Each path is ended after KERNEL_PATH_TIMEOUT (exit 124, failing): a pytest-xdist worker that crashed left its
+# run waiting for good, CI's 90 minutes in all (2026-12-02); a path takes about 7 minutes.
+KERNEL_PATH_TIMEOUT ?= 20m
 # The paths side by side, each a pytest run of its own with its own temporary folder, their outputs shown in
 # turn once both have ended: one path alone leaves a core idle while its longest file (fairseq's features, whose
 # two models train for most of the path's time) ends.
 test-kernels: $(STAMP) | check-python
 	@dir=$$(mktemp -d); status=0; pids=""; i=0; \
 	for path in $(KERNEL_PATHS); do i=$$((i + 1)); \
-		env $$(echo $$path | tr , ' ') $(call PARALLEL_PYTEST,$(PY)) $(KERNEL_TESTS) -m "not slow and not transformers4 and not kernel_free" -q \
+		timeout $(KERNEL_PATH_TIMEOUT) env $$(echo $$path | tr , ' ') $(call PARALLEL_PYTEST,$(PY)) $(KERNEL_TESTS) -m "not slow and not transformers4 and not kernel_free and not compiles" -q \
 			--basetemp $$dir/tmp$$i $(PYTEST_ARGS) > $$dir/out$$i 2>&1 & pids="$$pids $$!"; \
 	done; \
 	i=0; for path in $(KERNEL_PATHS); do i=$$((i + 1)); \
-		wait $$(echo $$pids | cut -d' ' -f$$i) || status=1; echo "==== $$path"; cat $$dir/out$$i; \
+		rc=0; wait $$(echo $$pids | cut -d' ' -f$$i) || { rc=$$?; status=1; }; echo "==== $$path"; cat $$dir/out$$i; \
+		[ $$rc != 124 ] || echo "==== $$path: ended after KERNEL_PATH_TIMEOUT=$(KERNEL_PATH_TIMEOUT), its pytest still running"; \
 	done; \
 	if [ $$status = 0 ]; then rm -rf $$dir; else echo "test-kernels failed: each path's files are kept under $$dir" >&2; fi; \
 	exit $$status

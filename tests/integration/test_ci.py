@@ -1,5 +1,6 @@
 """CI's own plumbing: `.ci/run` runs every tier the README says it runs, and `make test-kernels`, whose two kernel
-paths run side by side, fails when either fails and shows both, and leaves out the tests marked kernel_free."""
+paths run side by side, fails when either fails and shows both, and leaves out the tests marked kernel_free and
+compiles."""
 
 import os
 import re
@@ -34,6 +35,8 @@ def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_pat
         f"{failing!r}\n"
         "\n\n@pytest.mark.kernel_free\ndef test_a_count():\n    assert False, 'the kernel paths ran a kernel_free "
         "test'\n"
+        "\n\n@pytest.mark.compiles\ndef test_a_compilation():\n    assert False, 'the kernel paths ran a compiles "
+        "test'\n"
     )
     stamp = tmp_path / "installed"  # newer than setup.py and requirements.txt: make installs nothing
     stamp.touch()
@@ -58,13 +61,13 @@ def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_pat
     if kept:
         shutil.rmtree(kept.group(1))
     default, avx2 = proc.stdout.split("==== ATEN_CPU_CAPABILITY=default")[1].split("==== ATEN_CPU_CAPABILITY=avx2")
-    assert "1 passed, 1 deselected" in default
+    assert "1 passed, 2 deselected" in default
     if failing:
-        assert proc.returncode != 0 and "1 failed, 1 deselected" in avx2 and kept, (
+        assert proc.returncode != 0 and "1 failed, 2 deselected" in avx2 and kept, (
             proc.stdout[-2000:] + proc.stderr[-2000:]
         )
     else:
-        assert proc.returncode == 0 and "1 passed, 1 deselected" in avx2 and not kept, (
+        assert proc.returncode == 0 and "1 passed, 2 deselected" in avx2 and not kept, (
             proc.stdout[-2000:] + proc.stderr[-2000:]
         )
 
@@ -92,3 +95,31 @@ def test_install_pythons_makes_the_environments_test_pythons_uses():
         line for line in installed if line.startswith(f"Python {ours} (") and line.endswith(f"environment {sys.prefix}")
     ]
     assert "Python 3.99: skipped, not on this machine" in out
+
+
+def test_a_kernel_path_that_hangs_is_ended_and_fails(tmp_path):
+    """A path still running after KERNEL_PATH_TIMEOUT is ended and fails test-kernels, saying which (a crashed
+    pytest-xdist worker once left a path waiting until CI's own limit)."""
+    test = tmp_path / "test_path.py"
+    test.write_text(
+        "import os\nimport time\n\n\ndef test_path():\n"
+        "    if os.environ.get('ATEN_CPU_CAPABILITY') == 'avx2':\n        time.sleep(60)\n"
+    )
+    stamp = tmp_path / "installed"
+    stamp.touch()
+    proc = subprocess.run(
+        ["make", "-s", "test-kernels", f"KERNEL_TESTS={test}", f"STAMP={stamp}", f"VENV={sys.prefix}"]
+        + [f"PYTHON={sys.executable}", "TEST_WORKERS=0", "KERNEL_PATH_TIMEOUT=8s", "PYTEST_ARGS=-p no:cacheprovider"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    kept = re.search(r"each path's files are kept under (\S+)", proc.stderr)
+    if kept:
+        shutil.rmtree(kept.group(1))
+    assert proc.returncode != 0 and kept, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,ONEDNN_MAX_CPU_ISA=AVX2: ended after KERNEL_PATH_TIMEOUT=8s" in (
+        proc.stdout
+    )
+    assert "1 passed" in proc.stdout.split("==== ATEN_CPU_CAPABILITY=avx2")[0]

@@ -34,12 +34,18 @@ What is compiled, and what is not:
 Should torch.compile's backend fail (no C++ compiler for a CPU's kernels, a fault of Triton's on a GPU), the
 run says so in its log and goes on with that kind of layer eager; an error in tracing the layer is raised.
 
+On a CPU whose kernels are chosen by ``ATEN_CPU_CAPABILITY`` (another processor's numbers, as make test-kernels
+computes them), the layers stay eager and the log says so once: TorchInductor's generated code follows that
+variable too, and torch 2.13's is wrong under it on an AVX-512 machine with one thread (NaN logits and a
+segmentation fault at ``avx2``; a C++ compile error at ``default``; seen 2026-12-04).
+
 Modules, state dicts and checkpoints are untouched: a model trained with compiled layers loads, averages and
 exports as any other, and the flag can be changed on resume.
 """
 
 import functools
 import logging
+import os
 
 import torch
 from torch import Tensor
@@ -78,9 +84,15 @@ class CompiledFunction:
     def __init__(self, function):
         self.function = function
         self.compiled = torch.compile(function, dynamic=True, fullgraph=True)
-        self.failed = None  # the compiler's error, after which the function runs eagerly
+        self.failed = None  # why the function runs eagerly: the compiler's error, or a CPU's kernel choice
 
     def __call__(self, layer: torch.nn.Module, x: Tensor, *args):
+        if self.failed is None and x.device.type == "cpu" and os.environ.get("ATEN_CPU_CAPABILITY"):
+            self.failed = f"ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']}"
+            logger.warning(
+                f"--compile-layers: {self.failed} chooses the kernels, and torch.compile's generated code under it "
+                f"is not trusted (NaN or a crash seen); {self.function.__qualname__} runs eagerly"
+            )
         if self.failed is not None:
             return self.function(layer, x, *args)
         before = graphs_compiled()
