@@ -37,7 +37,7 @@ import sys
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import TMP_SUFFIX, publish
@@ -354,7 +354,31 @@ def report_text(result: Dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- a general corpus replayed into the training text (INIT with REPLAY=) ------------------------------------
+# ---- a general corpus replayed into the training text (INIT with REPLAY=), or the parent's own translations ----
+
+
+def _lines(prefix: str, lang: str) -> Iterator[str]:
+    """The lines of PREFIX.LANG without their newlines; a missing or non-UTF-8 file raises CorpusError naming it."""
+    path = f"{prefix}.{lang}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                yield line.rstrip("\n")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 ({e})") from None
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such file") from None
+
+
+def _write_pairs(out: str, src: str, tgt: str, parts: Sequence[Tuple[Iterable[str], Iterable[str]]]) -> None:
+    """OUT.SRC and OUT.TGT, each the concatenation of its side of ``parts``, published together."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
+    for index, lang in enumerate((src, tgt)):
+        with open(f"{out}.{lang}" + TMP_SUFFIX, "w", encoding="utf-8") as f:
+            for part in parts:
+                f.writelines(line + "\n" for line in part[index])
+    for lang in (src, tgt):
+        os.replace(f"{out}.{lang}" + TMP_SUFFIX, f"{out}.{lang}")
 
 
 def replay(
@@ -374,36 +398,70 @@ def replay(
     OUT.TGT. Returns the counts."""
     import itertools
 
-    def lines(prefix: str, lang: str) -> Iterator[str]:
-        path = f"{prefix}.{lang}"
-        try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    yield line.rstrip("\n")
-        except UnicodeDecodeError as e:
-            raise CorpusError(f"{path}: not UTF-8 ({e})") from None
-        except FileNotFoundError:
-            raise CorpusError(f"{path}: no such file") from None
-
-    held_sources = {s for prefix in held for s in lines(prefix, src)}
+    held_sources = {s for prefix in held for s in _lines(prefix, src)}
     ranked = []  # (hash, line number) of each usable pair of the corpus
-    for number, (s, t) in enumerate(itertools.zip_longest(lines(corpus, src), lines(corpus, tgt))):
+    for number, (s, t) in enumerate(itertools.zip_longest(_lines(corpus, src), _lines(corpus, tgt))):
         if s is None or t is None:
             raise CorpusError(f"{corpus}.{src} and {corpus}.{tgt} have different numbers of lines")
         if s.strip() and t.strip() and s not in held_sources:
             ranked.append((sentence_hash(s, seed), number))
-    in_domain = sum(1 for _ in lines(train, src))
+    in_domain = sum(1 for _ in _lines(train, src))
     wanted = min(len(ranked), round(ratio * in_domain))
     chosen = {number for _, number in sorted(ranked)[:wanted]}
-    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-    for lang in (src, tgt):
-        path = f"{out}.{lang}"
-        with open(path + TMP_SUFFIX, "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines(train, lang))
-            f.writelines(line + "\n" for number, line in enumerate(lines(corpus, lang)) if number in chosen)
-    for lang in (src, tgt):
-        os.replace(f"{out}.{lang}" + TMP_SUFFIX, f"{out}.{lang}")
+    replayed = [[line for number, line in enumerate(_lines(corpus, lang)) if number in chosen] for lang in (src, tgt)]
+    _write_pairs(out, src, tgt, [(_lines(train, src), _lines(train, tgt)), replayed])
     return {"in_domain": in_domain, "replayed": wanted, "usable": len(ranked)}
+
+
+def distill_sources(train: str, src: str, ratio: float, seed: int, out: str) -> Dict[str, int]:
+    """The sources a parent translates for distillation (INIT with ``REPLAY=parent``): ``ratio`` (above 0, at most
+    1) of the in-domain training sources of ``train`` (PREFIX.SRC), drawn by ``seed`` without replacement, in their
+    order, one a line in the file ``out`` (whose line numbers are fairseq-interactive's sentence ids)."""
+    if not 0 < ratio <= 1:
+        raise CorpusError(
+            f"REPLAY_RATIO={ratio:g} with REPLAY=parent: the parent translates the training sources, at most each once "
+            "(a ratio above 0, at most 1)"
+        )
+    sources = list(_lines(train, src))
+    wanted = round(ratio * len(sources))
+    chosen = {number for _, number in sorted((sentence_hash(s, seed), n) for n, s in enumerate(sources))[:wanted]}
+    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
+    with open(out + TMP_SUFFIX, "w", encoding="utf-8") as f:
+        f.writelines(s + "\n" for n, s in enumerate(sources) if n in chosen)
+    os.replace(out + TMP_SUFFIX, out)
+    return {"in_domain": len(sources), "drawn": wanted}
+
+
+def distilled(train: str, src: str, tgt: str, sources: str, translations: str, out: str) -> Dict[str, int]:
+    """Training text for a fine-tuning distilled from its parent (INIT with ``REPLAY=parent``): the pairs of
+    ``train`` and, for each line of ``sources`` (distill_sources' file), that source beside the parent's translation
+    of it, the best ``D-`` hypothesis of ``translations`` (fairseq-interactive's output, sentence ids as the lines of
+    ``sources``); written as OUT.SRC and OUT.TGT. A source without a translation (longer than the parent's positions,
+    which fairseq-interactive skips) or with an empty one is left out and counted."""
+    from transformer_plugin_cli.fairseq_output import sentence_lines
+
+    try:
+        with open(translations, encoding="utf-8") as f:
+            found = sentence_lines(f.read(), "D")
+    except FileNotFoundError:
+        raise CorpusError(f"{translations}: no such file (the parent's translations, fairseq-interactive's output)")
+    with open(sources, encoding="utf-8") as f:
+        drawn = [line.rstrip("\n") for line in f]
+    if found and max(found) >= len(drawn):
+        raise CorpusError(
+            f"{translations} translates sentence {max(found)}, and {sources} has {len(drawn)} lines: not its output"
+        )
+    pairs = [(s, "\t".join(found[n][1:]).strip()) for n, s in enumerate(drawn) if n in found]
+    kept = [(s, t) for s, t in pairs if t]
+    _write_pairs(
+        out, src, tgt, [(_lines(train, src), _lines(train, tgt)), ([s for s, _ in kept], [t for _, t in kept])]
+    )
+    return {
+        "in_domain": sum(1 for _ in _lines(train, src)),
+        "distilled": len(kept),
+        "untranslated": len(drawn) - len(pairs),
+        "empty": len(pairs) - len(kept),
+    }
 
 
 # ---- the command line -----------------------------------------------------------------------------------
@@ -436,7 +494,37 @@ def main(argv=None) -> int:
     r.add_argument("--ratio", type=float, required=True, help="general pairs drawn per in-domain pair")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--out", required=True, help="PREFIX of the mixed training text")
+    d = sub.add_parser("distill-sources", help="the training sources the parent translates (INIT with REPLAY=parent)")
+    d.add_argument("--train", required=True, help="the in-domain training text: PREFIX (its PREFIX.SRC is read)")
+    d.add_argument("--src", required=True)
+    d.add_argument("--ratio", type=float, required=True, help="the share of the training sources drawn (at most 1)")
+    d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--out", required=True, help="the file of the sources drawn, one a line")
+    t = sub.add_parser("distilled", help="training text with the parent's translations in it (INIT with REPLAY=parent)")
+    t.add_argument("--train", required=True, help="the in-domain training text: PREFIX")
+    t.add_argument("--src", required=True)
+    t.add_argument("--tgt", required=True)
+    t.add_argument("--sources", required=True, help="distill-sources' file")
+    t.add_argument("--translations", required=True, help="fairseq-interactive's output for those sources")
+    t.add_argument("--out", required=True, help="PREFIX of the mixed training text")
     args = parser.parse_args(argv)
+    try:
+        if args.command == "distill-sources":
+            found = distill_sources(args.train, args.src, args.ratio, args.seed, args.out)
+            print(f"{found['drawn']:,} of the {found['in_domain']:,} training sources, for the parent: {args.out}")
+            return 0
+        if args.command == "distilled":
+            found = distilled(args.train, args.src, args.tgt, args.sources, args.translations, args.out)
+            left = [f"{found[k]:,} {k}" for k in ("untranslated", "empty") if found[k]]
+            print(
+                f"{found['in_domain']:,} in-domain pairs and {found['distilled']:,} of the parent's translations"
+                + (f" ({', '.join(left)}: left out)" if left else "")
+                + f": {args.out}.{args.src}, {args.out}.{args.tgt}"
+            )
+            return 0
+    except CorpusError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.command == "replay":
         try:
             found = replay(args.corpus, args.src, args.tgt, args.train, args.held, args.ratio, args.seed, args.out)

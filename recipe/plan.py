@@ -144,12 +144,20 @@ def check_settings(v: Variables) -> None:
     if v.get("REPLAY"):
         if not v.get("INIT"):
             raise PlanError(f"REPLAY={v.get('REPLAY')}: a general corpus replayed is for INIT (fine-tuning)")
-        for lang in (v.get("SRC"), v.get("TGT")):
+        for lang in (v.get("SRC"), v.get("TGT")) if v.get("REPLAY") != "parent" else ():
             if not os.path.isfile(f"{v.get('REPLAY')}.{lang}"):
-                raise PlanError(f"REPLAY: {v.get('REPLAY')}.{lang}: no such file (PREFIX.SRC and PREFIX.TGT)")
+                raise PlanError(
+                    f"REPLAY: {v.get('REPLAY')}.{lang}: no such file (PREFIX.SRC and PREFIX.TGT; or REPLAY=parent, "
+                    "the parent's own translations)"
+                )
         ratio = v.decimal("REPLAY_RATIO")
         if ratio is not None and float(ratio) <= 0:
             raise PlanError(f"REPLAY_RATIO={ratio}: general pairs an in-domain pair, above 0")
+        if v.get("REPLAY") == "parent" and ratio is not None and float(ratio) > 1:
+            raise PlanError(
+                f"REPLAY_RATIO={ratio} with REPLAY=parent: the parent translates the training sources, each at most "
+                "once (at most 1); a general corpus can be replayed at more (REPLAY=PREFIX)"
+            )
     if v.get("PARENT_TEST"):
         if not v.get("INIT"):
             raise PlanError(f"PARENT_TEST={v.get('PARENT_TEST')}: a parent's test set is for INIT (fine-tuning)")
@@ -398,8 +406,10 @@ def decide(v: Variables) -> Plan:
             given_bleu = found.pairs < finetuning.SMALL
         given = max_update if toy else v.number("MAX_UPDATE", least=1)
         pairs, target_tokens = found.pairs, found.target_tokens
-        if v.get("REPLAY"):  # the epochs count the general pairs replayed too
-            replayed = min(count_lines(f"{v.get('REPLAY')}.{src}"), round(float(v.get("REPLAY_RATIO", "1")) * pairs))
+        if v.get("REPLAY"):  # the epochs count the general pairs replayed too, or the parent's translations
+            replayed = round(float(v.get("REPLAY_RATIO", "1")) * pairs)
+            if v.get("REPLAY") != "parent":
+                replayed = min(count_lines(f"{v.get('REPLAY')}.{src}"), replayed)
             pairs, target_tokens = pairs + replayed, int(target_tokens * (pairs + replayed) / max(pairs, 1))
         tuning = finetuning.decide(pairs, target_tokens, given, None, given_bleu)
         if not toy:  # the toy size keeps its batch

@@ -18,8 +18,9 @@
 # stopping at MAX_UPDATE (with EVAL_BLEU=1 also when PATIENCE validations bring no better dev BLEU); 5 average the
 # last checkpoints; 6 fairseq-generate the test set; 7 sacreBLEU and chrF; 8 report; 9 exports (EXPORT="ct2 hf").
 # INIT: 2p the parent imported, no sentencepiece trained (the parent's), 3p-3q the parent scored before fine-tuning;
-# with PARENT_TEST 2c-3t and 7p-7q its own test set before and after; with REPLAY 1r a general corpus mixed in; a
-# corpus under 10k pairs hands over its best.
+# with PARENT_TEST 2c-3t and 7p-7q its own test set before and after; with REPLAY 1r a general corpus mixed in, or
+# with REPLAY=parent 1d-2f the parent's own translations of the training sources; a corpus under 10k pairs hands over
+# its best.
 # GPUS, CPU_WORKERS, PRECISION and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT work as in
 # the WMT14 recipes (docs/several-machines.md).
 set -euo pipefail
@@ -59,9 +60,10 @@ INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or
 TGT_TOKEN=${TGT_TOKEN:-}                   # a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary
 PARENT_TEST=${PARENT_TEST:-}               # PREFIX (PREFIX.SRC, PREFIX.TGT): a general test set, scored before, after
 [ -z "$PARENT_TEST" ] || PARENT_TEST=$(realpath -ms -- "$PARENT_TEST")
-REPLAY=${REPLAY:-}                         # PREFIX of a general corpus replayed into the fine-tuning against forgetting
-REPLAY_RATIO=${REPLAY_RATIO:-1}            # its pairs drawn per in-domain pair
-[ -z "$REPLAY" ] || REPLAY=$(realpath -ms -- "$REPLAY")
+REPLAY=${REPLAY:-}                         # PREFIX of a general corpus replayed into the fine-tuning against forgetting,
+                                           # or parent: the parent's translations of the training sources (distillation)
+REPLAY_RATIO=${REPLAY_RATIO:-1}            # its pairs drawn per in-domain pair (parent: the share of sources, at most 1)
+[ -z "$REPLAY" ] || [ "$REPLAY" = parent ] || REPLAY=$(realpath -ms -- "$REPLAY")
 # INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
 # sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
 # finetune/), EPOCHS without a budget; a corpus under 10,000 pairs hands over its checkpoint of the best dev BLEU
@@ -117,7 +119,12 @@ READS=(); for file in "${INPUT_FILES[@]}"; do READS+=(--reads "$file"); done  # 
 data_stage "${READS[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${PREPARE_ARGS[@]}"
 # INIT with REPLAY: REPLAY_RATIO general pairs an in-domain pair, drawn by SEED, none a dev or test source
 TRAIN_TEXT="$DATA/train"
-if [ -n "$INIT" ] && [ -n "$REPLAY" ]; then
+if [ -n "$INIT" ] && [ "$REPLAY" = parent ]; then  # distillation: the sources drawn here, translated after stage 2p
+  TRAIN_TEXT="$DATA/distilled/train"
+  data_stage 1d "draw $REPLAY_RATIO of the training sources for the parent to translate (REPLAY=parent)" \
+    "$PY" -m preprocess.parallel_text distill-sources --train "$DATA/train" --src "$SRC" --ratio "$REPLAY_RATIO" \
+      --seed "$SEED" --out "$DATA/distilled/sources.$SRC"
+elif [ -n "$INIT" ] && [ -n "$REPLAY" ]; then
   TRAIN_TEXT="$DATA/replayed/train"
   data_stage --reads "$DATA/train.$SRC" --reads "$DATA/train.$TGT" --reads "$REPLAY.$SRC" --reads "$REPLAY.$TGT" \
     --writes "$TRAIN_TEXT.$SRC" --writes "$TRAIN_TEXT.$TGT" 1r "replay $REPLAY into the training text: $REPLAY_RATIO a pair" \
@@ -135,6 +142,19 @@ if [ -n "$INIT" ]; then
       "$PY" -m transformer_plugin_cli.serving.import_marian "$INIT" "$PARENT_DIR" --source-lang "$SRC" --target-lang "$TGT" --force
   fi
   SRC_SPM=$PARENT_SRC_SPM; TGT_SPM=$PARENT_TGT_SPM
+  if [ "$REPLAY" = parent ]; then  # the parent's own translations of those sources, mixed into the training text
+    PREFIX_ARGS=(); [ -z "$PARENT_TGT_TOKEN" ] || PREFIX_ARGS=(--prefix "$PARENT_TGT_TOKEN")
+    data_stage 2d "encode the sources drawn into the parent's pieces" \
+      "$PY" -m preprocess.sentencepiece_vocab encode --model "$SRC_SPM" --inputs "$DATA/distilled/sources.$SRC" \
+        --outputs "$DATA/distilled/sources.sp.$SRC" --threads "$(cores)" "${PREFIX_ARGS[@]}"
+    data_stage 2e "translate them with the parent (fairseq-interactive: ${DECODING[*]})" \
+      capture "$DATA/distilled/parent.out" fairseq-interactive "$PARENT_DIR" --user-dir "$REPO/transformer_plugin" \
+        --path "$PARENT_CHECKPOINT" --source-lang "$SRC" --target-lang "$TGT" --input "$DATA/distilled/sources.sp.$SRC" \
+        "${DECODING[@]}" --post-process sentencepiece --buffer-size 1024 --batch-size 128 --skip-invalid-size-inputs-valid-test
+    data_stage --writes "$TRAIN_TEXT.$SRC" --writes "$TRAIN_TEXT.$TGT" 2f "the training text with the parent's translations in it" \
+      "$PY" -m preprocess.parallel_text distilled --train "$DATA/train" --src "$SRC" --tgt "$TGT" \
+        --sources "$DATA/distilled/sources.$SRC" --translations "$DATA/distilled/parent.out" --out "$TRAIN_TEXT"
+  fi
 elif [ "$JOINT_VOCAB" = 1 ]; then
   data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
     "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \

@@ -308,6 +308,68 @@ def test_a_general_corpus_is_replayed_into_the_fine_tuning_at_its_ratio(parent, 
     assert "preprocess.parallel_text replay" not in plain.stdout
 
 
+def test_the_parents_own_translations_are_replayed_without_a_general_corpus(parent, corpus, tmp_path, monkeypatch):
+    """REPLAY=parent (distillation): stage 1d draws REPLAY_RATIO of the training sources, 2d-2e the parent translates
+    them in its pieces with the paper's beam search, 2f puts them beside the in-domain pairs, and the corpus's pieces
+    are that text's; the epochs count them."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    known_speed_figures(tmp_path / "cache", 8000, parents=[parent[0]])
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus),
+        INIT=str(parent[0]),
+        REPLAY="parent",
+        REPLAY_RATIO="0.5",
+        **TOY,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    stages = re.findall(r"^==== stage (\S+):", proc.stdout, flags=re.M)
+    assert stages[:8] == ["1", "1d", "2p", "2d", "2e", "2f", "2b-en", "2b-de"], stages
+    data = f"{tmp_path}/w/data"
+    commands = proc.stdout.splitlines()
+    draw = next(line for line in commands if "preprocess.parallel_text distill-sources" in line)
+    assert f"--train {data}/train --src en --ratio 0.5 --seed 1 --out {data}/distilled/sources.en" in draw
+    translate = next(line for line in commands if "fairseq-interactive " in line and "--input" in line)
+    assert f"--input {data}/distilled/sources.sp.en" in translate and "--beam 4" in translate
+    assert f"--path {tmp_path}/w/parent/checkpoint.pt" in translate
+    mix = next(line for line in commands if "preprocess.parallel_text distilled" in line)
+    assert f"--translations {data}/distilled/parent.out --out {data}/distilled/train" in mix
+    encode = next(line for line in commands if "sentencepiece_vocab encode" in line and "/train.en " in line)
+    assert f"--inputs {data}/distilled/train.en {data}/valid.en" in encode
+
+
+@pytest.mark.e2e
+def test_a_fine_tuning_distilled_from_its_parent_trains_on_the_parents_translations(parent, corpus, cache, tmp_path):
+    """REPLAY=parent for real: fairseq-interactive translates the drawn sources with the parent (those longer than its
+    64 positions skipped and counted), and the training text is the in-domain pairs and those translations."""
+    work = tmp_path / "w"
+    proc = run_recipe(
+        "parallel_text.sh", work, TRAIN=str(corpus), INIT=str(parent[1]), REPLAY="parent", REPLAY_RATIO="0.5", **TOY
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    stages = re.findall(r"^==== stage (\S+):", proc.stdout, flags=re.M)
+    assert stages[:6] == ["1", "1d", "2d", "2e", "2f", "2b-en"], stages  # the import's directory: no 2p
+    data = work / "data"
+    in_domain = (data / "train.en").read_text().splitlines()
+    drawn = (data / "distilled" / "sources.en").read_text().splitlines()
+    assert len(drawn) == round(len(in_domain) / 2)
+    said = re.search(
+        r"^[\d,]+ in-domain pairs and ([\d,]+) of the parent's translations \((\d+) untranslated(?:, (\d+) empty)?",
+        proc.stdout,
+        re.M,
+    )
+    assert said, proc.stdout[-3000:]
+    distilled, untranslated, empty = (int((n or "0").replace(",", "")) for n in said.groups())
+    assert untranslated > 0 and distilled + untranslated + empty == len(drawn)  # a tenth of the lines are too long
+    assert len(re.findall(r"^D-\d+\t", (data / "distilled" / "parent.out").read_text(), re.M)) == distilled + empty
+    sources = (data / "distilled" / "train.en").read_text().splitlines()
+    targets = (data / "distilled" / "train.de").read_text().splitlines()
+    assert sources[: len(in_domain)] == in_domain and len(sources) == len(targets) == len(in_domain) + distilled
+    assert set(sources[len(in_domain) :]) <= set(drawn) and all(t.strip() for t in targets[len(in_domain) :])
+
+
 REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
     "a parent of another pair": (
         lambda p, t: p[0],
@@ -332,7 +394,13 @@ REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
     "a replayed corpus that is not there": (
         lambda p, t: p[0],
         {"REPLAY": "/nonexistent/general"},
-        "REPLAY: /nonexistent/general.en: no such file (PREFIX.SRC and PREFIX.TGT)",
+        "REPLAY: /nonexistent/general.en: no such file (PREFIX.SRC and PREFIX.TGT; or REPLAY=parent, the parent's own "
+        "translations)",
+    ),
+    "more of the parent's translations than there are sources": (
+        lambda p, t: p[0],
+        {"REPLAY": "parent", "REPLAY_RATIO": "2"},
+        "REPLAY_RATIO=2 with REPLAY=parent: the parent translates the training sources, each at most once (at most 1)",
     ),
     "too few pairs once dev and test are held out": (
         lambda p, t: p[0],

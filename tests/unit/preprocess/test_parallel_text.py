@@ -213,3 +213,45 @@ def test_a_general_corpus_is_replayed_at_its_ratio_never_with_a_dev_or_test_sour
     (tmp_path / "general.de").write_text("one line\n")
     with pytest.raises(pt.CorpusError, match=r"general\.en and .*general\.de have different numbers of lines"):
         pt.replay(general, "en", "de", train, [], 1, 1, str(tmp_path / "bad"))
+
+
+def test_the_parents_translations_of_a_share_of_the_sources_join_the_training_text(tmp_path, capsys):
+    """distill-sources and distilled (INIT with REPLAY=parent): a share of the training sources drawn by the seed,
+    in their order; then the in-domain pairs and each drawn source beside the parent's translation of it (the D- line
+    of its sentence id in fairseq-interactive's output, in any order), a source without one or with an empty one
+    left out and counted; a share above 1 and another file's output are refused."""
+    (tmp_path / "train.en").write_text("".join(f"in {i}\n" for i in range(10)))
+    (tmp_path / "train.de").write_text("".join(f"drin {i}\n" for i in range(10)))
+    train, sources = str(tmp_path / "train"), str(tmp_path / "d" / "sources.en")
+    assert pt.main(["distill-sources", "--train", train, "--src", "en", "--ratio", "0.6", "--out", sources]) == 0
+    assert "6 of the 10 training sources, for the parent" in capsys.readouterr().out
+    drawn = (tmp_path / "d" / "sources.en").read_text().splitlines()
+    assert len(drawn) == 6 and drawn == sorted(drawn, key=lambda s: int(s.split()[1]))  # in their order
+    assert pt.distill_sources(train, "en", 0.6, 2, str(tmp_path / "other.en"))["drawn"] == 6
+    assert (tmp_path / "other.en").read_text().splitlines() != drawn
+    with pytest.raises(pt.CorpusError, match=r"REPLAY_RATIO=1\.5 with REPLAY=parent: .* at most 1"):
+        pt.distill_sources(train, "en", 1.5, 1, str(tmp_path / "x.en"))
+
+    output = tmp_path / "parent.out"  # as fairseq-interactive prints it: sentence 4 skipped (too long), 5 empty
+    lines = []
+    for n in (2, 0, 5, 1, 3):
+        hypothesis = "" if n == 5 else f"vom Elternteil {drawn[n].split()[1]}"
+        lines += [f"S-{n}\t{drawn[n]}", f"W-{n}\t0.010\tseconds", f"H-{n}\t-0.5\t{hypothesis}"]
+        lines += [f"D-{n}\t-0.5\t{hypothesis}", f"P-{n}\t-0.1 -0.2"]
+    output.write_text("\n".join(lines) + "\n2026-12-04 | INFO | fairseq_cli.interactive | Total time: 1.0 seconds\n")
+    out = str(tmp_path / "distilled" / "train")
+    args = ["distilled", "--train", train, "--src", "en", "--tgt", "de", "--sources", sources]
+    assert pt.main(args + ["--translations", str(output), "--out", out]) == 0
+    said = capsys.readouterr().out
+    assert "10 in-domain pairs and 4 of the parent's translations (1 untranslated, 1 empty: left out)" in said
+    src = (tmp_path / "distilled" / "train.en").read_text().splitlines()
+    tgt = (tmp_path / "distilled" / "train.de").read_text().splitlines()
+    assert src[:10] == [f"in {i}" for i in range(10)] and tgt[:10] == [f"drin {i}" for i in range(10)]
+    assert src[10:] == [drawn[n] for n in (0, 1, 2, 3)]
+    assert tgt[10:] == [f"vom Elternteil {drawn[n].split()[1]}" for n in (0, 1, 2, 3)]  # each beside its own
+
+    output.write_text("D-9\t-0.5\tzu viele\n")
+    assert pt.main(args + ["--translations", str(output), "--out", out]) == 2
+    assert f"{output} translates sentence 9, and {sources} has 6 lines: not its output" in capsys.readouterr().err
+    assert pt.main(args + ["--translations", str(tmp_path / "none.out"), "--out", out]) == 2
+    assert "none.out: no such file (the parent's translations" in capsys.readouterr().err
