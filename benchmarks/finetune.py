@@ -12,6 +12,18 @@ fine-tuning (forgetting): its test text in the parent's pieces and dictionaries,
         --record benchmarks/records/finetune/games.json
     python -m benchmarks.finetune table --record benchmarks/records/finetune/games.json --figure docs/finetune.png
 
+What fine-tuning forgets, and what guards against it (``forgetting``): at one size and budget, the fine-tuning
+without a guard, with the parent's own training text replayed at each ``--ratios`` (``REPLAY=``), and distilled from
+the parent (``REPLAY=parent``: its translations of the training sources), two side by side, one core each; each
+scored by the recipe on the child's test set and, with ``PARENT_TEST=`` the parent's test set, on the parent's
+before and after (the paired bootstrap of the change):
+
+    python -m benchmarks.finetune forgetting --parent runs/finetune/parent \\
+        --child runs/finetune/data/games/train:en:de --size 2000 --budget 10m --ratios 1 3 --cores 0 1 \\
+        --work runs/finetune/forgetting --record benchmarks/records/finetune/forgetting.json
+    python -m benchmarks.finetune forgetting-table --record benchmarks/records/finetune/forgetting.json \\
+        --figure docs/forgetting.png
+
 ``--parent`` is the parent's recipe WORK: its ``hf`` export (the parent) and its ``data/test.*`` (its test set).
 ``--sizes``: the child's training text cut to that many pairs (drawn with seed 1; the same dev and test sets for
 every size), each size at every budget. Under 10,000 pairs the recipe refuses to train from nothing (``MIN_PAIRS``):
@@ -299,6 +311,133 @@ def figure(found: dict, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def guards(ratios: Sequence[float]) -> Dict[str, Dict[str, str]]:
+    """The fine-tunings of ``forgetting``, by name: their recipe variables."""
+    found = {"no guard": {}}
+    for ratio in ratios:
+        found[f"replay {ratio:g}"] = {"REPLAY_RATIO": f"{ratio:g}"}  # REPLAY: the parent's training text, set by run
+    found["distilled"] = {"REPLAY": "parent", "REPLAY_RATIO": "1"}
+    return found
+
+
+def forgetting(
+    parent_work: str,
+    child: Corpus,
+    size: Optional[int],
+    budget: str,
+    ratios: Sequence[float],
+    cores: List[int],
+    work_root: str,
+    record: str,
+    extra: Dict[str, str],
+) -> dict:
+    """Each guard of ``guards(ratios)`` fine-tuned at ``budget`` on ``child`` (cut to ``size`` pairs), two at a time
+    on ``cores``; what each gains on the child's test set and loses on the parent's (the recipe's PARENT_TEST)."""
+    init = os.path.join(parent_work, "hf")
+    if not os.path.exists(os.path.join(init, "config.json")):
+        raise SystemExit(f"{init}: no MarianMT export of the parent (run its recipe with EXPORT=hf)")
+    corpus = subset(child, size, os.path.join(work_root, "data", str(size))) if size else child
+    general = {"REPLAY": os.path.abspath(os.path.join(parent_work, "data", "train"))}
+    parent_test = {"PARENT_TEST": os.path.abspath(os.path.join(parent_work, "data", "test"))}
+    works = {name: os.path.join(work_root, budget, name.replace(" ", "_")) for name in guards(ratios)}
+    todo = [name for name, work in works.items() if not os.path.exists(os.path.join(work, "results", "report.md"))]
+    for start in range(0, len(todo), len(cores)):
+        running = []
+        for name, core in zip(todo[start : start + len(cores)], cores):
+            settings = {**guards(ratios)[name]}
+            if name.startswith("replay"):
+                settings.update(general)
+            os.makedirs(works[name], exist_ok=True)
+            env = child_env(corpus, works[name], budget, init, {**extra, **parent_test, **settings})
+            header = f"{corpus.pairs()} pairs, TIME={budget}, {name}: " + " ".join(
+                f"{k}={v}" for k, v in settings.items()
+            )
+            running.append((name, start_recipe(env, works[name] + ".log", header, core)))
+        failed = [name for name, proc in running if proc.wait() != 0]  # every run ended, none left behind
+        if failed:
+            raise SystemExit("; ".join(f"{name}: the recipe failed, see {works[name]}.log" for name in failed))
+    found = {
+        "parent": parent_work,
+        "child": {"prefix": corpus.prefix, "src": corpus.src, "tgt": corpus.tgt, "pairs": corpus.pairs()},
+        "budget": budget,
+        "runs": [],
+    }
+    for name, work in works.items():
+        scores = {
+            key: read_json(os.path.join(work, "results", f"scores.{key}.json"))
+            for key in ("test", "parent", "parent_test", "parent_test.before")
+        }
+        planned = read_json(os.path.join(work, "plan.json"))["budget"]["max_update"]
+        found["parent_alone"] = {"bleu": scores["parent"]["sacrebleu"], "chrf": scores["parent"]["chrf"]}
+        found["parent_on_its_test"] = {
+            "bleu": scores["parent_test.before"]["sacrebleu"],
+            "chrf": scores["parent_test.before"]["chrf"],
+        }
+        found["runs"].append(
+            {
+                "guard": name,
+                "settings": guards(ratios)[name],
+                "updates": updates_of(work),
+                "planned_updates": planned,
+                **read_run(work),
+                "against_parent": scores["test"].get("against"),
+                "parent_test": {"bleu": scores["parent_test"]["sacrebleu"], "chrf": scores["parent_test"]["chrf"]},
+                "parent_test_change": scores["parent_test"].get("against"),
+            }
+        )
+    os.makedirs(os.path.dirname(os.path.abspath(record)), exist_ok=True)
+    with open(record, "w") as f:
+        json.dump(found, f, indent=1)
+    return found
+
+
+def forgetting_table(found: dict) -> str:
+    alone, own = found["parent_alone"], found["parent_on_its_test"]
+    lines = [
+        f"{found['child']['pairs']:,} in-domain pairs, TIME={found['budget']} of one core each",
+        "",
+        "| model | updates | child test BLEU | chrF | against the parent (95%) | parent's test BLEU | chrF | "
+        "change on the parent's test (95%) |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| the parent alone | 0 | {alone['bleu']:.2f} | {alone['chrf']:.2f} | - | {own['bleu']:.2f} | "
+        f"{own['chrf']:.2f} | - |",
+    ]
+    for r in found["runs"]:
+        theirs = r["parent_test"]
+        lines.append(
+            f"| fine-tuned, {r['guard']} | {r['updates']:,} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
+            f"{gain(r.get('against_parent'))} | {theirs['bleu']:.2f} | {theirs['chrf']:.2f} | "
+            f"{gain(r.get('parent_test_change'))} |"
+        )
+    return "\n".join(lines)
+
+
+def forgetting_figure(found: dict, path: str) -> None:
+    """Each fine-tuning as a point: its BLEU on the child's test set against its BLEU on the parent's, the parent
+    alone among them; up and to the right is better."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.0, 4.5))
+    alone, own = found["parent_alone"], found["parent_on_its_test"]
+    ax.plot([alone["bleu"]], [own["bleu"]], "k*", markersize=12, label="the parent alone")
+    for r, marker in zip(found["runs"], "osD^vP"):
+        ax.plot([r["bleu"]], [r["parent_test"]["bleu"]], marker, markersize=8, label=f"fine-tuned, {r['guard']}")
+    ax.set_xlabel("sacreBLEU on the child's test set (in-domain)")
+    ax.set_ylabel("sacreBLEU on the parent's test set")
+    ax.legend(fontsize=8)
+    ax.set_title(f"What fine-tuning forgets: {found['child']['pairs']:,} pairs, TIME={found['budget']} of one core")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -316,7 +455,41 @@ def main(argv=None) -> int:
     t = sub.add_parser("table")
     t.add_argument("--record", required=True)
     t.add_argument("--figure")
+    g = sub.add_parser("forgetting", help="no guard, replay at --ratios and distillation: gains and losses")
+    g.add_argument("--parent", required=True, help="the parent's recipe WORK (its hf export, data/train, data/test)")
+    g.add_argument("--child", required=True, help="PREFIX:SRC:TGT of the child's training text (valid, test beside it)")
+    g.add_argument("--size", type=int, help="the child's training text cut to this number of pairs")
+    g.add_argument("--budget", default="10m")
+    g.add_argument("--ratios", type=float, nargs="+", default=[1.0, 3.0], help="REPLAY_RATIO of each replay run")
+    g.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="runs side by side, one on each")
+    g.add_argument("--work", required=True)
+    g.add_argument("--record", required=True)
+    g.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a recipe variable for every run")
+    f = sub.add_parser("forgetting-table")
+    f.add_argument("--record", required=True)
+    f.add_argument("--figure")
     a = p.parse_args(argv)
+    if a.command in ("forgetting", "forgetting-table"):
+        if a.command == "forgetting":
+            prefix, src, tgt = a.child.rsplit(":", 2)
+            found = forgetting(
+                a.parent,
+                Corpus("child", os.path.abspath(prefix), src, tgt),
+                a.size,
+                a.budget,
+                a.ratios,
+                a.cores,
+                a.work,
+                a.record,
+                dict(item.split("=", 1) for item in a.set),
+            )
+        else:
+            with open(a.record) as f:
+                found = json.load(f)
+        if a.figure:
+            forgetting_figure(found, a.figure)
+        print_table(forgetting_table(found))
+        return 0
     if a.command == "run":
         prefix, src, tgt = a.child.rsplit(":", 2)
         found = run(

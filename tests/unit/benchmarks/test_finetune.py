@@ -1,5 +1,7 @@
 """benchmarks.finetune's table and figure from a record (its runs: the recipe, measured in docs/benchmarks.md)."""
 
+import os
+
 from benchmarks.budgets import Corpus
 from benchmarks import finetune
 from benchmarks.finetune import child_env, figure, table
@@ -79,3 +81,77 @@ def test_the_model_scored_on_the_parents_test_set_is_the_one_the_run_handed_over
         work.mkdir()
         (work / "plan.json").write_text(json.dumps({"schedule": {"handed_over": kind}}))
         assert finetune.handed_over(str(work)) == str(work / "checkpoints" / name)
+
+
+def test_forgetting_runs_each_guard_with_the_parents_test_set_and_tabulates_gain_against_loss(tmp_path, monkeypatch):
+    """forgetting: no guard, the parent's training text replayed at each ratio, and distillation (REPLAY=parent),
+    each with PARENT_TEST the parent's test set, two at a time on the cores given; the record holds each run's scores
+    on both test sets, the table and figure show them, and runs whose results exist are read back."""
+    import json
+
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (tmp_path / f"{split}.{lang}").write_text("".join(f"{split} {i}\n" for i in range(30)))
+    parent = tmp_path / "parent"
+    (parent / "hf").mkdir(parents=True)
+    (parent / "hf" / "config.json").write_text("{}")
+    started = []
+
+    class Done:
+        def __init__(self, code):
+            self.code = code
+
+        def wait(self):
+            return self.code
+
+    def start(env, log, header, core):
+        work = env["WORK"]
+        started.append(
+            (os.path.basename(work), core, {k: env.get(k) for k in ("REPLAY", "REPLAY_RATIO", "PARENT_TEST")})
+        )
+        os.makedirs(os.path.join(work, "results"))
+        bleu = {"no_guard": 9.0, "replay_1": 8.0, "replay_3": 7.0, "distilled": 8.5}[os.path.basename(work)]
+        scores = {
+            "test": {"sacrebleu": bleu, "chrf": 40.0, "against": None},
+            "parent": {"sacrebleu": 5.0, "chrf": 30.0},
+            "parent_test": {"sacrebleu": 30 - bleu, "chrf": 50.0, "against": None},
+            "parent_test.before": {"sacrebleu": 27.0, "chrf": 52.0},
+        }
+        for key, value in scores.items():
+            with open(os.path.join(work, "results", f"scores.{key}.json"), "w") as f:
+                json.dump(value, f)
+        with open(os.path.join(work, "results", "report.md"), "w") as f:
+            f.write("report")
+        with open(os.path.join(work, "plan.json"), "w") as f:
+            json.dump({"budget": {"max_update": 100}}, f)
+        with open(os.path.join(work, "train.log"), "w") as f:
+            f.write('| train_inner | {"num_updates": "100", "wall": "60"}\n| valid | {"valid_nll_loss": "3.0"}\n')
+        return Done(0)
+
+    monkeypatch.setattr(finetune, "start_recipe", start)
+    child = Corpus("child", str(tmp_path / "train"), "en", "de")
+    record = tmp_path / "forgetting.json"
+    found = finetune.forgetting(str(parent), child, None, "10m", [1, 3], [0, 1], str(tmp_path / "w"), str(record), {})
+    assert [(name, core) for name, core, _ in started] == [
+        ("no_guard", 0),
+        ("replay_1", 1),
+        ("replay_3", 0),
+        ("distilled", 1),
+    ]
+    test = os.path.abspath(parent / "data" / "test")
+    general = os.path.abspath(parent / "data" / "train")
+    assert [settings for _, _, settings in started] == [
+        {"REPLAY": None, "REPLAY_RATIO": None, "PARENT_TEST": test},
+        {"REPLAY": general, "REPLAY_RATIO": "1", "PARENT_TEST": test},
+        {"REPLAY": general, "REPLAY_RATIO": "3", "PARENT_TEST": test},
+        {"REPLAY": "parent", "REPLAY_RATIO": "1", "PARENT_TEST": test},
+    ]
+    assert json.loads(record.read_text()) == found
+    lines = finetune.forgetting_table(found).splitlines()
+    assert lines[4] == "| the parent alone | 0 | 5.00 | 30.00 | - | 27.00 | 52.00 | - |"
+    assert lines[6] == "| fine-tuned, replay 1 | 100 | 8.00 | 40.00 | - | 22.00 | 50.00 | - |"
+    finetune.forgetting_figure(found, str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    started.clear()  # read back, not run again
+    assert finetune.forgetting(str(parent), child, None, "10m", [1, 3], [0, 1], str(tmp_path / "w"), str(record), {})
+    assert not started
