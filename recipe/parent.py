@@ -233,7 +233,11 @@ def fairseq_parent(init: str, src: str, tgt: str, tgt_token: str = "") -> Parent
         ) from None
     if "encoder.embed.embed_tokens.weight" not in weights:
         raise ParentError(f"{checkpoint}: not a vaswani_transformer checkpoint (arch {model_cfg.get('_name')!r})")
-    theirs = (task_cfg.get("source_lang"), task_cfg.get("target_lang"))
+    # the MarianMT model's own pair where the import kept it (a multilingual parent imported as en-de is eng-mul),
+    # else the pair it was trained or imported as
+    extra = state.get("extra_state") or {}
+    marian_pair = extra.get("marian_pair") or [None, None]
+    theirs = tuple(m or t for m, t in zip(marian_pair, (task_cfg.get("source_lang"), task_cfg.get("target_lang"))))
     with open(dicts[src], encoding="utf-8") as f:
         source_pieces = [line.rsplit(" ", 1)[0] for line in f if line.strip()]
     token = pair_token(theirs, src, tgt, tgt_token, source_pieces, checkpoint, dicts[src])
@@ -241,7 +245,7 @@ def fairseq_parent(init: str, src: str, tgt: str, tgt_token: str = "") -> Parent
         src: weights["encoder.embed.embed_tokens.weight"].size(0),
         tgt: weights["decoder.embed.embed_tokens.weight"].size(0),
     }
-    kept = (state.get("extra_state") or {}).get("dictionaries") or {}
+    kept = extra.get("dictionaries") or {}
     for lang, path in dicts.items():
         with open(path, encoding="utf-8") as f:
             entries = 4 + sum(1 for line in f if line.strip())  # fairseq's <s> <pad> </s> <unk>, then a symbol a line

@@ -293,13 +293,15 @@ stage 8 "report with learning curves, Eq. (3) and attention maps" \
     --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$PAIRS lines, $SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
 
 # ---- 9. exports ----------------------------------------------------------------------------------------------
+# a multilingual parent's >>xx<< token: the Transformers model card says to put it before every source sentence
+HF_TOKEN_ARGS=(); [ -z "${PARENT_TGT_TOKEN:-}" ] || HF_TOKEN_ARGS=(--target-token "$PARENT_TGT_TOKEN")
 for export in $EXPORT; do
   case $export in
     ct2) stage 9-ct2 "CTranslate2 model" "$PY" -m transformer_plugin_cli.serving.export_ctranslate2 \
            --model-path "$MODEL_PATH" --data-dir "$EVAL_DATA" --output-dir "$WORK/ct2" --force ;;
     hf) stage 9-hf "Hugging Face Transformers model (MarianMT)" "$PY" -m transformer_plugin_cli.serving.export_transformers \
           --model-path "$MODEL_PATH" --data-dir "$EVAL_DATA" --spm "$SRC_SPM" --target-spm "$TGT_SPM" \
-          --scores "test=$OUT/scores.test.json" --output-dir "$WORK/hf" --force ;;
+          --scores "test=$OUT/scores.test.json" --output-dir "$WORK/hf" --force "${HF_TOKEN_ARGS[@]}" ;;
     *) echo "EXPORT=$EXPORT: ct2 and/or hf" >&2; exit 2 ;;
   esac
 done

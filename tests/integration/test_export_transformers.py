@@ -557,3 +557,28 @@ def test_pipeline_translation_under_transformers_4(shared, interactive):
     assert result.returncode == 0, result.stderr[-3000:]
     version, translated = result.stdout.splitlines()[-2:]
     assert version.startswith("4.") and json.loads(translated) == expected
+
+
+def test_a_multilingual_parents_token_is_in_the_model_card_and_checked(shared, tmp_path):
+    """--target-token (the recipe passes a multilingual parent's >>xx<<): the card's example and its words put it
+    before the source sentence; a token that is no symbol of the source dictionary is refused, naming it."""
+    [symbol, *_] = [line.split()[0] for line in (shared.bin / "dict.src.txt").read_text().splitlines()]
+    common = ["--model-path", str(shared.checkpoint), "--data-dir", str(shared.bin), "--spm", str(shared.spm)]
+    result = subprocess.run(
+        [os.path.join(BIN, "vaswani-export-hf"), *common, "--output-dir", str(tmp_path / "m")]
+        + ["--target-token", symbol],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    card = (tmp_path / "m" / "README.md").read_text()
+    assert f'batch = tokenizer(["{symbol} A sentence to translate."]' in card
+    assert f"Put `{symbol}` before every source sentence" in card
+    refused = subprocess.run(
+        [os.path.join(BIN, "vaswani-export-hf"), *common, "--output-dir", str(tmp_path / "n")]
+        + ["--target-token", ">>xyz<<"],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 1 and "--target-token >>xyz<<: not a symbol of" in refused.stderr
+    assert not (tmp_path / "n").exists()

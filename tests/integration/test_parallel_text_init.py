@@ -269,15 +269,23 @@ def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cach
 
 def test_a_multilingual_parent_gets_its_token_for_tgt_before_every_source_sentence(corpus, tmp_path, monkeypatch):
     """A parent into "mul" with >>xx<< pieces: the plan finds >>deu<< for TGT=de and the source side's encoding puts
-    it before every line (train, valid and test), the target side's not. (Its model's speed as known figures: the
+    it before every line (train, valid and test), the target side's not; the export's model card names it. (Its model's speed as known figures: the
     probe is timed for real above.)"""
     marian_directory(tmp_path / "hf", seed=3, language_tokens=(">>deu<<", ">>fra<<"), languages=("eng", "mul"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     known_speed_figures(tmp_path / "cache", 8000, parents=[tmp_path / "hf"])
     proc = run_recipe(
-        "parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(tmp_path / "hf"), **TOY
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus),
+        INIT=str(tmp_path / "hf"),
+        EXPORT="hf",
+        **TOY,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    export = next(line for line in proc.stdout.splitlines() if "serving.export_transformers" in line)
+    assert export.endswith("--target-token '>>deu<<'")  # the model card says to put it before every sentence
     encodes = {
         side: next(
             line

@@ -117,6 +117,7 @@ def export(
     lenpen: float = DECODING.lenpen,
     max_len_b: int = DECODING.max_len_b,
     max_new_tokens: Optional[int] = None,
+    target_token: Optional[str] = None,
 ) -> float:
     """Write the model directory (see the module doc); returns the probe's largest log-probability
     difference. Everything is checked before ``output_dir`` appears; it appears complete or not at all."""
@@ -140,6 +141,11 @@ def export(
     )
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     source_vocab, target_vocab = vocabulary(src_dict, spm), vocabulary(tgt_dict, target_spm)
+    if target_token and target_token not in source_vocab:
+        raise ExportError(
+            f"--target-token {target_token}: not a symbol of {data_dir}'s source dictionary (a multilingual parent's "
+            ">>xx<< token, which the model was trained with before every source sentence)"
+        )
     perm = paper_to_marian(cfg.model.d_model)
 
     config = marian_config(cfg.model, src_dict, tgt_dict)
@@ -196,6 +202,7 @@ def export(
             lenpen,
             max_len_b,
             max_new_tokens,
+            target_token,
         )
         with open(os.path.join(partial, "README.md"), "w", encoding="utf-8") as f:
             f.write(card)
@@ -246,6 +253,11 @@ def main(argv=None) -> int:
         help="generate()'s bound when a call gives none (default: --max_len_b + 1 past the longest source"
         " binarized in --data_dir)",
     )
+    parser.add_argument(
+        "--target_token",
+        help="a multilingual parent's >>xx<< token the model was fine-tuned with before every source sentence: the "
+        "model card says to put it there",
+    )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --output_dir")
     args = kebab_case_options(parser).parse_args(argv)
     from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
@@ -268,6 +280,7 @@ def main(argv=None) -> int:
             args.lenpen,
             args.max_len_b,
             args.max_new_tokens,
+            args.target_token,
         )
     except (UnsupportedModelError, ExportError, CorruptCheckpointError, UnsafeCheckpointError, FileNotFoundError) as e:
         print(f"export_transformers: error: {e}", file=sys.stderr)

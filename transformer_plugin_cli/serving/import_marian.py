@@ -421,6 +421,9 @@ def import_marian(
                 "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
                 "val_loss": None,
                 "imported_from": os.path.abspath(hf_dir),
+                # the pair the MarianMT model itself names (a multilingual one's group, "eng"-"mul"), whatever pair
+                # it was imported as: INIT= takes its >>xx<< token for TGT from it (recipe.parent)
+                "marian_pair": [tokenizer[1].get("source_lang"), tokenizer[1].get("target_lang")],
             },
             "last_optimizer_state": None,
         }

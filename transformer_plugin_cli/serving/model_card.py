@@ -22,6 +22,7 @@ def model_card(
     lenpen: float,
     max_len_b: int,
     max_new_tokens: int,
+    target_token: Optional[str] = None,
 ) -> str:
     """README.md: what the model is, how it was trained, and what it scored."""
     from transformer_plugin import __version__
@@ -36,6 +37,7 @@ def model_card(
     activation = (
         "swish (as published MarianMT models have it)" if getattr(m, "activation_fn", "relu") == "swish" else "ReLU"
     )
+    prefix = target_token + " " if target_token else ""  # a multilingual parent's >>xx<<
     lines = [
         "---",
         "library_name: transformers",
@@ -103,7 +105,7 @@ def model_card(
         "from transformers import MarianMTModel, MarianTokenizer",
         f"tokenizer = MarianTokenizer.from_pretrained({directory!r})",
         f"model = MarianMTModel.from_pretrained({directory!r})",
-        'batch = tokenizer(["A sentence to translate."], return_tensors="pt", padding=True)',
+        f'batch = tokenizer(["{prefix}A sentence to translate."], return_tensors="pt", padding=True)',
         f'output = model.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + {max_len_b + 1})',
         "print(tokenizer.batch_decode(output, skip_special_tokens=True))",
         "```",
@@ -115,6 +117,16 @@ def model_card(
         " with), and a hypothesis that never ends makes its whole batch run that long. `skip_special_tokens=True`"
         " drops `<unk>` where fairseq prints it.",
         "",
+        *(
+            [
+                f"Put `{target_token}` before every source sentence, as above: the model was fine-tuned from a"
+                " multilingual parent with that token before each source sentence, where it chooses the target"
+                " language; `MarianTokenizer` takes it as one id, as training did.",
+                "",
+            ]
+            if target_token
+            else []
+        ),
         f"Exported on {datetime.date.today().isoformat()} with `{command}`.",
         "",
     ]

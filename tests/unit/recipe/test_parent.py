@@ -235,3 +235,13 @@ def test_tgt_token_is_put_before_each_source_sentence_as_mariantokenizer_puts_it
         assert tokenizer.convert_ids_to_tokens(ids) == [*pieces, "</s>"], line
     symbols = [row.rsplit(" ", 1)[0] for row in (tmp_path / "imported" / "dict.en.txt").read_text().splitlines()]
     assert ">>fra<<" in symbols
+
+
+def test_a_multilingual_parent_imported_as_a_pair_still_gets_its_token_for_tgt(tmp_path):
+    """vaswani-import-marian's directory of an eng-mul parent imported as en-de (as the recipe's stage 2p imports it)
+    is still the multilingual parent: INIT= finds >>deu<< for TGT=de from the MarianMT pair the import kept, as for the
+    MarianMT directory itself (before: it was taken as an en-de parent, and no token was put)."""
+    marian_directory(tmp_path / "hf", language_tokens=MULTILINGUAL, languages=("eng", "mul"))
+    import_marian.import_marian(str(tmp_path / "hf"), str(tmp_path / "imported"), "en", "de")
+    found = read_parent(str(tmp_path / "imported"), "en", "de", str(tmp_path / "work"))
+    assert found.assignments("en", "de")["PARENT_TGT_TOKEN"] == ">>deu<<"
