@@ -17,10 +17,11 @@ PLUGIN = os.path.join(REPO, "transformer_plugin")
 PARALLEL_TEXT = os.path.join(REPO, "recipes", "parallel_text.sh")
 
 
-def sh(cmd, log=None):
-    """Run ``cmd``; return (output, peak RSS in MiB of that process, seconds). ``log`` fills as it runs."""
+def sh(cmd, log=None, env=None):
+    """Run ``cmd`` (in ``env``, else this environment); return (output, peak RSS in MiB of that process, seconds).
+    ``log`` fills as it runs."""
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     lines = []
     with open(log or os.devnull, "w") as f:
         for line in proc.stdout:

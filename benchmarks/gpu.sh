@@ -7,7 +7,8 @@
 # Parts:
 #   tests        the GPU tier (tests/gpu): fp16/bf16/amp training and generation, fused attention
 #   kernels      which attention kernel torch picks for each attention, base and big sizes, bfloat16
-#   speed-base   benchmarks.speed in bfloat16 at the base model's size, against fairseq's transformer
+#   speed-base   benchmarks.speed in bfloat16 at the base model's size, against fairseq's transformer, and the
+#                plugin with its speed levers off (compiled layers, multi-tensor optimizer; PLAIN=0 leaves it out)
 #   speed-big    the same at the big model's size
 # fairseq and the plugin's requirements must be installed (make install TORCH= keeps the GPU's torch).
 set -euo pipefail
@@ -24,6 +25,7 @@ LOG_INTERVAL=${LOG_INTERVAL:-50}
 REPEATS=${REPEATS:-3}             # training rounds, each trains both models
 GENERATE_REPEATS=${GENERATE_REPEATS:-4}
 GEN_LENGTH=${GEN_LENGTH:-30}      # pieces every hypothesis is decoded to: the same work for both (0: up to source + 50)
+PLAIN=${PLAIN:-1}                 # 1: each round also trains the plugin with its speed levers off (speed.py --plain)
 
 OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
 cd "$(dirname "$0")/.."
@@ -45,6 +47,7 @@ for part in "${PARTS[@]}"; do
       "$VENV_PYTHON" -m benchmarks.speed --work "$WORK" --size "$size" --train-args=--bf16 --generate-args=--bf16 \
         --max-tokens "$MAX_TOKENS" --updates "$UPDATES" --log-interval "$LOG_INTERVAL" --repeats "$REPEATS" \
         --generate-repeats "$GENERATE_REPEATS" --gen-batch-size 256 --gen-length "$GEN_LENGTH" --out "$OUT/speed_$size.md" \
+        $([ "$PLAIN" = 0 ] || echo --plain) \
         > "$OUT/speed_$size.log" 2>&1
       # each training's and generation's own log (the hypotheses too), beside the table that they made
       mkdir -p "$OUT/speed_${size}_runs" && cp "$WORK"/train_*.log "$WORK"/generate_*.log "$OUT/speed_${size}_runs/"

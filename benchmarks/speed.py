@@ -10,9 +10,13 @@ beam 4 with both, ``--generate-repeats`` times in alternating order, so the hypo
 identical. Ratios are given of the means, of the medians, and within each round: on a shared
 machine a round is sometimes much slower than the others, which moves a mean more than a median,
 and the speed of the machine drifts, which moves the two runs of one round (adjacent in time)
-least. Model FLOPs utilisation is the training FLOPs (6 x parameters x tokens, the usual
-approximation, attention scores excluded) per second over the measured float32 matrix-multiply
-peak of this machine.
+least. With ``--plain``, each round also trains ``vaswani_transformer`` with every speed lever of the plugin
+off (``vaswani-plain``: ``--compile-layers off``, and fairseq's per-tensor Adam and master-weight copies by
+TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0), and the report gives the levers' gain, on against off, in the same
+rounds; generation has no lever of these, and is not run for it.
+
+Model FLOPs utilisation is the training FLOPs (6 x parameters x tokens, the usual approximation, attention scores
+excluded) per second over the measured float32 matrix-multiply peak of this machine.
 
     python -m benchmarks.speed --work runs/bench --repeats 3 --out runs/bench/speed.md
 
@@ -131,9 +135,17 @@ def train_args(impl, bin_dir, a):
     ]
 
 
+# --plain: the plugin with its speed levers off (the paper's function either way: tests/unit/modules and patches)
+PLAIN = "vaswani-plain"
+PLAIN_FLAGS = ["--compile-layers", "off"]
+PLAIN_ENV = {"TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER": "0"}
+
+
 def train(impl, bin_dir, save_dir, a, log):
-    cmd = [*tool("fairseq-train"), *train_args(impl, bin_dir, a), "--save-dir", save_dir]
-    output, rss, seconds = sh(cmd, log)
+    plain = impl == PLAIN
+    args = train_args("vaswani" if plain else impl, bin_dir, a) + (PLAIN_FLAGS if plain else [])
+    cmd = [*tool("fairseq-train"), *args, "--save-dir", save_dir]
+    output, rss, seconds = sh(cmd, log, env={**os.environ, **PLAIN_ENV} if plain else None)
     rss = peak_memory(output, rss)
     records = log_records(output, "train_inner")
     if len(records) < 2:
@@ -267,6 +279,11 @@ def parser():
         help="decode every hypothesis to this many pieces (--min-len and --max-len-b), so that both models do "
         "the same work whatever they output; 0: as the paper decodes, up to the source's length + 50",
     )
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help=f"also train {PLAIN} each round: the plugin with its speed levers off, for their gain in the same run",
+    )
     p.add_argument("--out", help="write the table here (markdown)")
     return p
 
@@ -282,9 +299,10 @@ def main(argv=None):
     src_tokens = os.path.getsize(os.path.join(bin_dir, "train.src-tgt.src.bin"))
     tgt_tokens = os.path.getsize(os.path.join(bin_dir, "train.src-tgt.tgt.bin"))
 
-    results = {"builtin": [], "vaswani": []}
+    trained = ["builtin", "vaswani"] + ([PLAIN] if a.plain else [])
+    results = {impl: [] for impl in trained}
     for r in range(a.repeats):
-        order = ["builtin", "vaswani"] if r % 2 == 0 else ["vaswani", "builtin"]
+        order = trained if r % 2 == 0 else trained[::-1]
         for impl in order:
             save_dir = os.path.join(a.work, f"ckpt_{impl}")
             shutil.rmtree(save_dir, ignore_errors=True)  # every round trains from scratch
@@ -320,24 +338,29 @@ def main(argv=None):
     def curve(impl):
         return [statistics.mean(losses) for losses in zip(*(x["losses"] for x in results[impl]))]
 
-    for impl in ("builtin", "vaswani"):
+    names = {
+        "builtin": "fairseq `transformer`",
+        "vaswani": "`vaswani_transformer`",
+        PLAIN: "`vaswani_transformer`, levers off (eager layers, per-tensor Adam)",
+    }
+    for impl in trained:
         rows.append(
             (
-                "fairseq `transformer`" if impl == "builtin" else "`vaswani_transformer`",
+                names[impl],
                 spread([x["wps"] for x in results[impl]]),
                 f"{mean(impl, 'wps', results) * fpt / peak * 100:.1f}%",
                 spread([x["loss"] for x in results[impl]], "{:.3f}"),
                 spread([x["rss"] for x in results[impl]]),
-                spread([x["sent_per_s"] for x in gen[impl]], "{:.1f}"),
-                spread([x["rss"] for x in gen[impl]]),
+                spread([x["sent_per_s"] for x in gen[impl]], "{:.1f}") if impl in gen else "-",
+                spread([x["rss"] for x in gen[impl]]) if impl in gen else "-",
             )
         )
 
     def median(impl, key, table):
         return statistics.median(x[key] for x in table[impl])
 
-    def paired(table, key):
-        r = [v[key] / b[key] for b, v in zip(table["builtin"], table["vaswani"])]
+    def paired(table, key, over="builtin", impl="vaswani"):
+        r = [v[key] / b[key] for b, v in zip(table[over], table[impl])]
         return " ".join(f"{x:.2f}" for x in r) + f" (median {statistics.median(r):.2f}x, lowest {min(r):.2f}x)"
 
     ratios = (
@@ -370,6 +393,17 @@ def main(argv=None):
         f"{median('vaswani', 'sent_per_s', gen) / median('builtin', 'sent_per_s', gen):.2f}x",
         f"ratio within each round (the two runs of a round are adjacent in time, so a slow phase of the "
         f"machine affects both): training {paired(results, 'wps')}; generation {paired(gen, 'sent_per_s')}",
+        *(
+            [
+                f"the levers, on against off (vaswani/{PLAIN}): training "
+                f"{mean('vaswani', 'wps', results) / mean(PLAIN, 'wps', results):.2f}x, train memory "
+                f"{mean('vaswani', 'rss', results) / mean(PLAIN, 'rss', results):.2f}x; within each round: "
+                f"{paired(results, 'wps', over=PLAIN)}; {PLAIN}/builtin: training "
+                f"{mean(PLAIN, 'wps', results) / mean('builtin', 'wps', results):.2f}x"
+            ]
+            if a.plain
+            else []
+        ),
         "",
         f"training loss every {a.log_interval} updates (mean of the rounds; the two start from different random "
         "weights):",

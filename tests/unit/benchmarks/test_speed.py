@@ -158,7 +158,8 @@ def test_gpu_script_keeps_each_speed_runs_log_beside_its_table(tmp_path):
 
     fake = tmp_path / "python"  # a benchmarks.speed that writes its table and its runs' logs
     fake.write_text(
-        "#!/usr/bin/env bash\nwhile [ $# -gt 0 ]; do case $1 in --work) work=$2 ;; --out) out=$2 ;; esac; shift; done\n"
+        '#!/usr/bin/env bash\necho "$@" > "$(dirname "$0")/args"\n'
+        "while [ $# -gt 0 ]; do case $1 in --work) work=$2 ;; --out) out=$2 ;; esac; shift; done\n"
         'echo hyps > "$work/generate_vaswani_0.log"; echo loss > "$work/train_builtin_0.log"; echo table > "$out"\n'
     )
     fake.chmod(0o755)
@@ -176,6 +177,7 @@ def test_gpu_script_keeps_each_speed_runs_log_beside_its_table(tmp_path):
     runs = tmp_path / "out" / "speed_big_runs"
     assert (runs / "generate_vaswani_0.log").read_text() == "hyps\n" and (runs / "train_builtin_0.log").exists()
     assert (tmp_path / "out" / "speed_big.md").read_text() == "table\n"
+    assert "--plain" in (tmp_path / "args").read_text().split()  # the levers off, in the same run
 
 
 def test_generation_at_a_fixed_length_decodes_every_hypothesis_to_it(monkeypatch, tmp_path):
@@ -195,3 +197,48 @@ def test_generation_at_a_fixed_length_decodes_every_hypothesis_to_it(monkeypatch
         "--beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 --min-len 30 --max-len-a 0 --max-len-b 30 --batch-size 8"
     )
     assert "--min-len" not in natural and natural.endswith("--max-len-a 1 --max-len-b 50 --batch-size 8")
+
+
+def test_plain_trains_the_plugin_with_its_levers_off_in_every_round_and_reports_their_gain(fake_runs, monkeypatch):
+    """--plain: a third training each round (order reversed every other round), vaswani-plain, whose command turns
+    off the compiled layers and whose environment the multi-tensor optimizer; the report gives the levers' gain, on
+    against off, of the means and within each round, and no generation for it."""
+    work, calls = fake_runs
+    monkeypatch.setitem(TRAIN, speed.PLAIN, [2000.0, 2200.0, 2400.0])
+    out = os.path.join(work, "speed.md")
+    argv = ["--work", str(work), "--repeats", "3", "--generate-repeats", "2", "--plain", "--out", out]
+    assert speed.main(argv) == 0
+    assert [impl for kind, impl in calls if kind == "train"][:6] == [
+        "builtin",
+        "vaswani",
+        speed.PLAIN,
+        speed.PLAIN,
+        "vaswani",
+        "builtin",
+    ]
+    assert speed.PLAIN not in [impl for kind, impl in calls if kind == "generate"]
+    report = open(out).read()
+    # means 2527/2200; within each round 2300/2000, 2640/2200, 2640/2400
+    assert "the levers, on against off (vaswani/vaswani-plain): training 1.15x, train memory 1.00x" in report
+    assert "within each round: 1.15 1.20 1.10 (median 1.15x, lowest 1.10x)" in report
+    assert "| `vaswani_transformer`, levers off (eager layers, per-tensor Adam) | 2200 ± 200 |" in report
+
+
+def test_the_plain_run_turns_every_lever_off(tmp_path, monkeypatch):
+    """What vaswani-plain runs: the plugin's model with --compile-layers off, in an environment with
+    TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0; the plugin's own run has neither."""
+    ran = []
+
+    def sh(cmd, log=None, env=None):
+        ran.append((cmd, env))
+        return '| train_inner | {"wps": "1", "loss": "2", "wpb": "3"}\n' * 2, 1.0, 1.0
+
+    monkeypatch.setattr(speed, "sh", sh)
+    monkeypatch.setattr(speed, "on_gpu", lambda: False)
+    a = speed.parser().parse_args(["--plain"])
+    speed.train(speed.PLAIN, "bin", "save", a, None)
+    speed.train("vaswani", "bin", "save", a, None)
+    (plain, plain_env), (ours, ours_env) = ran
+    assert "--arch" in plain and plain[plain.index("--arch") + 1] == "vaswani_base"
+    assert plain[-4:-2] == ["--compile-layers", "off"] and plain_env["TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER"] == "0"
+    assert "--compile-layers" not in ours and ours_env is None
