@@ -74,10 +74,12 @@ CHANGES = {
     "P0.3": ("P_drop 0.3", {"DROPOUT": "0.3"}),
     "BPE2k": ("a vocabulary of 2,000", {"VOCAB_SIZE": "2000"}),
     "2k-tokens": ("2,048 tokens an update", {"TOKENS_PER_UPDATE": "2048"}),
+    # no dropout: the point the rule's repetition without dropout (R* at P_drop 0) is fitted to (budget_fit.py)
+    "P0": ("P_drop 0", {"DROPOUT": "0.0"}),
 }
 # name -> the changes it joins: where two changes each gained at a budget, whether they add up (at TIME=1h on EN-RU
 # 2 layers gained most, and 2,048 tokens an update next, docs/benchmarks.md).
-JOINED = {"N=2+2k-tokens": ("N=2", "2k-tokens")}
+JOINED = {"N=2+2k-tokens": ("N=2", "2k-tokens"), "N=2+2k-tokens+P0": ("N=2", "2k-tokens", "P0")}
 # Run by default: those a budget in time could favour, each faster an update than the short budget's or the class's
 # own. The others lose at these budgets by the ablation at 1,200 updates (docs/benchmarks.md): N=6 and d_model 512
 # learn no faster an update (N=6 slower) at 1.6 and 2.1 times the time an update here, and P_drop 0.3 cost 4.4 BLEU.
