@@ -269,8 +269,8 @@ def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cach
 
 def test_a_multilingual_parent_gets_its_token_for_tgt_before_every_source_sentence(corpus, tmp_path, monkeypatch):
     """A parent into "mul" with >>xx<< pieces: the plan finds >>deu<< for TGT=de and the source side's encoding puts
-    it before every line (train, valid and test), the target side's not; the export's model card names it. (Its model's speed as known figures: the
-    probe is timed for real above.)"""
+    it before every line (train, valid and test), the target side's not; the export's model card names it. (Its
+    model's speed as known figures: the probe is timed for real above.)"""
     marian_directory(tmp_path / "hf", seed=3, language_tokens=(">>deu<<", ">>fra<<"), languages=("eng", "mul"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     known_speed_figures(tmp_path / "cache", 8000, parents=[tmp_path / "hf"])
