@@ -46,6 +46,10 @@
 #            fairseq-train's, for the short budget's model and the small class's, UPDATES_TIME updates each, bf16
 #   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's transformer
 #            (speed-big, speed-base: one of them)
+#   plan     alone on the GPU: a speed file of every candidate model written on it (vaswani-speed-probe file, bf16, a
+#            vocabulary of 8,000), then TIME=PLAN_TIME of the parallel-text recipe on CORPUS planned with that file,
+#            and benchmarks.plan_check: the updates and seconds planned beside those trained (SESSION_GPUS=0: no
+#            speed file, the recipe's own probe of the CPU)
 #   profile  alone on the GPU: where a training step's time goes at big size (benchmarks.step_profile), a run
 #            for each of PROFILES: by default both models, ours with eager layers (--compile-layers off), and ours
 #            with every lever off (eager layers, fairseq's per-tensor Adam and master-weight copies)
@@ -53,13 +57,13 @@
 # files: what such a machine sends back is a few files).
 set -uo pipefail
 
-OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [torchrun] [recipes] [time] [speed|speed-big|speed-base] [profile]}
+OUT=${1:?usage: bash benchmarks/gpu_session.sh OUT [checks] [torchrun] [recipes] [time] [plan] [speed|speed-big|speed-base] [profile]}
 shift
 PHASES=("$@")
 [ ${#PHASES[@]} -gt 0 ] || PHASES=(checks speed profile)
 for phase in "${PHASES[@]}"; do
-  case $phase in checks | torchrun | recipes | time | speed | speed-big | speed-base | profile) ;;
-    *) echo "unknown phase $phase: checks, torchrun, recipes, time, speed, speed-big, speed-base or profile" >&2; exit 2 ;; esac
+  case $phase in checks | torchrun | recipes | time | plan | speed | speed-big | speed-base | profile) ;;
+    *) echo "unknown phase $phase: checks, torchrun, recipes, time, plan, speed, speed-big, speed-base or profile" >&2; exit 2 ;; esac
 done
 SYSTEM_PYTHON=${SYSTEM_PYTHON:-python3}   # the machine's Python, with torch
 VENV=${VENV:-/tmp/gpu-venv}
@@ -71,6 +75,7 @@ DEADLINE=${DEADLINE:-540}                # seconds for everything: a part gets w
 PROFILES=${PROFILES:-vaswani vaswani-eager vaswani-plain fairseq}
 CORPUS=${CORPUS:-runs/gpu/de_77k}   # train, valid and test .{en,de}: the recipes and time phases
 UPDATES_TIME=${UPDATES_TIME:-300}; TIME_CANDIDATES=${TIME_CANDIDATES:-short class}
+PLAN_TIME=${PLAN_TIME:-2m}          # the plan phase's TIME
 SESSION_GPUS=${SESSION_GPUS:-1}   # 0: a rehearsal on CPU, the recipes and time phases on CPU workers in fp32
 export UPDATES=${UPDATES:-150} LOG_INTERVAL=${LOG_INTERVAL:-25} REPEATS=${REPEATS:-1} GENERATE_REPEATS=${GENERATE_REPEATS:-1}
 export PYTHONUNBUFFERED=1
@@ -173,6 +178,20 @@ time_check() {  # $@: --data-only, or nothing
   return $status
 }
 
+plan_check() {  # a speed file written here, then TIME=PLAN_TIME planned with it, against what it trained
+  local speeds=() precision=fp32 work=/tmp/plan-check
+  if [ "$SESSION_GPUS" != 0 ]; then
+    precision=bf16
+    vaswani-speed-probe file --out "$LOGS/speeds.json" --device cuda --precision bf16 --vocab-size 8000 || return 1
+    speeds=(SPEED_FILE="$LOGS/speeds.json")
+  fi
+  rm -rf "$work"
+  env "${speeds[@]}" TIME="$PLAN_TIME" GPUS="$SESSION_GPUS" PRECISION=$precision TRAIN="$CORPUS/train" \
+    VALID="$CORPUS/valid" TEST="$CORPUS/test" SRC=en TGT=de WORK="$work" bash recipes/parallel_text.sh || return 1
+  cp "$work/plan.json" "$LOGS/plan-check.plan.json"; cp "$work/train.log" "$LOGS/plan-check.train.log"
+  python -m benchmarks.plan_check "$work" --out "$LOGS/plan_check.md"
+}
+
 results() {  # results.md: every table the parts wrote
   {
     echo "# $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
@@ -186,8 +205,8 @@ results() {  # results.md: every table the parts wrote
   } > "$OUT/results.md"
 }
 trap results EXIT
-export -f install toy_recipes toy_torchrun toy_parallel time_check
-export SYSTEM_PYTHON VENV WHEELS CORPUS UPDATES_TIME TIME_CANDIDATES SESSION_GPUS LOGS
+export -f install toy_recipes toy_torchrun toy_parallel time_check plan_check
+export SYSTEM_PYTHON VENV WHEELS CORPUS UPDATES_TIME TIME_CANDIDATES PLAN_TIME SESSION_GPUS LOGS
 
 nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$LOGS/nvidia-smi.txt"
 part install 180 bash -c install || { echo "install failed: nothing else can run"; exit 1; }
@@ -210,6 +229,8 @@ for phase in "${PHASES[@]}"; do
       wait ;;
     time)
       part time 240 bash -c time_check ;;
+    plan)
+      part plan 330 bash -c plan_check ;;
     speed | speed-big | speed-base)
       [ "$phase" = speed-base ] || part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
       [ "$phase" = speed-big ] || part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;

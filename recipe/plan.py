@@ -442,11 +442,17 @@ def decide(v: Variables) -> Plan:
         precision,
         cap,
     )
+    # beside TIME, a cap of its own (a fine-tuning's epochs, the updates past which the corpus repeats to no use) may
+    # stop training before the time does; the rule's own updates for TIME are the time's, and the floor of updates
+    # (speed_probe.MIN_UPDATES) is theirs: a TIME too short for it is refused as such
+    time_cap = max_update
+    if time_text and (toy or (tuning is None and not (found.useful_updates and max_update >= found.useful_updates))):
+        time_cap = 0
     try:
         spent = speed_probe.budget(
             probe,
             time_text,
-            0 if (time_text and toy) else max_update,
+            time_cap,
             tokens_per_update=tokens_per_update,
             valid_tokens=found.valid_tokens,
             interval=save_interval or 0,

@@ -132,7 +132,7 @@ def test_gpu_session_checks_its_phases_then_stops_at_a_failed_install(tmp_path):
     )
     assert (
         unknown.returncode == 2
-        and "unknown phase tune: checks, torchrun, recipes, time, speed, speed-big, speed-base or profile"
+        and "unknown phase tune: checks, torchrun, recipes, time, plan, speed, speed-big, speed-base or profile"
         in unknown.stderr
     )
     assert not (tmp_path / "a").exists()

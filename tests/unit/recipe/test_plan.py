@@ -116,6 +116,16 @@ def test_a_time_is_decided_once_and_the_run_begun_keeps_its_plan_however_the_spe
     assert grown.corpus["pairs"] == 3001 and "plan this run holds" not in grown.lines[-1]
 
 
+def test_a_time_too_short_for_the_rules_pick_is_refused_as_too_short(tmp_path, slower):
+    """The rule's own updates for a TIME are the time's: where they are under speed_probe.MIN_UPDATES, the TIME is
+    refused as too short (before, the rule's count passed as a cap beside TIME: TIME=2m on one core gave 3 updates
+    and "AVERAGE_LAST=5 checkpoints to average, but MAX_UPDATE=3 saves only 3")."""
+    prefix = corpus(tmp_path, many(3000))
+    slower["by"] = 20.0
+    with pytest.raises(plan.PlanError, match=r"TIME=3m: \d+ updates of [\d.]+ s fit here, too few to learn anything"):
+        plan.plan_for(variables(tmp_path, prefix, TIME="3m"), str(tmp_path / "w"), dry_run=True, fresh=False)
+
+
 def test_a_dry_run_leaves_the_plan_of_a_run_begun_and_says_what_would_change(tmp_path, slower):
     prefix = corpus(tmp_path, many(300))
     work = tmp_path / "w"
