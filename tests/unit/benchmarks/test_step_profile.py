@@ -105,9 +105,11 @@ def test_gpu_sh_speed_command_is_one_the_benchmark_parses():
         "GEN_LENGTH": "30",
         "OUT": "/tmp/out",
     }
+    command = command.replace('$([ "$PLAIN" = 0 ] || echo --plain)', "--plain")  # PLAIN=1, the default
     command = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], command)
     a = speed.parser().parse_args(shlex.split(command))
     assert (a.size, a.train_args, a.generate_args, a.updates, a.gen_length) == ("big", "--bf16", "--bf16", 150, 30)
+    assert a.plain
 
 
 PROFILE_TWO_UPDATES = """
