@@ -98,8 +98,9 @@ def test_the_rows_left_out_of_the_fit_lie_within_015_bits_of_the_paper(row):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="P_drop 0 is outside every point fitted: with Muennighoff et al.'s R* without dropout the rule predicts "
-    "0.22 bits under the paper's 5.77 (ahead of rows (B)), and ranks P_drop 0.2 (4.95) 0.01 bits behind them",
+    reason="with Muennighoff et al.'s R* without dropout the rule predicts P_drop 0 0.22 bits under the paper's 5.77 "
+    "(ahead of rows (B)), and ranks P_drop 0.2 (4.95) 0.01 bits behind them; the budget run without dropout (5.4 "
+    "epochs of 2+2 x 256) is predicted within 0.03 bits: larger models' sooner overfitting is not modelled",
 )
 def test_every_row_left_out_ranks_and_lies_as_the_paper_says():
     points = budget_fit.test_points()
