@@ -465,6 +465,7 @@ def main(argv=None) -> int:
     g.add_argument("--work", required=True)
     g.add_argument("--record", required=True)
     g.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a recipe variable for every run")
+    g.add_argument("--figure", help="draw the gains against the losses here (PNG)")
     f = sub.add_parser("forgetting-table")
     f.add_argument("--record", required=True)
     f.add_argument("--figure")
