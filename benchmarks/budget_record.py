@@ -213,7 +213,9 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
         line = ax.scatter(updates, [r.valid_nll for r in mine], zorder=3)
         grid = [100 * 10 ** (i / 20) for i in range(int(20 * math.log10(30000 / 100)) + 1)]
         measured = [u for u in grid if min(updates) / 1.5 <= u <= max(updates) * 1.5]
-        label = f"N={c.model.encoder_layers}, {c.tokens_per_update:,} tokens"
+        label = f"N={c.model.encoder_layers}, {c.tokens_per_update:,} tokens" + (
+            f", P_drop {c.dropout:g}" if c.dropout != 0.1 else ""
+        )
         ax.plot(measured, [predicted(c, u) + shift for u in measured], color=line.get_facecolor()[0], label=label)
         ax.plot(grid, [predicted(c, u) + shift for u in grid], color=line.get_facecolor()[0], linestyle=":")
     ax.set_xscale("log")

@@ -37,7 +37,7 @@ run says so in its log and goes on with that kind of layer eager; an error in tr
 On a CPU whose kernels are chosen by ``ATEN_CPU_CAPABILITY`` (another processor's numbers, as make test-kernels
 computes them), the layers stay eager and the log says so once: TorchInductor's generated code follows that
 variable too, and torch 2.13's is wrong under it on an AVX-512 machine with one thread (NaN logits and a
-segmentation fault at ``avx2``; a C++ compile error at ``default``; seen 2026-12-04).
+segmentation fault at ``avx2``; a C++ compile error at ``default``).
 
 Modules, state dicts and checkpoints are untouched: a model trained with compiled layers loads, averages and
 exports as any other, and the flag can be changed on resume.

@@ -279,7 +279,7 @@ def test_the_figure_draws_the_rules_fitted_curves_beside_the_record():
         _, ax = plt.subplots()
         fitted_curves(ax, results)
         shapes = {
-            (r.settings["MODEL_FLAGS"], r.settings["TOKENS_PER_UPDATE"])
+            (r.settings["MODEL_FLAGS"], r.settings["TOKENS_PER_UPDATE"], float(r.settings["DROPOUT"]))
             for r in results
             if r.valid_nll is not None and r.settings["VOCAB_SIZE"] == "8000"
         }

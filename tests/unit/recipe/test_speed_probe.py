@@ -2,6 +2,7 @@
 a model's updates on this machine kept and read back, the updates a TIME gives, kept for a resumed run."""
 
 import json
+from dataclasses import replace
 import re
 
 import pytest
@@ -79,6 +80,30 @@ def test_the_probe_measures_a_models_updates_here_and_keeps_the_figure(cache, mo
 def test_a_probe_that_cannot_build_its_model_says_which(cache):
     with pytest.raises(sp.ProbeError, match="the speed probe of vaswani_tiny --no-such-flag 1 failed"):
         sp.seconds_per_update(Probe("vaswani_tiny", "--no-such-flag 1", 200, 600))
+
+
+def test_a_worker_that_dies_at_exit_after_its_figure_counts_and_one_that_dies_before_does_not(monkeypatch):
+    """Under load a CPU worker has aborted at its exit, after printing its figure ("terminate called without an active
+    exception", SIGABRT: the probe failed the plan); its figure is whole and counts. A worker that died before its
+    figure, or one that failed, still fails the probe, naming the worker."""
+
+    class Worker:
+        def __init__(self, out, code):
+            self.out, self.returncode = out, code
+
+        def communicate(self):
+            return self.out, "terminate called without an active exception\n"
+
+    def run(*outcomes):
+        workers = iter([Worker(out, code) for out, code in outcomes])
+        monkeypatch.setattr(sp.subprocess, "Popen", lambda *a, **k: next(workers))
+        return sp.measure(replace(TINY, workers=len(outcomes)))
+
+    assert run(("1.250000\n", 0), ("1.500000\n", -6)) == 1.5
+    with pytest.raises(sp.ProbeError, match=r"failed \(worker 1, exit -6\): terminate called without"):
+        run(("1.250000\n", 0), ("", -6))
+    with pytest.raises(sp.ProbeError, match=r"failed \(worker 0, exit 1\)"):
+        run(("1.250000\n", 1), ("1.500000\n", 0))
 
 
 def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
