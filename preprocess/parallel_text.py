@@ -509,6 +509,13 @@ def main(argv=None) -> int:
     t.add_argument("--out", required=True, help="PREFIX of the mixed training text")
     args = parser.parse_args(argv)
     try:
+        if args.command == "replay":
+            found = replay(args.corpus, args.src, args.tgt, args.train, args.held, args.ratio, args.seed, args.out)
+            print(
+                f"{found['in_domain']:,} in-domain pairs and {found['replayed']:,} of {args.corpus}'s "
+                f"{found['usable']:,} (REPLAY_RATIO={args.ratio:g}): {args.out}.{args.src}, {args.out}.{args.tgt}"
+            )
+            return 0
         if args.command == "distill-sources":
             found = distill_sources(args.train, args.src, args.ratio, args.seed, args.out)
             print(f"{found['drawn']:,} of the {found['in_domain']:,} training sources, for the parent: {args.out}")
@@ -525,17 +532,6 @@ def main(argv=None) -> int:
     except CorpusError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.command == "replay":
-        try:
-            found = replay(args.corpus, args.src, args.tgt, args.train, args.held, args.ratio, args.seed, args.out)
-        except CorpusError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(
-            f"{found['in_domain']:,} in-domain pairs and {found['replayed']:,} of {args.corpus}'s {found['usable']:,} "
-            f"(REPLAY_RATIO={args.ratio:g}): {args.out}.{args.src}, {args.out}.{args.tgt}"
-        )
-        return 0
     try:
         rules = Rules(args.src, args.tgt, args.max_words, args.max_ratio, args.on_bad_bytes, not args.no_langid)
         prepare(
