@@ -26,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import print_table  # noqa: E402
+from benchmarks.time_check import fairseq_speed  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
 
 # what fairseq_cli.train logs when --stop-time-hours ends the run
@@ -45,23 +46,21 @@ def check(work: str) -> Dict[str, object]:
         ) from None
     if not budget.get("time"):
         raise SystemExit(f"{work}/plan.json: not planned for a TIME (budget: {budget.get('max_update')} updates)")
-    records = [r for r in log_records(log, "train_inner") if "wall" in r and "num_updates" in r]
-    if len(records) < 3:
-        raise SystemExit(f"{work}/train.log: {len(records)} logged intervals, at least 3 needed (a longer TIME)")
-    first, last = records[0], records[-1]
+    try:
+        trained = fairseq_speed(os.path.join(work, "train.log"))  # seconds an update after the first interval, clock
+    except RuntimeError as e:
+        raise SystemExit(f"{e} (a longer TIME)") from None
     ended = [int(r["num_updates"]) for r in log_records(log, "train") if "num_updates" in r]
-    trained = max([int(last["num_updates"]), *ended])
     planned = int(budget["max_update"])
     return {
         "work": work,
         "time": budget["time"],
         "planned_updates": planned,
-        "trained_updates": trained,
+        "trained_updates": max([trained["updates"], *ended]),
         "planned_seconds_per_update": float(budget["seconds_per_update"]),
-        "seconds_per_update": (float(last["wall"]) - float(first["wall"]))
-        / max(1, int(last["num_updates"]) - int(first["num_updates"])),
+        "seconds_per_update": trained["seconds"],
         "planned_seconds": float(budget["training_seconds"]),
-        "clock": float(last["wall"]),
+        "clock": trained["clock"],
         "stopped_by_time": TIME_STOP in log,
         "speed_from": budget.get("training_time", ""),
     }

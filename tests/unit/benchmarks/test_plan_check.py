@@ -18,7 +18,7 @@ def run(tmp_path, name, planned, walls, stopped):
         "training_time": "2 min here: ... (the speed file speeds.json, NVIDIA H200)",
     }
     (work / "plan.json").write_text(json.dumps({"budget": budget}))
-    log = [f'| train_inner | {{"num_updates": "{u}", "wall": "{w}"}}' for u, w in walls]
+    log = [f'| train_inner | {{"num_updates": "{u}", "wall": "{w}", "wpb": "2000"}}' for u, w in walls]
     if stopped:
         log.append("INFO | fairseq_cli.train | Stopping training due to cumulative_training_time: 0.034 > stop_time")
     log.append(f'| train | {{"num_updates": "{walls[-1][0] + 7}"}}')
