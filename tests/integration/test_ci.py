@@ -27,39 +27,38 @@ def test_ci_runs_every_tier_the_readme_names_and_each_is_a_make_target():
     assert set(called) <= targets
 
 
+def run_kernel_paths(tmp_path, tests: str, *variables: str, timeout: int = 300):
+    """make test-kernels over ``tests`` (a test file's text) with this environment and nothing installed: (the
+    process, whether a failed run said it kept its files, which are removed)."""
+    test = tmp_path / "test_path.py"
+    test.write_text(tests)
+    stamp = tmp_path / "installed"  # newer than setup.py and requirements.txt: make installs nothing
+    stamp.touch()
+    proc = subprocess.run(
+        ["make", "-s", "test-kernels", f"KERNEL_TESTS={test}", f"STAMP={stamp}", f"VENV={sys.prefix}"]
+        + [f"PYTHON={sys.executable}", "TEST_WORKERS=0", "PYTEST_ARGS=-p no:cacheprovider", *variables],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    kept = re.search(r"each path's files are kept under (\S+)", proc.stderr)
+    if kept:
+        shutil.rmtree(kept.group(1))
+    return proc, bool(kept)
+
+
 @pytest.mark.parametrize("failing", [None, "avx2"])
 def test_the_kernel_paths_side_by_side_fail_when_one_fails_and_show_both(tmp_path, failing):
-    test = tmp_path / "test_path.py"
-    test.write_text(
+    proc, kept = run_kernel_paths(
+        tmp_path,
         "import os\n\nimport pytest\n\n\ndef test_path():\n    assert os.environ.get('ATEN_CPU_CAPABILITY') != "
         f"{failing!r}\n"
         "\n\n@pytest.mark.kernel_free\ndef test_a_count():\n    assert False, 'the kernel paths ran a kernel_free "
         "test'\n"
         "\n\n@pytest.mark.compiles\ndef test_a_compilation():\n    assert False, 'the kernel paths ran a compiles "
-        "test'\n"
+        "test'\n",
     )
-    stamp = tmp_path / "installed"  # newer than setup.py and requirements.txt: make installs nothing
-    stamp.touch()
-    proc = subprocess.run(
-        [
-            "make",
-            "-s",
-            "test-kernels",
-            f"KERNEL_TESTS={test}",
-            f"STAMP={stamp}",
-            f"VENV={sys.prefix}",
-            f"PYTHON={sys.executable}",
-            "TEST_WORKERS=0",
-            "PYTEST_ARGS=-p no:cacheprovider",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    kept = re.search(r"each path's files are kept under (\S+)", proc.stderr)
-    if kept:
-        shutil.rmtree(kept.group(1))
     default, avx2 = proc.stdout.split("==== ATEN_CPU_CAPABILITY=default")[1].split("==== ATEN_CPU_CAPABILITY=avx2")
     assert "1 passed, 2 deselected" in default
     if failing:
@@ -100,24 +99,13 @@ def test_install_pythons_makes_the_environments_test_pythons_uses():
 def test_a_kernel_path_that_hangs_is_ended_and_fails(tmp_path):
     """A path still running after KERNEL_PATH_TIMEOUT is ended and fails test-kernels, saying which (a crashed
     pytest-xdist worker once left a path waiting until CI's own limit)."""
-    test = tmp_path / "test_path.py"
-    test.write_text(
+    proc, kept = run_kernel_paths(
+        tmp_path,
         "import os\nimport time\n\n\ndef test_path():\n"
-        "    if os.environ.get('ATEN_CPU_CAPABILITY') == 'avx2':\n        time.sleep(60)\n"
-    )
-    stamp = tmp_path / "installed"
-    stamp.touch()
-    proc = subprocess.run(
-        ["make", "-s", "test-kernels", f"KERNEL_TESTS={test}", f"STAMP={stamp}", f"VENV={sys.prefix}"]
-        + [f"PYTHON={sys.executable}", "TEST_WORKERS=0", "KERNEL_PATH_TIMEOUT=8s", "PYTEST_ARGS=-p no:cacheprovider"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        "    if os.environ.get('ATEN_CPU_CAPABILITY') == 'avx2':\n        time.sleep(60)\n",
+        "KERNEL_PATH_TIMEOUT=8s",
         timeout=60,
     )
-    kept = re.search(r"each path's files are kept under (\S+)", proc.stderr)
-    if kept:
-        shutil.rmtree(kept.group(1))
     assert proc.returncode != 0 and kept, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,ONEDNN_MAX_CPU_ISA=AVX2: ended after KERNEL_PATH_TIMEOUT=8s" in (
         proc.stdout
