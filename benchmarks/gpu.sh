@@ -10,10 +10,13 @@
 #   speed-base   benchmarks.speed in bfloat16 at the base model's size, against fairseq's transformer, and the
 #                plugin with its speed levers off (compiled layers, multi-tensor optimizer; PLAIN=0 leaves it out)
 #   speed-big    the same at the big model's size
+#   decoding     benchmarks.decoding_profile in bfloat16 on the last speed part's models (run it after speed-big):
+#                operator calls and reads from the device a decoding step, and sentences/s, for the plugin's
+#                tensor beam search, the plugin with fairseq's loop, and fairseq's transformer
 # fairseq and the plugin's requirements must be installed (make install TORCH= keeps the GPU's torch).
 set -euo pipefail
 
-OUT=${1:?usage: bash benchmarks/gpu.sh OUT [tests|kernels|speed-base|speed-big]...}
+OUT=${1:?usage: bash benchmarks/gpu.sh OUT [tests|kernels|speed-base|speed-big|decoding]...}
 shift
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels speed-base speed-big)
@@ -52,6 +55,11 @@ for part in "${PARTS[@]}"; do
       # each training's and generation's own log (the hypotheses too), beside the table that they made
       mkdir -p "$OUT/speed_${size}_runs" && cp "$WORK"/train_*.log "$WORK"/generate_*.log "$OUT/speed_${size}_runs/"
       cat "$OUT/speed_$size.md" ;;
-    *) echo "unknown part $part: tests, kernels, speed-base or speed-big" >&2; exit 2 ;;
+    decoding)
+      "$VENV_PYTHON" -m benchmarks.decoding_profile --data "$WORK/data-bin" --path "$WORK/ckpt_builtin/as_vaswani.pt" \
+        --builtin "$WORK/ckpt_builtin/checkpoint_last.pt" --device cuda --bf16 --batch-size 256 --rounds 2 \
+        --out "$OUT/decoding.md" > "$OUT/decoding.log" 2>&1
+      cat "$OUT/decoding.md" ;;
+    *) echo "unknown part $part: tests, kernels, speed-base, speed-big or decoding" >&2; exit 2 ;;
   esac
 done

@@ -45,7 +45,8 @@
 #   time     alone on the GPU: TIME's check (benchmarks.time_check): the speed probe's seconds an update against
 #            fairseq-train's, for the short budget's model and the small class's, UPDATES_TIME updates each, bf16
 #   speed    alone on the GPU: benchmarks.speed in bfloat16 at big, then base size, against fairseq's transformer
-#            (speed-big, speed-base: one of them)
+#            (speed-big, speed-base: one of them); after big, the decoding profile of its models (benchmarks.decoding_
+#            profile: calls and reads a decoding step, sentences/s, the tensor beam search against fairseq's loop)
 #   plan     alone on the GPU: a speed file of every candidate model written on it (vaswani-speed-probe file, bf16, a
 #            vocabulary of 8,000), then TIME=PLAN_TIME of the parallel-text recipe on CORPUS planned with that file,
 #            and benchmarks.plan_check: the updates and seconds planned beside those trained (SESSION_GPUS=0: no
@@ -233,6 +234,7 @@ for phase in "${PHASES[@]}"; do
       part plan 330 bash -c plan_check ;;
     speed | speed-big | speed-base)
       [ "$phase" = speed-base ] || part speed-big 240 bash benchmarks/gpu.sh "$LOGS" speed-big
+      [ "$phase" = speed-base ] || part decoding 90 bash benchmarks/gpu.sh "$LOGS" decoding
       [ "$phase" = speed-big ] || part speed-base 200 bash benchmarks/gpu.sh "$LOGS" speed-base ;;
     profile)
       for run in $PROFILES; do  # IMPL[-flat|-eager|-plain][@MAX_TOKENS]

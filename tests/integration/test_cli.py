@@ -422,3 +422,21 @@ def test_a_test_sentence_longer_than_1024_positions_is_translated(data_bin, trai
     )
     hypotheses = sentence_lines(out, "H")
     assert sorted(hypotheses) == [0, 1, 2]
+
+
+def test_the_decoding_profile_counts_and_times_both_searches(data_bin, trained, tmp_path):
+    """python -m benchmarks.decoding_profile on a trained model: the tensor beam search and fairseq's loop find the
+    same hypotheses for every test sentence, and the tensor search reads from the device a fraction as often (the
+    exact count: tests/unit/modules/test_beam_search.py)."""
+    save_dir, _ = trained
+    out = tmp_path / "decoding.md"
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.decoding_profile", "--data", str(data_bin / "bin"), "--path",
+         str(save_dir / "checkpoint_last.pt"), "--rounds", "1", "--batch-size", "12", "--out", str(out)],
+        cwd=REPO, check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in out.read_text().splitlines()}
+    tensors, loop = rows["vaswani_transformer, tensor beam search"], rows["vaswani_transformer, fairseq's loop"]
+    assert tensors[-1].strip(" |") == "12 of 12" and loop[-1].strip(" |") == "12 of 12"
+    reads = [float(row[3].split(" / ")[1]) for row in (tensors, loop)]
+    assert reads[0] * 5 < reads[1], reads

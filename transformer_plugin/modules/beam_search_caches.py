@@ -48,8 +48,8 @@ class BeamSearchCaches(FairseqIncrementalState):
         k, v = self._split_heads(k, d_k), self._split_heads(v, d_v)
         if cache is not None:  # contiguous once, so that no later step copies them
             cache["k"], cache["v"] = k.contiguous(), v.contiguous()
-            if shared:
-                cache["beam_size"] = torch.tensor(self.beam_size)
+            if shared:  # k as a length, which is read without waiting for the device (a value would be)
+                cache["beam_size"] = k.new_empty(self.beam_size, 0)
             self._set_input_buffer(incremental_state, cache)
         return k, v
 
@@ -102,7 +102,7 @@ class BeamSearchCaches(FairseqIncrementalState):
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         """Follow the beams: select the cached keys/values of the hypotheses that survive.
 
-        Encoder-decoder attention cached with one row per sentence (``cache["beam_size"]`` = k)
+        Encoder-decoder attention cached with one row per sentence (``cache["beam_size"]``, k rows long)
         changes only when finished sentences leave the batch: beams never move between sentences.
         """
         buffer = self.get_incremental_state(incremental_state, "attn_state")
@@ -119,7 +119,7 @@ class BeamSearchCaches(FairseqIncrementalState):
                 torch.index_select(value.reshape(B * h, t, d), 0, blocks, out=room.view(-1, t + 1, d)[:, :t])
                 buffer[name], buffer[name + "_room"] = room[:, :, :t], room
             elif "beam_size" in buffer:  # one row per sentence, shared by its beams
-                k = int(buffer["beam_size"])
+                k = buffer["beam_size"].size(0)
                 if value.size(0) * k != new_order.size(0):
                     buffer[name] = value.index_select(0, new_order.view(-1, k)[:, 0] // k)
             else:

@@ -26,6 +26,7 @@ PATCHES = [
     "replace_unk",
     "no_repeat_ngram_on_cpu",
     "aligning_generator",
+    "beam_search_in_tensors",
     "process_group_teardown",
     "cpu_launchers",
     "process_group_timeout",

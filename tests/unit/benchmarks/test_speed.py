@@ -114,7 +114,8 @@ def test_gpu_script_names_its_parts(tmp_path):
     assert usage.returncode != 0 and "usage: bash benchmarks/gpu.sh OUT" in usage.stderr
     unknown = subprocess.run(["bash", script, str(tmp_path), "speed-huge"], capture_output=True, text=True, timeout=30)
     assert (
-        unknown.returncode == 2 and "unknown part speed-huge: tests, kernels, speed-base or speed-big" in unknown.stderr
+        unknown.returncode == 2
+        and "unknown part speed-huge: tests, kernels, speed-base, speed-big or decoding" in unknown.stderr
     )
 
 

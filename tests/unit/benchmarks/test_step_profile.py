@@ -112,6 +112,22 @@ def test_gpu_sh_speed_command_is_one_the_benchmark_parses():
     assert a.plain
 
 
+def test_gpu_sh_decoding_command_is_one_the_profile_parses():
+    """benchmarks/gpu.sh's decoding part: its command through benchmarks.decoding_profile's parser, on the models
+    the speed part left in WORK, on the GPU in bfloat16."""
+    from benchmarks import decoding_profile
+
+    script = open(os.path.join(REPO, "benchmarks", "gpu.sh")).read()
+    command = re.search(r"-m benchmarks\.decoding_profile (.*?)\s> ", script, re.S).group(1).replace("\\\n", " ")
+    command = re.sub(r"\$\{?(\w+)\}?", lambda m: {"WORK": "runs/bench", "OUT": "/tmp/out"}[m.group(1)], command)
+    a = decoding_profile.parser().parse_args(shlex.split(command.rstrip(" \\")))
+    assert (a.path, a.builtin) == (
+        "runs/bench/ckpt_builtin/as_vaswani.pt",
+        "runs/bench/ckpt_builtin/checkpoint_last.pt",
+    )
+    assert (a.device, a.bf16, a.beam) == ("cuda", True, 4)
+
+
 PROFILE_TWO_UPDATES = """
 import json, sys, types
 from benchmarks import speed, step_profile
