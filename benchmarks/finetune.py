@@ -14,9 +14,10 @@ fine-tuning (forgetting): its test text in the parent's pieces and dictionaries,
 
 What fine-tuning forgets, and what guards against it (``forgetting``): at one size and budget, the fine-tuning
 without a guard, with the parent's own training text replayed at each ``--ratios`` (``REPLAY=``), and distilled from
-the parent (``REPLAY=parent``: its translations of the training sources), two side by side, one core each; each
-scored by the recipe on the child's test set and, with ``PARENT_TEST=`` the parent's test set, on the parent's
-before and after (the paired bootstrap of the change):
+the parent (``REPLAY=parent``: its translations of the training sources; and, at the largest ratio, its translations
+of its own training text's sources, ``REPLAY_SOURCES``, as source text of its domain would be had without
+translations), two side by side, one core each; each scored by the recipe on the child's test set and, with
+``PARENT_TEST=`` the parent's test set, on the parent's before and after (the paired bootstrap of the change):
 
     python -m benchmarks.finetune forgetting --parent runs/finetune/parent \\
         --child runs/finetune/data/games/train:en:de --size 2000 --budget 10m --ratios 1 3 --cores 0 1 \\
@@ -322,6 +323,8 @@ def guards(ratios: Sequence[float]) -> Dict[str, Dict[str, str]]:
     for ratio in ratios:
         found[f"replay {ratio:g}"] = {"REPLAY_RATIO": f"{ratio:g}"}  # REPLAY: the parent's training text, set by run
     found["distilled"] = {"REPLAY": "parent", "REPLAY_RATIO": "1"}
+    # the parent translating source text of its own domain (REPLAY_SOURCES: its training text's sources, set by run)
+    found[f"distilled own text {max(ratios):g}"] = {"REPLAY": "parent", "REPLAY_RATIO": f"{max(ratios):g}"}
     return found
 
 
@@ -352,6 +355,8 @@ def forgetting(
             settings = {**guards(ratios)[name]}
             if name.startswith("replay"):
                 settings.update(general)
+            if name.startswith("distilled own text"):
+                settings["REPLAY_SOURCES"] = general["REPLAY"]
             os.makedirs(works[name], exist_ok=True)
             env = child_env(corpus, works[name], budget, init, {**extra, **parent_test, **settings})
             header = f"{corpus.pairs()} pairs, TIME={budget}, {name}: " + " ".join(

@@ -57,7 +57,7 @@ for part in "${PARTS[@]}"; do
       cat "$OUT/speed_$size.md" ;;
     decoding)
       "$VENV_PYTHON" -m benchmarks.decoding_profile --data "$WORK/data-bin" --path "$WORK/ckpt_builtin/as_vaswani.pt" \
-        --builtin "$WORK/ckpt_builtin/checkpoint_last.pt" --device cuda --bf16 --batch-size 256 --rounds 2 \
+        --builtin "$WORK/ckpt_builtin/checkpoint_last.pt" --device auto --bf16 --batch-size 256 --rounds 2 \
         --out "$OUT/decoding.md" > "$OUT/decoding.log" 2>&1
       cat "$OUT/decoding.md" ;;
     *) echo "unknown part $part: tests, kernels, speed-base, speed-big or decoding" >&2; exit 2 ;;

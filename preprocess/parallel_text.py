@@ -413,23 +413,46 @@ def replay(
     return {"in_domain": in_domain, "replayed": wanted, "usable": len(ranked)}
 
 
-def distill_sources(train: str, src: str, ratio: float, seed: int, out: str) -> Dict[str, int]:
-    """The sources a parent translates for distillation (INIT with ``REPLAY=parent``): ``ratio`` (above 0, at most
-    1) of the in-domain training sources of ``train`` (PREFIX.SRC), drawn by ``seed`` without replacement, in their
-    order, one a line in the file ``out`` (whose line numbers are fairseq-interactive's sentence ids)."""
-    if not 0 < ratio <= 1:
+def distill_sources(
+    train: str,
+    src: str,
+    ratio: float,
+    seed: int,
+    out: str,
+    pool: Optional[str] = None,
+    held: Sequence[str] = (),
+) -> Dict[str, int]:
+    """The sources a parent translates for distillation (INIT with ``REPLAY=parent``), drawn by ``seed`` without
+    replacement, in their order, one a line in the file ``out`` (whose line numbers are fairseq-interactive's sentence
+    ids): ``ratio`` (above 0, at most 1) of the in-domain training sources of ``train`` (PREFIX.SRC); or, with
+    ``pool`` (``REPLAY_SOURCES``: PREFIX of source-language text of the parent's domains, PREFIX.SRC), ``ratio`` (above
+    0) times as many lines as ``train`` has pairs, drawn from the pool's distinct non-empty lines that are no source of
+    the ``held`` dev and test sets (all of them if there are fewer)."""
+    if pool is None and not 0 < ratio <= 1:
         raise CorpusError(
             f"REPLAY_RATIO={ratio:g} with REPLAY=parent: the parent translates the training sources, at most each once "
-            "(a ratio above 0, at most 1)"
+            "(a ratio above 0, at most 1; more with REPLAY_SOURCES, text of its own to translate)"
         )
-    sources = list(_lines(train, src))
-    wanted = round(ratio * len(sources))
+    if not ratio > 0:
+        raise CorpusError(f"REPLAY_RATIO={ratio:g}: sources drawn per in-domain pair, above 0")
+    in_domain = sum(1 for _ in _lines(train, src))
+    if pool is None:
+        sources = list(_lines(train, src))
+        wanted = round(ratio * len(sources))
+    else:
+        held_sources = {s for prefix in held for s in _lines(prefix, src)}
+        sources = list(dict.fromkeys(s for s in _lines(pool, src) if s.strip() and s not in held_sources))
+        wanted = min(len(sources), round(ratio * in_domain))
+        if not sources:
+            raise CorpusError(
+                f"REPLAY_SOURCES={pool}: {pool}.{src} has no line to translate (none, or only dev and test sources)"
+            )
     chosen = {number for _, number in sorted((sentence_hash(s, seed), n) for n, s in enumerate(sources))[:wanted]}
     os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
     with open(out + TMP_SUFFIX, "w", encoding="utf-8") as f:
         f.writelines(s + "\n" for n, s in enumerate(sources) if n in chosen)
     os.replace(out + TMP_SUFFIX, out)
-    return {"in_domain": len(sources), "drawn": wanted}
+    return {"in_domain": in_domain, "drawn": wanted, "usable": len(sources)}
 
 
 def distilled(train: str, src: str, tgt: str, sources: str, translations: str, out: str) -> Dict[str, int]:
@@ -497,9 +520,14 @@ def main(argv=None) -> int:
     d = sub.add_parser("distill-sources", help="the training sources the parent translates (INIT with REPLAY=parent)")
     d.add_argument("--train", required=True, help="the in-domain training text: PREFIX (its PREFIX.SRC is read)")
     d.add_argument("--src", required=True)
-    d.add_argument("--ratio", type=float, required=True, help="the share of the training sources drawn (at most 1)")
+    d.add_argument(
+        "--ratio", type=float, required=True, help="the share of the training sources drawn (at most 1); with --pool, "
+        "lines drawn per training pair"
+    )  # fmt: skip
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--out", required=True, help="the file of the sources drawn, one a line")
+    d.add_argument("--pool", help="PREFIX of source text to draw from instead (REPLAY_SOURCES): its PREFIX.SRC")
+    d.add_argument("--held", nargs="*", default=[], help="the dev and test sets: PREFIX each (their sources not drawn)")
     t = sub.add_parser("distilled", help="training text with the parent's translations in it (INIT with REPLAY=parent)")
     t.add_argument("--train", required=True, help="the in-domain training text: PREFIX")
     t.add_argument("--src", required=True)
@@ -517,8 +545,14 @@ def main(argv=None) -> int:
             )
             return 0
         if args.command == "distill-sources":
-            found = distill_sources(args.train, args.src, args.ratio, args.seed, args.out)
-            print(f"{found['drawn']:,} of the {found['in_domain']:,} training sources, for the parent: {args.out}")
+            found = distill_sources(args.train, args.src, args.ratio, args.seed, args.out, args.pool, args.held)
+            if args.pool:
+                print(
+                    f"{found['drawn']:,} of {args.pool}.{args.src}'s {found['usable']:,} lines (REPLAY_RATIO="
+                    f"{args.ratio:g} for {found['in_domain']:,} in-domain pairs), for the parent: {args.out}"
+                )
+            else:
+                print(f"{found['drawn']:,} of the {found['in_domain']:,} training sources, for the parent: {args.out}")
             return 0
         if args.command == "distilled":
             found = distilled(args.train, args.src, args.tgt, args.sources, args.translations, args.out)

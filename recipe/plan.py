@@ -120,7 +120,8 @@ def decision_key(v: Variables) -> Dict:
 # ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the machines of one plan
 # apart (NODE_RANK)
 SETTINGS = tuple(
-    "TRAIN VALID TEST SRC TGT TOY INIT TGT_TOKEN REPLAY REPLAY_RATIO TIME MAX_UPDATE SPEED_FILE MIN_PAIRS "
+    "TRAIN VALID TEST SRC TGT TOY INIT TGT_TOKEN REPLAY REPLAY_RATIO REPLAY_SOURCES TIME MAX_UPDATE SPEED_FILE "
+    "MIN_PAIRS "
     "FINETUNE_MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS "
     "DROPOUT TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST "
     "EVAL_BLEU PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
@@ -153,10 +154,22 @@ def check_settings(v: Variables) -> None:
         ratio = v.decimal("REPLAY_RATIO")
         if ratio is not None and float(ratio) <= 0:
             raise PlanError(f"REPLAY_RATIO={ratio}: general pairs an in-domain pair, above 0")
-        if v.get("REPLAY") == "parent" and ratio is not None and float(ratio) > 1:
+        if v.get("REPLAY") == "parent" and not v.get("REPLAY_SOURCES") and ratio is not None and float(ratio) > 1:
             raise PlanError(
                 f"REPLAY_RATIO={ratio} with REPLAY=parent: the parent translates the training sources, each at most "
-                "once (at most 1); a general corpus can be replayed at more (REPLAY=PREFIX)"
+                "once (at most 1); give it text of its own to translate (REPLAY_SOURCES=PREFIX), or replay a general "
+                "corpus (REPLAY=PREFIX), for more"
+            )
+    if v.get("REPLAY_SOURCES"):
+        if v.get("REPLAY") != "parent":
+            raise PlanError(
+                f"REPLAY_SOURCES={v.get('REPLAY_SOURCES')}: the source text the parent translates, for REPLAY=parent "
+                "(distillation)"
+            )
+        if not os.path.isfile(f"{v.get('REPLAY_SOURCES')}.{v.get('SRC')}"):
+            raise PlanError(
+                f"REPLAY_SOURCES: {v.get('REPLAY_SOURCES')}.{v.get('SRC')}: no such file (PREFIX.SRC: source text, one "
+                "sentence a line)"
             )
     if v.get("PARENT_TEST"):
         if not v.get("INIT"):
@@ -408,8 +421,9 @@ def decide(v: Variables) -> Plan:
         pairs, target_tokens = found.pairs, found.target_tokens
         if v.get("REPLAY"):  # the epochs count the general pairs replayed too, or the parent's translations
             replayed = round(float(v.get("REPLAY_RATIO", "1")) * pairs)
-            if v.get("REPLAY") != "parent":
-                replayed = min(count_lines(f"{v.get('REPLAY')}.{src}"), replayed)
+            pool = v.get("REPLAY") if v.get("REPLAY") != "parent" else v.get("REPLAY_SOURCES")
+            if pool:
+                replayed = min(count_lines(f"{pool}.{src}"), replayed)
             pairs, target_tokens = pairs + replayed, int(target_tokens * (pairs + replayed) / max(pairs, 1))
         tuning = finetuning.decide(pairs, target_tokens, given, None, given_bleu)
         if not toy:  # the toy size keeps its batch

@@ -63,7 +63,10 @@ PARENT_TEST=${PARENT_TEST:-}               # PREFIX (PREFIX.SRC, PREFIX.TGT): a 
 REPLAY=${REPLAY:-}                         # PREFIX of a general corpus replayed into the fine-tuning against forgetting,
                                            # or parent: the parent's translations of the training sources (distillation)
 REPLAY_RATIO=${REPLAY_RATIO:-1}            # its pairs drawn per in-domain pair (parent: the share of sources, at most 1)
+REPLAY_SOURCES=${REPLAY_SOURCES:-}         # REPLAY=parent: PREFIX of source text of the parent's domains (PREFIX.SRC) it
+                                           # translates instead, REPLAY_RATIO lines an in-domain pair; empty: the sources
 [ -z "$REPLAY" ] || [ "$REPLAY" = parent ] || REPLAY=$(realpath -ms -- "$REPLAY")
+[ -z "$REPLAY_SOURCES" ] || REPLAY_SOURCES=$(realpath -ms -- "$REPLAY_SOURCES")
 # INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
 # sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
 # finetune/), EPOCHS without a budget; a corpus under 10,000 pairs hands over its checkpoint of the best dev BLEU
@@ -121,9 +124,15 @@ data_stage "${READS[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.p
 TRAIN_TEXT="$DATA/train"
 if [ -n "$INIT" ] && [ "$REPLAY" = parent ]; then  # distillation: the sources drawn here, translated after stage 2p
   TRAIN_TEXT="$DATA/distilled/train"
-  data_stage 1d "draw $REPLAY_RATIO of the training sources for the parent to translate (REPLAY=parent)" \
-    "$PY" -m preprocess.parallel_text distill-sources --train "$DATA/train" --src "$SRC" --ratio "$REPLAY_RATIO" \
-      --seed "$SEED" --out "$DATA/distilled/sources.$SRC"
+  if [ -n "$REPLAY_SOURCES" ]; then
+    data_stage --reads "$REPLAY_SOURCES.$SRC" 1d "draw $REPLAY_RATIO lines of $REPLAY_SOURCES.$SRC an in-domain pair for the parent to translate" \
+      "$PY" -m preprocess.parallel_text distill-sources --train "$DATA/train" --src "$SRC" --ratio "$REPLAY_RATIO" \
+        --seed "$SEED" --out "$DATA/distilled/sources.$SRC" --pool "$REPLAY_SOURCES" --held "$DATA/valid" "$DATA/test"
+  else
+    data_stage 1d "draw $REPLAY_RATIO of the training sources for the parent to translate (REPLAY=parent)" \
+      "$PY" -m preprocess.parallel_text distill-sources --train "$DATA/train" --src "$SRC" --ratio "$REPLAY_RATIO" \
+        --seed "$SEED" --out "$DATA/distilled/sources.$SRC"
+  fi
 elif [ -n "$INIT" ] && [ -n "$REPLAY" ]; then
   TRAIN_TEXT="$DATA/replayed/train"
   data_stage --reads "$DATA/train.$SRC" --reads "$DATA/train.$TGT" --reads "$REPLAY.$SRC" --reads "$REPLAY.$TGT" \

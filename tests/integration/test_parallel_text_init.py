@@ -348,6 +348,35 @@ def test_the_parents_own_translations_are_replayed_without_a_general_corpus(pare
     assert f"--inputs {data}/distilled/train.en {data}/valid.en" in encode
 
 
+def test_the_parent_translates_text_of_its_own_domains_given_as_replay_sources(parent, corpus, tmp_path, monkeypatch):
+    """REPLAY=parent with REPLAY_SOURCES: stage 1d draws REPLAY_RATIO lines an in-domain pair from that text (more
+    than the training sources at a ratio above 1), none a dev or test source; the stages after it are distillation's.
+    """
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    known_speed_figures(tmp_path / "cache", 8000, parents=[parent[0]])
+    general = tmp_path / "general"
+    (tmp_path / "general.en").write_text("".join(f"a general sentence {i}\n" for i in range(3000)))
+    proc = run_recipe(
+        "parallel_text.sh",
+        tmp_path / "w",
+        "--dry-run",
+        TRAIN=str(corpus),
+        INIT=str(parent[0]),
+        REPLAY="parent",
+        REPLAY_RATIO="2",
+        REPLAY_SOURCES=str(general),
+        **TOY,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    stages = re.findall(r"^==== stage (\S+):", proc.stdout, flags=re.M)
+    assert stages[:6] == ["1", "1d", "2p", "2d", "2e", "2f"], stages
+    data = f"{tmp_path}/w/data"
+    draw = next(line for line in proc.stdout.splitlines() if "preprocess.parallel_text distill-sources" in line)
+    assert (
+        f"--ratio 2 --seed 1 --out {data}/distilled/sources.en --pool {general} --held {data}/valid {data}/test" in draw
+    )
+
+
 @pytest.mark.e2e
 def test_a_fine_tuning_distilled_from_its_parent_trains_on_the_parents_translations(parent, corpus, cache, tmp_path):
     """REPLAY=parent for real: fairseq-interactive translates the drawn sources with the parent (those longer than its
@@ -408,7 +437,18 @@ REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
     "more of the parent's translations than there are sources": (
         lambda p, t: p[0],
         {"REPLAY": "parent", "REPLAY_RATIO": "2"},
-        "REPLAY_RATIO=2 with REPLAY=parent: the parent translates the training sources, each at most once (at most 1)",
+        "REPLAY_RATIO=2 with REPLAY=parent: the parent translates the training sources, each at most once (at most 1); "
+        "give it text of its own to translate (REPLAY_SOURCES=PREFIX)",
+    ),
+    "text for the parent to translate without distillation": (
+        lambda p, t: p[0],
+        {"REPLAY_SOURCES": "/nonexistent/general"},
+        "REPLAY_SOURCES=/nonexistent/general: the source text the parent translates, for REPLAY=parent (distillation)",
+    ),
+    "text for the parent to translate that is not there": (
+        lambda p, t: p[0],
+        {"REPLAY": "parent", "REPLAY_SOURCES": "/nonexistent/general"},
+        "REPLAY_SOURCES: /nonexistent/general.en: no such file (PREFIX.SRC: source text, one sentence a line)",
     ),
     "too few pairs once dev and test are held out": (
         lambda p, t: p[0],

@@ -34,12 +34,10 @@ Hypothesis = Dict[str, Tensor]
 
 
 def is_plain_beam_search(generator, prefix_tokens: Optional[Tensor], constraints: Optional[Tensor]) -> bool:
-    """Whether ``generator`` (a fairseq SequenceGenerator) would run the search that :func:`generate` runs."""
+    """Whether ``generator`` (a fairseq SequenceGenerator) runs the search that :func:`generate` runs, whatever its
+    models (the patch asks which models)."""
     from fairseq import search
 
-    from ..models.vaswani_transformer import VaswaniTransformerModel
-
-    models = generator.model.models
     return (
         type(generator.search) is search.BeamSearch
         and prefix_tokens is None
@@ -49,7 +47,6 @@ def is_plain_beam_search(generator, prefix_tokens: Optional[Tensor], constraints
         and generator.token_indices_to_suppress is None
         and not generator.match_source_len
         and not generator.search.stop_on_max_len
-        and all(isinstance(m, VaswaniTransformerModel) and not m.decoder.need_attn for m in models)
     )
 
 

@@ -27,11 +27,22 @@ def enabled() -> bool:
     return os.environ.get(OFF, "tensors") != "fairseq"
 
 
+def plugin_models_without_attention(generator) -> bool:
+    """Whether every model of ``generator`` is the plugin's and returns no attention weights (no --print-alignment)."""
+    from ..models.vaswani_transformer import VaswaniTransformerModel
+
+    return all(isinstance(m, VaswaniTransformerModel) and not m.decoder.need_attn for m in generator.model.models)
+
+
 def _in_tensors(original):
     def _generate(self, sample, prefix_tokens=None, constraints=None, bos_token=None):
         from ..modules import beam_search
 
-        if enabled() and beam_search.is_plain_beam_search(self, prefix_tokens, constraints):
+        if (
+            enabled()
+            and plugin_models_without_attention(self)
+            and beam_search.is_plain_beam_search(self, prefix_tokens, constraints)
+        ):
             return beam_search.generate(self, sample, bos_token=bos_token)
         return original(self, sample, prefix_tokens=prefix_tokens, constraints=constraints, bos_token=bos_token)
 

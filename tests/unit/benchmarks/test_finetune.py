@@ -84,8 +84,9 @@ def test_the_model_scored_on_the_parents_test_set_is_the_one_the_run_handed_over
 
 
 def test_forgetting_runs_each_guard_with_the_parents_test_set_and_tabulates_gain_against_loss(tmp_path, monkeypatch):
-    """forgetting: no guard, the parent's training text replayed at each ratio, and distillation (REPLAY=parent),
-    each with PARENT_TEST the parent's test set, two at a time on the cores given; the record holds each run's scores
+    """forgetting: no guard, the parent's training text replayed at each ratio, and distillation (REPLAY=parent) of
+    the training sources and, at the largest ratio, of the parent's training sources (REPLAY_SOURCES), each with
+    PARENT_TEST the parent's test set, two at a time on the cores given; the record holds each run's scores
     on both test sets, the table and figure show them, and runs whose results exist are read back."""
     import json
 
@@ -107,10 +108,16 @@ def test_forgetting_runs_each_guard_with_the_parents_test_set_and_tabulates_gain
     def start(env, log, header, core):
         work = env["WORK"]
         started.append(
-            (os.path.basename(work), core, {k: env.get(k) for k in ("REPLAY", "REPLAY_RATIO", "PARENT_TEST")})
+            (
+                os.path.basename(work),
+                core,
+                {k: env.get(k) for k in ("REPLAY", "REPLAY_RATIO", "REPLAY_SOURCES", "PARENT_TEST")},
+            )
         )
         os.makedirs(os.path.join(work, "results"))
-        bleu = {"no_guard": 9.0, "replay_1": 8.0, "replay_3": 7.0, "distilled": 8.5}[os.path.basename(work)]
+        bleu = {"no_guard": 9.0, "replay_1": 8.0, "replay_3": 7.0, "distilled": 8.5, "distilled_own_text_3": 8.2}[
+            os.path.basename(work)
+        ]
         scores = {
             "test": {"sacrebleu": bleu, "chrf": 40.0, "against": None},
             "parent": {"sacrebleu": 5.0, "chrf": 30.0},
@@ -137,14 +144,16 @@ def test_forgetting_runs_each_guard_with_the_parents_test_set_and_tabulates_gain
         ("replay_1", 1),
         ("replay_3", 0),
         ("distilled", 1),
+        ("distilled_own_text_3", 0),
     ]
     test = os.path.abspath(parent / "data" / "test")
     general = os.path.abspath(parent / "data" / "train")
     assert [settings for _, _, settings in started] == [
-        {"REPLAY": None, "REPLAY_RATIO": None, "PARENT_TEST": test},
-        {"REPLAY": general, "REPLAY_RATIO": "1", "PARENT_TEST": test},
-        {"REPLAY": general, "REPLAY_RATIO": "3", "PARENT_TEST": test},
-        {"REPLAY": "parent", "REPLAY_RATIO": "1", "PARENT_TEST": test},
+        {"REPLAY": None, "REPLAY_RATIO": None, "REPLAY_SOURCES": None, "PARENT_TEST": test},
+        {"REPLAY": general, "REPLAY_RATIO": "1", "REPLAY_SOURCES": None, "PARENT_TEST": test},
+        {"REPLAY": general, "REPLAY_RATIO": "3", "REPLAY_SOURCES": None, "PARENT_TEST": test},
+        {"REPLAY": "parent", "REPLAY_RATIO": "1", "REPLAY_SOURCES": None, "PARENT_TEST": test},
+        {"REPLAY": "parent", "REPLAY_RATIO": "3", "REPLAY_SOURCES": general, "PARENT_TEST": test},
     ]
     assert json.loads(record.read_text()) == found
     lines = finetune.forgetting_table(found).splitlines()

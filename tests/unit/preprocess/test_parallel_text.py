@@ -215,6 +215,28 @@ def test_a_general_corpus_is_replayed_at_its_ratio_never_with_a_dev_or_test_sour
         pt.replay(general, "en", "de", train, [], 1, 1, str(tmp_path / "bad"))
 
 
+def test_the_parent_translates_text_of_its_own_domains_instead(tmp_path, capsys):
+    """distill-sources with --pool (REPLAY_SOURCES): REPLAY_RATIO lines an in-domain pair drawn from the pool's
+    distinct non-empty lines, none a dev or test source, in their order; all of them where there are fewer; a ratio
+    above 1 taken; a pool with nothing to draw refused, naming it."""
+    (tmp_path / "train.en").write_text("".join(f"in {i}\n" for i in range(4)))
+    (tmp_path / "valid.en").write_text("general 3\n")
+    (tmp_path / "general.en").write_text("".join(f"general {i}\n" for i in range(12)) + "general 5\n\n")
+    train, pool, out = str(tmp_path / "train"), str(tmp_path / "general"), str(tmp_path / "d" / "sources.en")
+    args = ["distill-sources", "--train", train, "--src", "en", "--out", out, "--pool", pool]
+    assert pt.main(args + ["--ratio", "2", "--held", str(tmp_path / "valid")]) == 0
+    assert (
+        f"8 of {pool}.en's 11 lines (REPLAY_RATIO=2 for 4 in-domain pairs), for the parent" in capsys.readouterr().out
+    )
+    drawn = (tmp_path / "d" / "sources.en").read_text().splitlines()
+    assert len(drawn) == len(set(drawn)) == 8 and "general 3" not in drawn and all(drawn)
+    assert drawn == sorted(drawn, key=lambda s: int(s.split()[1]))
+    assert pt.distill_sources(train, "en", 5, 1, out, pool)["drawn"] == 12  # all the pool's distinct lines
+    (tmp_path / "empty.en").write_text("\n\n")
+    with pytest.raises(pt.CorpusError, match=r"REPLAY_SOURCES=.*empty: .*empty\.en has no line to translate"):
+        pt.distill_sources(train, "en", 1, 1, out, str(tmp_path / "empty"))
+
+
 def test_the_parents_translations_of_a_share_of_the_sources_join_the_training_text(tmp_path, capsys):
     """distill-sources and distilled (INIT with REPLAY=parent): a share of the training sources drawn by the seed,
     in their order; then the in-domain pairs and each drawn source beside the parent's translation of it (the D- line
