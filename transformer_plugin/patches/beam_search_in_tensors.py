@@ -1,6 +1,6 @@
 """fairseq's beam search with its per-step bookkeeping in tensors, for the plugin's models.
 
-fairseq's ``SequenceGenerator._generate`` reads from the device about a dozen times a decoding step (a
+fairseq's ``SequenceGenerator._generate`` reads from the device 34 times a decoding step at beam 4 (a
 ``masked_select`` of the finished hypotheses, their count, a Python loop over them with ``tolist`` and ``unique``,
 boolean-index assignments, an ``assert`` on a tensor): on a GPU each read waits until the device has done all it was
 given. Where the search is plain beam search over ``vaswani_transformer`` models, this patch runs it as
