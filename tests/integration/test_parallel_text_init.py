@@ -316,10 +316,8 @@ def test_a_general_corpus_is_replayed_into_the_fine_tuning_at_its_ratio(parent, 
     assert "preprocess.parallel_text replay" not in plain.stdout
 
 
-def test_the_parents_own_translations_are_replayed_without_a_general_corpus(parent, corpus, tmp_path, monkeypatch):
-    """REPLAY=parent (distillation): stage 1d draws REPLAY_RATIO of the training sources, 2d-2e the parent translates
-    them in its pieces with the paper's beam search, 2f puts them beside the in-domain pairs, and the corpus's pieces
-    are that text's; the epochs count them."""
+def distillation_dry_run(parent, corpus, tmp_path, monkeypatch, **variables):
+    """The toy recipe's dry run with INIT and REPLAY=parent and ``variables``: its stages and its lines."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     known_speed_figures(tmp_path / "cache", 8000, parents=[parent[0]])
     proc = run_recipe(
@@ -329,14 +327,20 @@ def test_the_parents_own_translations_are_replayed_without_a_general_corpus(pare
         TRAIN=str(corpus),
         INIT=str(parent[0]),
         REPLAY="parent",
-        REPLAY_RATIO="0.5",
+        **variables,
         **TOY,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    stages = re.findall(r"^==== stage (\S+):", proc.stdout, flags=re.M)
+    return re.findall(r"^==== stage (\S+):", proc.stdout, flags=re.M), proc.stdout.splitlines()
+
+
+def test_the_parents_own_translations_are_replayed_without_a_general_corpus(parent, corpus, tmp_path, monkeypatch):
+    """REPLAY=parent (distillation): stage 1d draws REPLAY_RATIO of the training sources, 2d-2e the parent translates
+    them in its pieces with the paper's beam search, 2f puts them beside the in-domain pairs, and the corpus's pieces
+    are that text's; the epochs count them."""
+    stages, commands = distillation_dry_run(parent, corpus, tmp_path, monkeypatch, REPLAY_RATIO="0.5")
     assert stages[:8] == ["1", "1d", "2p", "2d", "2e", "2f", "2b-en", "2b-de"], stages
     data = f"{tmp_path}/w/data"
-    commands = proc.stdout.splitlines()
     draw = next(line for line in commands if "preprocess.parallel_text distill-sources" in line)
     assert f"--train {data}/train --src en --ratio 0.5 --seed 1 --out {data}/distilled/sources.en" in draw
     translate = next(line for line in commands if "fairseq-interactive " in line and "--input" in line)
@@ -352,26 +356,14 @@ def test_the_parent_translates_text_of_its_own_domains_given_as_replay_sources(p
     """REPLAY=parent with REPLAY_SOURCES: stage 1d draws REPLAY_RATIO lines an in-domain pair from that text (more
     than the training sources at a ratio above 1), none a dev or test source; the stages after it are distillation's.
     """
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    known_speed_figures(tmp_path / "cache", 8000, parents=[parent[0]])
     general = tmp_path / "general"
     (tmp_path / "general.en").write_text("".join(f"a general sentence {i}\n" for i in range(3000)))
-    proc = run_recipe(
-        "parallel_text.sh",
-        tmp_path / "w",
-        "--dry-run",
-        TRAIN=str(corpus),
-        INIT=str(parent[0]),
-        REPLAY="parent",
-        REPLAY_RATIO="2",
-        REPLAY_SOURCES=str(general),
-        **TOY,
+    stages, commands = distillation_dry_run(
+        parent, corpus, tmp_path, monkeypatch, REPLAY_RATIO="2", REPLAY_SOURCES=str(general)
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    stages = re.findall(r"^==== stage (\S+):", proc.stdout, flags=re.M)
     assert stages[:6] == ["1", "1d", "2p", "2d", "2e", "2f"], stages
     data = f"{tmp_path}/w/data"
-    draw = next(line for line in proc.stdout.splitlines() if "preprocess.parallel_text distill-sources" in line)
+    draw = next(line for line in commands if "preprocess.parallel_text distill-sources" in line)
     assert (
         f"--ratio 2 --seed 1 --out {data}/distilled/sources.en --pool {general} --held {data}/valid {data}/test" in draw
     )
