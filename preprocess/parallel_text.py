@@ -520,10 +520,8 @@ def main(argv=None) -> int:
     d = sub.add_parser("distill-sources", help="the training sources the parent translates (INIT with REPLAY=parent)")
     d.add_argument("--train", required=True, help="the in-domain training text: PREFIX (its PREFIX.SRC is read)")
     d.add_argument("--src", required=True)
-    d.add_argument(
-        "--ratio", type=float, required=True, help="the share of the training sources drawn (at most 1); with --pool, "
-        "lines drawn per training pair"
-    )  # fmt: skip
+    ratio_help = "the share of the training sources drawn (at most 1); with --pool, its lines drawn a training pair"
+    d.add_argument("--ratio", type=float, required=True, help=ratio_help)
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--out", required=True, help="the file of the sources drawn, one a line")
     d.add_argument("--pool", help="PREFIX of source text to draw from instead (REPLAY_SOURCES): its PREFIX.SRC")

@@ -19,8 +19,8 @@
 # last checkpoints; 6 fairseq-generate the test set; 7 sacreBLEU and chrF; 8 report; 9 exports (EXPORT="ct2 hf").
 # INIT: 2p the parent imported, no sentencepiece trained (the parent's), 3p-3q the parent scored before fine-tuning;
 # with PARENT_TEST 2c-3t and 7p-7q its own test set before and after; with REPLAY 1r a general corpus mixed in, or
-# with REPLAY=parent 1d-2f the parent's own translations of the training sources; a corpus under 10k pairs hands over
-# its best.
+# with REPLAY=parent 1d-2f the parent's own translations of the training sources (or of REPLAY_SOURCES); a corpus
+# under 10k pairs hands over its best.
 # GPUS, CPU_WORKERS, PRECISION and LAUNCH, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, DIST_TIMEOUT work as in
 # the WMT14 recipes (docs/several-machines.md).
 set -euo pipefail
