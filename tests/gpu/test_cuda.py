@@ -107,3 +107,34 @@ def test_every_attention_runs_a_fused_kernel(S, T):
     )
     for phase in ("training, padded batch", "training, no padding"):
         assert kernels[(phase, "decoder self-attention")] == "flash", kernels
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_tensor_beam_search_finds_fairseqs_hypotheses_on_the_device(monkeypatch, dtype):
+    """modules/beam_search.py on a CUDA device against fairseq's loop (TRANSFORMER_PLUGIN_BEAM_SEARCH=fairseq): the
+    same tokens, scores and positional scores, in float32 and in bfloat16."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from helpers import build_vaswani, make_dictionary, random_batch
+    from transformer_plugin.patches import beam_search_in_tensors
+
+    dictionary = make_dictionary(40)
+    torch.manual_seed(3)
+    model = build_vaswani(dictionary, output_bias=True).eval()
+    with torch.no_grad():
+        model.decoder.output_bias[dictionary.eos()] = 2.5
+    model = model.to(device="cuda", dtype=dtype)
+    src, src_lengths, _ = random_batch(dictionary, batch_size=7, src_len=9, seed=5)
+    sample = {"net_input": {"src_tokens": src.cuda(), "src_lengths": src_lengths.cuda()}}
+    found = {}
+    for path in ("fairseq", "tensors"):
+        monkeypatch.setenv(beam_search_in_tensors.OFF, path)
+        with torch.no_grad():
+            found[path] = SequenceGenerator([model], dictionary, beam_size=4, len_penalty=0.6, max_len_b=10).forward(
+                sample
+            )
+    for hyps_a, hyps_b in zip(found["fairseq"], found["tensors"]):
+        assert len(hyps_a) == len(hyps_b) == 4
+        for a, b in zip(hyps_a, hyps_b):
+            assert a["tokens"].device.type == "cuda" and torch.equal(a["tokens"], b["tokens"])
+            assert torch.equal(a["score"], b["score"]) and torch.equal(a["positional_scores"], b["positional_scores"])
