@@ -2,8 +2,8 @@
 
 The parent is a model of this project exported to MarianMT (``EXPORT=hf``), as a published OPUS-MT model would be
 downloaded: published weights cannot be fetched on these machines. At each budget, the parallel-text recipe runs
-twice side by side, one core each: ``INIT=`` the parent, and from nothing (the budget rule's own pick for the
-corpus), both with ``TIME=`` the budget. Scored on the child's test set (the recipe's stages 6-7): the parent alone
+twice, side by side on ``--cores``, one core each: ``INIT=`` the parent, and from nothing (the budget rule's own pick
+for the corpus), both with ``TIME=`` the budget. Scored on the child's test set (the recipe's stages 6-7): the parent alone
 (the recipe's stage 3q), fine-tuned and from nothing; and on the parent's own test set, the parent before and after
 fine-tuning (forgetting): its test text in the parent's pieces and dictionaries, decoded as the recipe decodes.
 
@@ -29,7 +29,8 @@ translations), two side by side, one core each; each scored by the recipe on the
 ``--sizes``: the child's training text cut to that many pairs (drawn with seed 1; the same dev and test sets for
 every size), each size at every budget. Under 10,000 pairs the recipe refuses to train from nothing (``MIN_PAIRS``):
 the run from nothing is given ``MIN_PAIRS`` of its size, to be measured. A run whose scores exist is read back, not
-run again.
+run again; the rest go as many at a time as there are cores (so the runs from nothing, which need no parent, can be
+made first, and the fine-tunings then pair up).
 """
 
 import argparse
@@ -176,6 +177,8 @@ def run(
     extra: Dict[str, str],
     sizes: Sequence[Optional[int]] = (None,),
 ) -> dict:
+    """Every size at every budget, fine-tuned and from nothing: the runs whose scores are not there yet, as many at a
+    time as ``cores`` (a size's two runs at a budget side by side where both are to run); then the record."""
     init = os.path.join(parent_work, "hf")
     if not os.path.exists(os.path.join(init, "config.json")):
         raise SystemExit(f"{init}: no MarianMT export of the parent (run its recipe with EXPORT=hf)")
@@ -185,40 +188,50 @@ def run(
         "runs": [],
         "parent_run": {"updates": updates_of(parent_work), **read_run(parent_work)},
     }
+    corpora, todo = [], []
     for size in sizes:
         corpus = subset(child, size, os.path.join(work_root, "data", str(size))) if size else child
         root = os.path.join(work_root, str(size)) if size else work_root
-        found["runs"] += run_size(parent_work, init, corpus, budgets, cores, root, extra, found)
+        corpora.append((corpus, root))
+        for budget in budgets:
+            for kind, work in works_of(root, budget).items():
+                if not os.path.exists(os.path.join(work, "results", "scores.test.json")):
+                    todo.append((corpus, budget, kind, work))
+    for start in range(0, len(todo), len(cores)):
+        running = []
+        for (corpus, budget, kind, work), core in zip(todo[start : start + len(cores)], cores):
+            os.makedirs(work, exist_ok=True)
+            env = child_env(corpus, work, budget, init if kind == "fine-tuned" else None, extra)
+            header = f"{corpus.pairs()} pairs, TIME={budget} INIT={env.get('INIT', '')}"
+            running.append((corpus, budget, kind, work, start_recipe(env, work + ".log", header, core)))
+        failed = [r for r in running if r[-1].wait() != 0]  # every run ended, none left behind
+        if failed:
+            raise SystemExit(
+                "; ".join(
+                    f"{kind} at {budget} on {corpus.pairs()} pairs: the recipe failed, see {work}.log"
+                    for corpus, budget, kind, work, _ in failed
+                )
+            )
+    for corpus, root in corpora:
+        found["runs"] += results_of(parent_work, corpus, budgets, root, found)
     os.makedirs(os.path.dirname(os.path.abspath(record)), exist_ok=True)
     with open(record, "w") as f:
         json.dump(found, f, indent=1)
     return found
 
 
-def run_size(parent_work, init, child: Corpus, budgets, cores, work_root, extra, found) -> List[dict]:
-    """The runs of one corpus at each budget (fine-tuned and from nothing side by side); ``found`` gets the
-    parent's scores alone and on its own test set."""
+def works_of(root: str, budget: str) -> Dict[str, str]:
+    """The WORK of each kind of run at ``budget`` under ``root``."""
+    return {kind: os.path.join(root, budget, kind.replace(" ", "_")) for kind in KINDS}
+
+
+def results_of(parent_work, child: Corpus, budgets, work_root, found) -> List[dict]:
+    """The runs of one corpus at each budget, as run; ``found`` gets the parent's scores alone and on its own test
+    set."""
     results = []
     pairs = child.pairs()
     for budget in budgets:
-        works = {kind: os.path.join(work_root, budget, kind.replace(" ", "_")) for kind in KINDS}
-        running = []
-        for (kind, work), core in zip(works.items(), cores * 2):
-            if os.path.exists(os.path.join(work, "results", "scores.test.json")):
-                continue
-            os.makedirs(work, exist_ok=True)
-            env = child_env(child, work, budget, init if kind == "fine-tuned" else None, extra)
-            header = f"{pairs} pairs, TIME={budget} INIT={env.get('INIT', '')}"
-            running.append((kind, start_recipe(env, work + ".log", header, core)))
-            if len(cores) == 1:
-                running[-1][1].wait()
-        failed = [kind for kind, proc in running if proc.wait() != 0]  # every run ended, none left behind
-        if failed:
-            raise SystemExit(
-                "; ".join(
-                    f"{kind} at {budget} on {pairs} pairs: the recipe failed, see {works[kind]}.log" for kind in failed
-                )
-            )
+        works = works_of(work_root, budget)
         for kind, work in works.items():
             result = {"pairs": pairs, "budget": budget, "kind": kind, "updates": updates_of(work), **read_run(work)}
             if kind == "fine-tuned":

@@ -164,3 +164,53 @@ def test_forgetting_runs_each_guard_with_the_parents_test_set_and_tabulates_gain
     started.clear()  # read back, not run again
     assert finetune.forgetting(str(parent), child, None, "10m", [1, 3], [0, 1], str(tmp_path / "w"), str(record), {})
     assert not started
+
+
+def test_run_runs_what_is_not_there_as_many_at_a_time_as_cores(tmp_path, monkeypatch):
+    """run: every size at every budget, fine-tuned and from nothing; a run whose scores are there is read back, not
+    run again, and the rest go as many at a time as there are cores, each on its own (a size's two runs at a budget
+    side by side where both are to run)."""
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (tmp_path / f"{split}.{lang}").write_text("".join(f"{split} {i}\n" for i in range(30)))
+    parent = tmp_path / "parent"
+    (parent / "hf").mkdir(parents=True)
+    (parent / "hf" / "config.json").write_text("{}")
+    work = tmp_path / "w"
+    for size in (10, 20):  # run before, beside something else: read back
+        done = work / str(size) / "10m" / "from_nothing" / "results"
+        done.mkdir(parents=True)
+        (done / "scores.test.json").write_text("{}")
+    started, events = [], []
+
+    class Run:
+        def __init__(self, name):
+            self.name = name
+
+        def wait(self):
+            events.append(("ended", self.name))
+            return 0
+
+    def start(env, log, header, core):
+        name = os.path.relpath(env["WORK"], work)
+        started.append((name, core, "INIT" in env))
+        events.append(("started", name))
+        return Run(name)
+
+    monkeypatch.setattr(finetune, "start_recipe", start)
+    monkeypatch.setattr(finetune, "updates_of", lambda w: 0)
+    monkeypatch.setattr(finetune, "read_run", lambda w: {})
+    monkeypatch.setattr(finetune, "results_of", lambda *a: [])
+    child = Corpus("child", str(tmp_path / "train"), "en", "de")
+    finetune.run(str(parent), child, ["10m", "30m"], [0, 1], str(work), str(tmp_path / "r.json"), {}, [10, 20])
+    assert started == [
+        ("10/10m/fine-tuned", 0, True),
+        ("10/30m/fine-tuned", 1, True),
+        ("10/30m/from_nothing", 0, False),
+        ("20/10m/fine-tuned", 1, True),
+        ("20/30m/fine-tuned", 0, True),
+        ("20/30m/from_nothing", 1, False),
+    ]
+    names = [name for name, _, _ in started]
+    pairs = (names[0:2], names[2:4], names[4:6])  # each pair ended before the next starts
+    assert events == [(what, name) for pair in pairs for what in ("started", "ended") for name in pair]
