@@ -83,6 +83,17 @@ def test_the_model_scored_on_the_parents_test_set_is_the_one_the_run_handed_over
         assert finetune.handed_over(str(work)) == str(work / "checkpoints" / name)
 
 
+def child_and_parent(tmp_path):
+    """A child corpus of 30 pairs (train, valid, test) in ``tmp_path`` and a parent WORK with an hf export."""
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (tmp_path / f"{split}.{lang}").write_text("".join(f"{split} {i}\n" for i in range(30)))
+    parent = tmp_path / "parent"
+    (parent / "hf").mkdir(parents=True)
+    (parent / "hf" / "config.json").write_text("{}")
+    return parent
+
+
 def test_forgetting_runs_each_guard_with_the_parents_test_set_and_tabulates_gain_against_loss(tmp_path, monkeypatch):
     """forgetting: no guard, the parent's training text replayed at each ratio, and distillation (REPLAY=parent) of
     the training sources and, at the largest ratio, of the parent's training sources (REPLAY_SOURCES), each with
@@ -90,12 +101,7 @@ def test_forgetting_runs_each_guard_with_the_parents_test_set_and_tabulates_gain
     on both test sets, the table and figure show them, and runs whose results exist are read back."""
     import json
 
-    for split in ("train", "valid", "test"):
-        for lang in ("en", "de"):
-            (tmp_path / f"{split}.{lang}").write_text("".join(f"{split} {i}\n" for i in range(30)))
-    parent = tmp_path / "parent"
-    (parent / "hf").mkdir(parents=True)
-    (parent / "hf" / "config.json").write_text("{}")
+    parent = child_and_parent(tmp_path)
     started = []
 
     class Done:
@@ -170,12 +176,7 @@ def test_run_runs_what_is_not_there_as_many_at_a_time_as_cores(tmp_path, monkeyp
     """run: every size at every budget, fine-tuned and from nothing; a run whose scores are there is read back, not
     run again, and the rest go as many at a time as there are cores, each on its own (a size's two runs at a budget
     side by side where both are to run)."""
-    for split in ("train", "valid", "test"):
-        for lang in ("en", "de"):
-            (tmp_path / f"{split}.{lang}").write_text("".join(f"{split} {i}\n" for i in range(30)))
-    parent = tmp_path / "parent"
-    (parent / "hf").mkdir(parents=True)
-    (parent / "hf" / "config.json").write_text("{}")
+    parent = child_and_parent(tmp_path)
     work = tmp_path / "w"
     for size in (10, 20):  # run before, beside something else: read back
         done = work / str(size) / "10m" / "from_nothing" / "results"
