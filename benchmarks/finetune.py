@@ -4,8 +4,8 @@ The parent is a model of this project exported to MarianMT (``EXPORT=hf``), as a
 downloaded: published weights cannot be fetched on these machines. At each budget, the parallel-text recipe runs
 twice, side by side on ``--cores``, one core each: ``INIT=`` the parent, and from nothing (the budget rule's own pick
 for the corpus), both with ``TIME=`` the budget. Scored on the child's test set (the recipe's stages 6-7): the parent
-alone (the recipe's stage 3q), fine-tuned and from nothing; and on the parent's own test set, the parent before and after
-fine-tuning (forgetting): its test text in the parent's pieces and dictionaries, decoded as the recipe decodes.
+alone (the recipe's stage 3q), fine-tuned and from nothing; and on the parent's own test set, the parent before and
+after fine-tuning (forgetting): its test text in the parent's pieces and dictionaries, decoded as the recipe decodes.
 
     python -m benchmarks.finetune run --parent runs/finetune/parent --child runs/finetune/data/games/train:en:de \\
         --sizes 500 2000 10000 --budgets 10m 30m --cores 0 1 --work runs/finetune/runs \\
