@@ -320,7 +320,7 @@ def figure(found: dict, path: str) -> None:
     ax.set_xlabel("the child's training pairs")
     ax.set_ylabel("sacreBLEU (the child's test set, unless said)")
     ax.legend(fontsize=7)
-    ax.set_title("Fine-tuning a parent against training from nothing, same TIME of one core")
+    ax.set_title("Fine-tuning a parent against training from nothing, same TIME of one core", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
