@@ -178,10 +178,22 @@ def fit(records: Sequence[str]) -> Dict[str, object]:
     }
 
 
-def figure(records: Sequence[str], path: str) -> None:
+def read_curve(path: str) -> Dict:
+    """A run's validation curve (benchmarks/records/budget_curves/*.json): its corpus, candidate and (updates, valid
+    nll) pairs. Not fitted: drawn beside the prediction (:func:`figure`)."""
+    with open(path) as f:
+        r = json.load(f)
+    s = r["settings"]
+    c = rule.Candidate(r["candidate"], s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
+    return {"corpus": r["corpus"], "candidate": c, "epoch": EPOCH_TOKENS[r["corpus"]], "curve": r["curve"]}
+
+
+def figure(records: Sequence[str], path: str, curves: Sequence[str] = ()):
     """Left, Table 3: the predicted dev loss after 100K updates of 25,000 tokens against the parameters (embeddings
     left out), at P_drop 0.1 and 0.3 (300K for big's), beside the rows fitted and the rows held out. Right, the
-    budget runs: the validation loss against the updates, and the prediction of each run's model and batch."""
+    budget runs: the validation loss against the updates, and the prediction of each run's model and batch; and each
+    of ``curves`` (:func:`read_curve`), a run's validation at every interval, beside its prediction (dashed). Returns
+    the matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,6 +240,18 @@ def figure(records: Sequence[str], path: str) -> None:
         right.plot(
             grid, curve, color=dots.get_facecolor()[0], label=f"{corpus}: N={c.model.encoder_layers}, {tokens:,}"
         )
+    for one in map(read_curve, curves):
+        c = one["candidate"]
+        line = right.plot(*zip(*one["curve"]), ".-", markersize=3, linewidth=0.8)[0]
+        predicted_curve = [predicted(k, floors[one["corpus"]], {**one, "updates": u}) for u, _ in one["curve"]]
+        right.plot(
+            [u for u, _ in one["curve"]],
+            predicted_curve,
+            "--",
+            color=line.get_color(),
+            label=f"{one['corpus']}: N={c.model.encoder_layers}, {c.tokens_per_update:,}, P_drop {c.dropout:g}, "
+            "every validation (dots) and predicted",
+        )
     right.set_xscale("log")
     right.set_xlabel("updates (log scale)")
     right.set_ylabel("valid loss, bits a piece of 8,000")
@@ -236,15 +260,22 @@ def figure(records: Sequence[str], path: str) -> None:
     right.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return fig
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.budget_fit", description=__doc__.split("\n\n")[0])
     parser.add_argument("records", nargs="+", help="the budget runs' records (benchmarks/records/budgets/*.json)")
     parser.add_argument("--figure", help="draw the fit beside Table 3 and the budget runs here (PNG)")
+    parser.add_argument(
+        "--curve",
+        action="append",
+        default=[],
+        help="a run's validation curve to draw beside its prediction (benchmarks/records/budget_curves/*.json)",
+    )
     args = parser.parse_args(argv)
     if args.figure:
-        figure(args.records, args.figure)
+        figure(args.records, args.figure, args.curve)
     found = fit(args.records)
     k = found["constants"]
     print(

@@ -42,7 +42,8 @@ budget runs learn about as much an update at 2,048 tokens as at 4,096, so it is 
 it is then 80,000 tokens, of the order of the batches that Ott et al. 2018, "Scaling Neural Machine Translation",
 found still pay); R* without dropout (Muennighoff et al.'s R_D*; the one budget run without dropout, 2+2 layers of 256
 on 22k pairs for 5.4 epochs, is predicted within 0.03 bits with it, and fitting it to that run pushes it above R* at
-P_drop 0.1; Table 3's P_drop 0 row is the test); and the 4,000 updates over which depth's cost fades (the paper's
+P_drop 0.1; Table 3's P_drop 0 row is the test, missed: taken on past 7 epochs that run's dev loss rises, which no
+term here can, so P_drop 0 is no candidate); and the 4,000 updates over which depth's cost fades (the paper's
 warm-up, Section 5.3).
 Every pick says whether it rests on measurements, on the paper, or on an extrapolation (:func:`evidence`).
 """
