@@ -128,6 +128,9 @@ def test_without_dropout_the_dev_loss_turns_up_where_no_term_of_the_rule_can(tmp
     assert (tmp_path / "fit.png").read_bytes()[:4] == b"\x89PNG"
     drawn = [list(line.get_ydata()) for line in fig.axes[1].lines if tuple(line.get_xdata()) == updates]
     assert list(losses) in drawn and predicted in drawn
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def test_the_fitted_rows_lie_within_the_fit_and_the_constants_are_the_fit():
