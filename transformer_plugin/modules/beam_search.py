@@ -177,7 +177,7 @@ def generate(
             raise RuntimeError("the tensor beam search got attention weights it has no room for (--print-alignment)")
 
         # the scores' constraints: no NaN, no pad, the unknown word's penalty, the length limits
-        lprobs.masked_fill_(lprobs != lprobs, -math.inf)
+        torch.nan_to_num_(lprobs, nan=-math.inf, posinf=math.inf, neginf=-math.inf)  # fairseq's, in one pass
         lprobs[:, pad] = -math.inf
         lprobs[:, unk] -= generator.unk_penalty
         if step >= max_len:

@@ -63,6 +63,24 @@ def test_the_same_hypotheses_scores_and_positional_scores_as_fairseq(monkeypatch
     assert_same(expected, got)
 
 
+def test_a_nan_score_is_never_chosen_as_in_fairseq(monkeypatch, dictionary):
+    """A model whose log-probabilities carry NaN (one word in every row, and every ordinary word in the first row):
+    both searches take it as -inf, fairseq with a boolean mask, the tensor search with nan_to_num."""
+    model = model_with_eos_bias(dictionary, seed=3, eos_bias=2.5)
+    normalized = model.get_normalized_probs
+
+    def with_nan(net_output, log_probs, sample=None):
+        lprobs = normalized(net_output, log_probs, sample)
+        lprobs[..., dictionary.nspecial + 1] = float("nan")
+        lprobs[0, ..., dictionary.nspecial + 2 :] = float("nan")
+        return lprobs
+
+    model.get_normalized_probs = with_nan
+    src, src_lengths, _ = random_batch(dictionary, batch_size=5, src_len=8, seed=2)
+    sample = {"id": torch.arange(5), "net_input": {"src_tokens": src, "src_lengths": src_lengths}}
+    assert_same(*both(monkeypatch, [model], dictionary, sample, beam_size=4, len_penalty=0.6, max_len_b=9))
+
+
 def test_an_ensemble_and_a_batch_of_one(monkeypatch, dictionary):
     models = [model_with_eos_bias(dictionary, seed=s, eos_bias=2.0) for s in (1, 2)]
     for batch_size in (1, 6):
