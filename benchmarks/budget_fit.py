@@ -61,6 +61,12 @@ def test_points() -> List[Dict]:
     return [row_point(r) for r in ROWS if r.id in TEST_ROWS]
 
 
+def record_candidate(name: str, settings: Dict[str, str]) -> rule.Candidate:
+    """The candidate a record's run trained, from its name and the recipe settings the record keeps."""
+    s = settings
+    return rule.Candidate(name, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
+
+
 def runs(records: Sequence[str]) -> List[Dict]:
     found = []
     for path in records:
@@ -69,9 +75,7 @@ def runs(records: Sequence[str]) -> List[Dict]:
                 s = r["settings"]
                 if r.get("valid_nll") is None or int(s["VOCAB_SIZE"]) != FIT_VOCABULARY:
                     continue
-                c = rule.Candidate(
-                    r["candidate"], s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"])
-                )
+                c = record_candidate(r["candidate"], s)
                 found.append(
                     {
                         "name": f"{r['corpus']} {r['budget']} {r['candidate']}",
@@ -183,8 +187,7 @@ def read_curve(path: str) -> Dict:
     nll) pairs. Not fitted: drawn beside the prediction (:func:`figure`)."""
     with open(path) as f:
         r = json.load(f)
-    s = r["settings"]
-    c = rule.Candidate(r["candidate"], s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
+    c = record_candidate(r["candidate"], r["settings"])
     return {"corpus": r["corpus"], "candidate": c, "epoch": EPOCH_TOKENS[r["corpus"]], "curve": r["curve"]}
 
 
@@ -241,12 +244,11 @@ def figure(records: Sequence[str], path: str, curves: Sequence[str] = ()):
             grid, curve, color=dots.get_facecolor()[0], label=f"{corpus}: N={c.model.encoder_layers}, {tokens:,}"
         )
     for one in map(read_curve, curves):
-        c = one["candidate"]
-        line = right.plot(*zip(*one["curve"]), ".-", markersize=3, linewidth=0.8)[0]
-        predicted_curve = [predicted(k, floors[one["corpus"]], {**one, "updates": u}) for u, _ in one["curve"]]
+        c, (updates, losses) = one["candidate"], zip(*one["curve"])
+        line = right.plot(updates, losses, ".-", markersize=3, linewidth=0.8)[0]
         right.plot(
-            [u for u, _ in one["curve"]],
-            predicted_curve,
+            updates,
+            [predicted(k, floors[one["corpus"]], {**one, "updates": u}) for u in updates],
             "--",
             color=line.get_color(),
             label=f"{one['corpus']}: N={c.model.encoder_layers}, {c.tokens_per_update:,}, P_drop {c.dropout:g}, "

@@ -183,7 +183,7 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
     """One corpus's runs (a vocabulary of 8,000) and the rule's curve of each of their candidates."""
     import math
 
-    from benchmarks.budget_fit import EPOCH_TOKENS, FIT_VOCABULARY
+    from benchmarks.budget_fit import EPOCH_TOKENS, FIT_VOCABULARY, record_candidate
     from recipe import budget_rule as rule
 
     runs = [r for r in results if r.valid_nll is not None and r.settings.get("VOCAB_SIZE") == str(FIT_VOCABULARY)]
@@ -193,10 +193,7 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
     epoch = EPOCH_TOKENS[runs[0].corpus]
 
     def candidate(r: Result) -> "rule.Candidate":
-        s = r.settings
-        return rule.Candidate(
-            r.candidate, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"])
-        )
+        return record_candidate(r.candidate, r.settings)
 
     floor = rule.FLOORS.get(runs[0].corpus, rule.FLOOR)
 

@@ -163,10 +163,7 @@ def test_among_the_measured_runs_the_lowest_predicted_loss_scores_within_half_a_
             corpus_name = here[0]["corpus"]
 
             def loss(r):
-                s = r["settings"]
-                c = rule.Candidate(
-                    r["candidate"], s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"])
-                )
+                c = budget_fit.record_candidate(r["candidate"], r["settings"])
                 return rule.predicted_loss(c, r["updates"], budget_fit.EPOCH_TOKENS[corpus_name])
 
             best = max(r["bleu"] for r in here)
