@@ -191,6 +191,34 @@ def read_curve(path: str) -> Dict:
     return {"corpus": r["corpus"], "candidate": c, "epoch": EPOCH_TOKENS[r["corpus"]], "curve": r["curve"]}
 
 
+def read_log(path: str) -> List[List[float]]:
+    """The (updates, valid nll) pairs of a fairseq-train log: every validation's ``valid_num_updates`` and
+    ``valid_nll_loss`` (bits a target piece), in the order of the updates; a validation logged twice (a resumed run)
+    counts once, as last logged."""
+    found = {}
+    with open(path) as f:
+        for line in f:
+            if "| valid | {" in line:
+                v = json.loads(line[line.index("{") :])
+                found[int(v["valid_num_updates"])] = float(v["valid_nll_loss"])
+    return [[u, found[u]] for u in sorted(found)]
+
+
+def turn(one: Dict) -> Dict[str, float]:
+    """Where a curve (:func:`read_curve`) turns: the epochs and dev loss of its lowest validation, and what came after
+    it, in bits, as a least-squares line over the epochs past the lowest (``rise``: bits an epoch; None where the
+    curve ends at its lowest), and as the last validation's excess over the lowest (``risen``)."""
+    epochs = [u * one["candidate"].tokens_per_update / one["epoch"] for u, _ in one["curve"]]
+    losses = [loss for _, loss in one["curve"]]
+    i = losses.index(min(losses))
+    after = list(zip(epochs[i:], losses[i:]))
+    rise = None
+    if len(after) > 2:
+        mx, my = sum(e for e, _ in after) / len(after), sum(x for _, x in after) / len(after)
+        rise = sum((e - mx) * (x - my) for e, x in after) / sum((e - mx) ** 2 for e, _ in after)
+    return {"epochs": epochs[i], "lowest": losses[i], "rise": rise, "risen": losses[-1] - losses[i], "end": epochs[-1]}
+
+
 def figure(records: Sequence[str], path: str, curves: Sequence[str] = ()):
     """Left, Table 3: the predicted dev loss after 100K updates of 25,000 tokens against the parameters (embeddings
     left out), at P_drop 0.1 and 0.3 (300K for big's), beside the rows fitted and the rows held out. Right, the
@@ -293,6 +321,14 @@ def main(argv=None) -> int:
     print(f"# {found['points']} points; the rows held out, predicted minus log2 of the paper's perplexity (bits):")
     for name, residual in found["test"].items():
         print(f"#   {name}: {residual:+.3f}")
+    for path in args.curve:
+        one, t = read_curve(path), turn(read_curve(path))
+        c = one["candidate"]
+        rise = "" if t["rise"] is None else f", then {t['rise']:+.3f} bits an epoch"
+        print(
+            f"# {path}: N={c.model.encoder_layers}, P_drop {c.dropout:g}: lowest {t['lowest']:.3f} bits after "
+            f"{t['epochs']:.1f} epochs{rise}, {t['risen']:+.3f} by the last ({t['end']:.1f} epochs)"
+        )
     return 0
 
 
