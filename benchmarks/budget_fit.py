@@ -206,8 +206,8 @@ def read_log(path: str) -> List[List[float]]:
 
 def turn(one: Dict) -> Dict[str, float]:
     """Where a curve (:func:`read_curve`) turns: the epochs and dev loss of its lowest validation, and what came after
-    it, in bits, as a least-squares line over the epochs past the lowest (``rise``: bits an epoch; None where the
-    curve ends at its lowest), and as the last validation's excess over the lowest (``risen``)."""
+    it, in bits, as a least-squares line over the epochs past the lowest (``rise``: bits an epoch; None where
+    fewer than two validations follow it), and as the last validation's excess over the lowest (``risen``)."""
     epochs = [u * one["candidate"].tokens_per_update / one["epoch"] for u, _ in one["curve"]]
     losses = [loss for _, loss in one["curve"]]
     i = losses.index(min(losses))
