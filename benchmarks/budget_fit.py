@@ -191,6 +191,12 @@ def read_curve(path: str) -> Dict:
     return {"corpus": r["corpus"], "candidate": c, "epoch": EPOCH_TOKENS[r["corpus"]], "curve": r["curve"]}
 
 
+def predicted_curve(one: Dict) -> List[float]:
+    """The rule's prediction (recipe/budget_rule.py's FIT and the corpus's floor) at each validation of a curve
+    (:func:`read_curve`)."""
+    return [predicted(rule.FIT, rule.FLOORS[one["corpus"]], {**one, "updates": u}) for u, _ in one["curve"]]
+
+
 def read_log(path: str) -> List[List[float]]:
     """The (updates, valid nll) pairs of a fairseq-train log: every validation's ``valid_num_updates`` and
     ``valid_nll_loss`` (bits a target piece), in the order of the updates; a validation logged twice (a resumed run)
@@ -276,7 +282,7 @@ def figure(records: Sequence[str], path: str, curves: Sequence[str] = ()):
         line = right.plot(updates, losses, ".-", markersize=3, linewidth=0.8)[0]
         right.plot(
             updates,
-            [predicted(k, floors[one["corpus"]], {**one, "updates": u}) for u in updates],
+            predicted_curve(one),
             "--",
             color=line.get_color(),
             label=f"{one['corpus']}: N={c.model.encoder_layers}, {c.tokens_per_update:,}, P_drop {c.dropout:g}, "
@@ -322,7 +328,8 @@ def main(argv=None) -> int:
     for name, residual in found["test"].items():
         print(f"#   {name}: {residual:+.3f}")
     for path in args.curve:
-        one, t = read_curve(path), turn(read_curve(path))
+        one = read_curve(path)
+        t = turn(one)
         c = one["candidate"]
         rise = "" if t["rise"] is None else f", then {t['rise']:+.3f} bits an epoch"
         print(

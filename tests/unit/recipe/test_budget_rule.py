@@ -113,10 +113,6 @@ CURVES_P0 = {"2+2": os.path.join(CURVES, "ru_22k_p0.json"), "3+3": os.path.join(
 CURVE_P01 = os.path.join(CURVES, "ru_22k_p01.json")
 
 
-def predicted_along(one):
-    return [budget_fit.predicted(rule.FIT, rule.FLOORS[one["corpus"]], {**one, "updates": u}) for u, _ in one["curve"]]
-
-
 @pytest.mark.parametrize("model", sorted(CURVES_P0))
 def test_without_dropout_the_dev_loss_turns_up_where_no_term_of_the_rule_can(model):
     """The budget runs' models without dropout (2+2 and 3+3 x 256, 22k EN-RU pairs) trained to the 200-minute runs'
@@ -127,7 +123,7 @@ def test_without_dropout_the_dev_loss_turns_up_where_no_term_of_the_rule_can(mod
     t = budget_fit.turn(one)
     assert 6 <= t["epochs"] <= 8.5 and t["risen"] > 0.5 and t["rise"] > 0.05
     assert one["curve"][-1][0] == 7053
-    predicted = predicted_along(one)
+    predicted = budget_fit.predicted_curve(one)
     assert all(a >= b for a, b in zip(predicted, predicted[1:]))
     assert one["curve"][-1][1] - predicted[-1] > 1.0
 
@@ -142,7 +138,7 @@ def test_with_dropout_the_same_run_keeps_learning_past_the_turn_and_the_rule_fol
     assert t["epochs"] > 2 * t0["epochs"] and t["lowest"] < t0["lowest"] - 0.5
     assert one["candidate"].model_flags == without["candidate"].model_flags and one["candidate"].dropout == 0.1
     lowest = min(one["curve"], key=lambda x: x[1])[0]
-    pairs = [(x, p) for (u, x), p in zip(one["curve"], predicted_along(one)) if 1000 <= u <= lowest]
+    pairs = [(x, p) for (u, x), p in zip(one["curve"], budget_fit.predicted_curve(one)) if 1000 <= u <= lowest]
     assert len(pairs) > 40 and all(abs(x - p) <= 0.25 for x, p in pairs)
 
 
@@ -152,7 +148,7 @@ def test_the_fit_figure_draws_each_curve_beside_its_prediction(tmp_path):
     assert (tmp_path / "fit.png").read_bytes()[:4] == b"\x89PNG"
     drawn = [list(line.get_ydata()) for line in fig.axes[1].lines]
     for one in map(budget_fit.read_curve, paths):
-        assert [loss for _, loss in one["curve"]] in drawn and predicted_along(one) in drawn
+        assert [loss for _, loss in one["curve"]] in drawn and budget_fit.predicted_curve(one) in drawn
     import matplotlib.pyplot as plt
 
     plt.close(fig)
