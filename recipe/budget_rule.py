@@ -6,7 +6,7 @@ piece, and the pick is the candidate of the lowest predicted loss. One predictio
 CPU core on 20k pairs to days of 64 GPUs on 36M; its form is the data-constrained scaling law of the NMT and language
 model scaling studies (Ghorbani et al. 2021; Gordon et al. 2021; Hoffmann et al. 2022; Muennighoff et al. 2023):
 
-    L = E + A * N ** -ALPHA + B * (D_min / 1e6) ** -BETA
+    L = E + A * N ** -ALPHA + B * (D_min / 1e6) ** -BETA + O(R)
 
 - ``E``, the floor: what no model or data removes (the corpus's own entropy at its vocabulary), fitted per corpus and
   never negative; a corpus the fit never saw gets the floor of the fitted corpora of its size (:func:`floor_for`).
@@ -26,25 +26,37 @@ model scaling studies (Ghorbani et al. 2021; Gordon et al. 2021; Hoffmann et al.
     pays late in training and not early. ``k``: dropout slows what a token teaches, ``exp(-KAPPA (p - 0.1))``, and
     deeper models start slower (:func:`depth_learning`), a cost gone long before the paper's 100K updates.
 
-Every term falls, or stays, as a candidate's training grows, and a budget's training never falls as the budget grows,
-so the pick's predicted loss never rises with the budget. Where the updates would repeat the corpus past what
-repetition can still teach (``USEFUL_REPEATS`` R*), a TIME's updates stop there and the plan says that more time will
-not help; a MAX_UPDATE given is trained as given, and the plan says where it passes that limit.
+- the turn, ``O(R)``: past ``turn_onset`` epochs a model learns its training set by heart and its dev loss gains
+  :func:`rise_rate` bits an epoch, more the more parameters a corpus token, less the stronger its dropout
+  (:func:`overfitting`). The runs taken past their lowest dev loss measure it (benchmarks/records/budget_curves/):
+  without dropout the dev loss of 6M parameters on 22k pairs turns up after 7 epochs, and Table 3's P_drop 0 row is
+  that turn after 9 epochs of base.
 
-Where each constant comes from (benchmarks/budget_fit.py fits and prints them, in two least-squares fits in turn):
-A, ALPHA, B, BETA, R* and the floors from this project's budget runs (benchmarks/records/budgets/*.json, 2 and 3
-layers of d_model 256 on 22k and 77k pairs, 150 to 7,000 updates) together with the paper's Table 3 (the base model,
-rows (C) and big, on WMT14 EN-DE after 100K and 300K updates of 25,000 tokens); KAPPA and depth's early rate from the
-learning benchmark's ablation (docs/benchmarks.md: P_drop 0.3, 3 and 6 layers of 512, up to 1,200 updates). Rows
-(B) and (D)'s P_drop rows are left out of the fit and held as its test (tests/unit/recipe/test_budget_rule.py).
-Held, not fitted: the noise scale's exponent (Kaplan et al.); its size at 5 bits (``noise_batch_at_5_bits``: the
-budget runs learn about as much an update at 2,048 tokens as at 4,096, so it is of that size there; at WMT14's loss
-it is then 80,000 tokens, of the order of the batches that Ott et al. 2018, "Scaling Neural Machine Translation",
-found still pay); R* without dropout (Muennighoff et al.'s R_D*; the one budget run without dropout, 2+2 layers of 256
-on 22k pairs for 5.4 epochs, is predicted within 0.03 bits with it, and fitting it to that run pushes it above R* at
-P_drop 0.1; Table 3's P_drop 0 row is the test, missed: taken on past 7 epochs that run's dev loss rises, which no
-term here can, so P_drop 0 is no candidate); and the 4,000 updates over which depth's cost fades (the paper's
-warm-up, Section 5.3).
+Every other term falls, or stays, as a candidate's training grows, so each candidate's L falls to one lowest
+(:func:`lowest_updates`) and rises past it. A candidate is ranked by the lowest dev loss it reaches within its
+updates (:func:`predicted_loss`), and a budget's training never falls as the budget grows, so the pick's predicted
+loss never rises with the budget. A TIME's updates stop at the pick's lowest, or where they would repeat the corpus
+past what repetition can still teach (``USEFUL_REPEATS`` R*), and the plan says that more time will not help. A
+MAX_UPDATE given is trained as given, and the plan says where it passes those: past the turn the dev loss rises while
+BLEU may still grow (measured: docs/parallel-text.md, "The turn").
+
+Where each constant comes from (benchmarks/budget_fit.py fits and prints them, in three least-squares fits in turn):
+A, ALPHA, B, BETA and the floors from this project's budget runs (benchmarks/records/budgets/*.json, 2 and 3 layers
+of d_model 256 on 22k and 77k pairs, 150 to 7,000 updates) together with the paper's Table 3 (the base model, rows
+(C) and big, on WMT14 EN-DE after 100K and 300K updates of 25,000 tokens); KAPPA and depth's early rate from the
+learning benchmark's ablation (docs/benchmarks.md: P_drop 0.3, 3 and 6 layers of 512, up to 1,200 updates); the
+turn's rate, onset and dropout factor from the runs taken past their lowest dev loss (benchmarks/records/
+budget_curves/: 2+2 and 3+3 layers of 256 without dropout and 2+2 at P_drop 0.1 and 0.3 on 22k pairs, 2+2 without
+dropout on 77k pairs) together with Table 3's fitted rows. Rows (B) and (D)'s P_drop rows are left out of the fit
+and held as its test (tests/unit/recipe/test_budget_rule.py): they rank as the paper's, and P_drop 0 lies 0.34 bits
+above it (the curves span 1.5 to 7.5 parameters a corpus token, Table 3's base 0.16; fits of nearly equal cost put
+that row from 0.21 under to 0.34 over). Held, not fitted: R* at P_drop 0.1 at the fit's 17.81 epochs from before
+the turn was in it (fitted with it, R* and the turn trade against each other and R* runs to any bound); the noise
+scale's exponent (Kaplan et al.); its size at 5 bits (``noise_batch_at_5_bits``: the budget runs learn about as much
+an update at 2,048 tokens as at 4,096, so it is of that size there; at WMT14's loss it is then 80,000 tokens, of the
+order of the batches that Ott et al. 2018, "Scaling Neural Machine Translation", found still pay); R* without dropout
+(Muennighoff et al.'s R_D*); and the 4,000 updates over which depth's cost fades (the paper's warm-up, Section 5.3).
+P_drop 0 is no candidate: the paper's rows and the curves say it turns early and learns no faster before.
 Every pick says whether it rests on measurements, on the paper, or on an extrapolation (:func:`evidence`).
 """
 
@@ -79,6 +91,11 @@ class Constants:
     repeats_at_01: float  # R* at P_drop 0.1: epochs of repetition
     dropout_kappa: float  # k = exp(-kappa (p - 0.1))
     depth_rate_6: float  # early in training, what a token teaches 6 layers a side against 2 (depth_learning)
+    turn_rate: float = 0.0  # the rise past the turn, bits an epoch, at P_drop 0 and one parameter a corpus token
+    turn_exponent: float = 0.0  # ... grows as (parameters per corpus token) ** this
+    turn_onset: float = 0.0  # epochs: where the rise starts, at one parameter a corpus token
+    turn_onset_exponent: float = 0.0  # ... later as (parameters per corpus token) ** this
+    turn_dropout: float = 0.0  # the rise at P_drop p is the rate over 1 + this * p / (1 - p)
     depth_updates: float = 4000.0  # the updates over which that fades: held, the paper's warm-up (Section 5.3)
     noise_batch_at_5_bits: float = 2000.0  # target tokens: B_noise where the loss is 5 bits
     noise_exponent: float = 1 / 0.21  # Kaplan et al. 2020's 1 / alpha_B
@@ -87,18 +104,23 @@ class Constants:
 
 # ---- the fit (python -m benchmarks.budget_fit prints these; tests/unit/recipe/test_budget_rule.py holds them equal)
 FIT = Constants(
-    capacity_a=1.669,
-    capacity_alpha=0.6249,
-    data_b=5.405,
-    data_beta=0.1916,
+    capacity_a=1.637,
+    capacity_alpha=0.5869,
+    data_b=5.376,
+    data_beta=0.1944,
     repeats_at_01=17.81,
-    dropout_kappa=1.343,
-    depth_rate_6=0.3417,
+    dropout_kappa=1.326,
+    depth_rate_6=0.3499,
+    turn_rate=0.1768,
+    turn_exponent=0.0,
+    turn_onset=5.881,
+    turn_onset_exponent=0.01482,
+    turn_dropout=76.48,
 )
-FLOORS = {"de_77k": 0.000, "ru_22k": 0.504, "wmt14_en_de": 0.863}  # bits: each corpus's floor, fitted
+FLOORS = {"de_77k": 0.000, "ru_22k": 0.479, "wmt14_en_de": 0.824}  # bits: each corpus's floor, fitted
 FLOOR = round((FLOORS["de_77k"] + FLOORS["ru_22k"]) / 2, 3)  # an unseen corpus under 1M pairs: the small ones'
 FLOOR_LARGE = FLOORS["wmt14_en_de"]  # an unseen corpus of 1M pairs or more: WMT14's
-FIT_RMS = {"budget runs": 0.468, "ablation": 0.513, "Table 3": 0.045}  # bits, over the points fitted
+FIT_RMS = {"budget runs": 0.473, "ablation": 0.518, "Table 3": 0.043, "curves": 0.253}  # bits, over the points fitted
 USEFUL_REPEATS = 3  # past 3 R* repeated epochs a candidate's D_eff is within 5% of its limit: more updates, no use
 
 SHORT_FLAGS = "--encoder-layers {n} --decoder-layers {n} --d-model 256 --d-ff 1024 --attention-heads 4"
@@ -176,6 +198,35 @@ def depth_learning(constants: Constants, layers: int, updates: float) -> float:
     return 1 - (1 - rate) * math.exp(-updates / constants.depth_updates)
 
 
+def rise_rate(constants: Constants, n: float, dropout: float, corpus_tokens: float) -> float:
+    """Bits an epoch that the dev loss of a model of ``n`` million parameters (embeddings left out) at P_drop
+    ``dropout`` gains past ``turn_onset`` epochs of a corpus of ``corpus_tokens`` target tokens (0: unknown, none):
+    the more parameters a corpus token, the faster a model learns its training set by heart, and dropout slows it as
+    its strength as a regulariser grows, ``p / (1 - p)`` (Wager et al. 2013). Fitted to the runs taken past their
+    lowest dev loss (benchmarks/records/budget_curves/*.json)."""
+    if corpus_tokens <= 0 or constants.turn_rate <= 0:
+        return 0.0
+    per_token = n / (corpus_tokens / 1e6)
+    regularised = 1 + constants.turn_dropout * dropout / (1 - dropout)
+    return constants.turn_rate * per_token**constants.turn_exponent / regularised
+
+
+def onset(constants: Constants, n: float, corpus_tokens: float) -> float:
+    """The epochs after which a model of ``n`` million parameters (embeddings left out) starts to learn a corpus of
+    ``corpus_tokens`` target tokens by heart: later the more parameters a corpus token (measured: 4.5 epochs for 6M
+    parameters on 77k pairs, 7 on 22k, 8 for 9M on 22k)."""
+    return constants.turn_onset * (n / (corpus_tokens / 1e6)) ** constants.turn_onset_exponent
+
+
+def overfitting(constants: Constants, n: float, dropout: float, tokens: float, corpus_tokens: float) -> float:
+    """The bits a model's dev loss has gained by learning its training set by heart after ``tokens`` of training:
+    :func:`rise_rate` an epoch past its :func:`onset`."""
+    rate = rise_rate(constants, n, dropout, corpus_tokens)
+    if rate <= 0:
+        return 0.0
+    return rate * max(tokens / corpus_tokens - onset(constants, n, corpus_tokens), 0.0)
+
+
 def loss(
     constants: Constants,
     n: float,
@@ -198,23 +249,74 @@ def loss(
     capacity = constants.capacity_a * n**-constants.capacity_alpha
     without_noise = floor + capacity + constants.data_b * (taught / 1e6) ** -constants.data_beta
     d_min = taught / (1 + tokens_per_update / noise_batch(constants, without_noise))
-    return floor + capacity + constants.data_b * (d_min / 1e6) ** -constants.data_beta
+    learnt = floor + capacity + constants.data_b * (d_min / 1e6) ** -constants.data_beta
+    return learnt + overfitting(constants, n, dropout, tokens, corpus_tokens)
 
 
-def useful_updates(candidate: Candidate, corpus_tokens: float, constants: Constants = FIT) -> int:
-    """The updates past which more repeat the corpus to no use (USEFUL_REPEATS R* epochs past the first); 0: no
-    limit."""
+def lowest_updates(
+    candidate: "Candidate", corpus_tokens: float, floor: float, constants: Optional[Constants] = None
+) -> int:
+    """The updates at which a candidate's predicted dev loss is lowest, past which it rises (:func:`overfitting`
+    outgrowing what more repeats still teach); 0: it never rises (no corpus size, or no rise at all)."""
+    k = constants or FIT
+    return _lowest_updates(
+        k, candidate.arch, candidate.model_flags, candidate.dropout, candidate.tokens_per_update, corpus_tokens, floor
+    )
+
+
+@functools.lru_cache(maxsize=10_000)
+def _lowest_updates(
+    k: Constants, arch: str, flags: str, dropout: float, tokens_per_update: int, corpus_tokens: float, floor: float
+) -> int:
+    n = _parameters(arch, flags, 0, True)
+    if rise_rate(k, n, dropout, corpus_tokens) <= 0:
+        return 0
+    model = Model.from_flags(arch, flags)
+    layers = max(model.encoder_layers, model.decoder_layers)
+
+    def at(updates: float) -> float:
+        return loss(k, n, layers, dropout, tokens_per_update, updates, corpus_tokens, floor)
+
+    def rising(updates: float) -> bool:
+        return at(updates * 1.001) > at(updates)
+
+    # past the onset the rise is linear in the epochs and what repeats teach falls ever more slowly: one turn
+    low = max(1.0, onset(k, n, corpus_tokens) * corpus_tokens / tokens_per_update)
+    high = low * 2
+    while not rising(high):
+        high *= 2
+        if high > 1e12:
+            return 0
+    for _ in range(60):
+        middle = math.sqrt(low * high)
+        low, high = (low, middle) if rising(middle) else (middle, high)
+    return max(1, int(high))
+
+
+def useful_updates(candidate: Candidate, corpus_tokens: float, floor: float = FLOOR) -> int:
+    """The updates past which more do the dev loss no good: its lowest (:func:`lowest_updates`), or earlier, where
+    more repeat the corpus to no use (USEFUL_REPEATS R* epochs past the first); 0: no limit."""
     if corpus_tokens <= 0:
         return 0
-    epochs = 1 + USEFUL_REPEATS * repeats(constants, candidate.dropout)
-    return max(1, int(corpus_tokens * epochs / candidate.tokens_per_update))
+    epochs = 1 + USEFUL_REPEATS * repeats(FIT, candidate.dropout)
+    repeated = max(1, int(corpus_tokens * epochs / candidate.tokens_per_update))
+    lowest = lowest_updates(candidate, corpus_tokens, floor)
+    return min(repeated, lowest) if lowest else repeated
 
 
 def predicted_loss(candidate: Candidate, updates: int, corpus_tokens: float, floor: float = FLOOR) -> float:
-    """L for a candidate after ``updates`` updates on a corpus of ``corpus_tokens`` target tokens (an epoch, in the
-    updates' nominal tokens), in bits per target piece."""
+    """The lowest dev loss a candidate is predicted to reach in ``updates`` updates on a corpus of ``corpus_tokens``
+    target tokens (an epoch, in the updates' nominal tokens), in bits per target piece: L at those updates, or at its
+    lowest (:func:`lowest_updates`) where they pass it. So more updates never predict worse, and a candidate past its
+    turn gains nothing from them while others still learn."""
     if updates <= 0:
         return math.inf
+    lowest = lowest_updates(candidate, corpus_tokens, floor)
+    return loss_at(candidate, min(updates, lowest) if lowest else updates, corpus_tokens, floor)
+
+
+def loss_at(candidate: Candidate, updates: int, corpus_tokens: float, floor: float = FLOOR) -> float:
+    """L for a candidate after ``updates`` updates, past its lowest too (this module's docstring)."""
     layers = max(candidate.model.encoder_layers, candidate.model.decoder_layers)
     return loss(
         FIT,
@@ -348,7 +450,7 @@ def choose(
     found: List[Option] = []
     best = math.inf
     for c in options:
-        useful = useful_updates(c, corpus_tokens)
+        useful = useful_updates(c, corpus_tokens, floor)
         bound = lower_bound(c) if lower_bound else None
         if bound is not None:
             at_most = min(bound, useful) if useful else bound
@@ -358,7 +460,8 @@ def choose(
                 continue
         updates, limited = updates_of(c), ""
         if not given and useful and updates > useful:
-            updates, limited = useful, "repeats"
+            turns = useful == lowest_updates(c, corpus_tokens, floor)
+            updates, limited = useful, "turns" if turns else "repeats"
         option = Option(c, updates, predicted_loss(c, updates, corpus_tokens, floor), limited, useful=useful)
         option.evidence = evidence(c, updates, pairs)
         best = min(best, option.loss)
@@ -610,11 +713,22 @@ def settings_for(
             f"past {best.updates:,} updates the pick repeats the corpus to no use ({USEFUL_REPEATS} R* epochs): "
             "more time will not help"
         )
-    if not seconds and best.useful and max_update > best.useful:
+    if best.limited == "turns":
+        found.notes.append(
+            f"past {best.updates:,} updates the pick's dev loss is predicted to rise: more time will not help"
+        )
+    lowest = lowest_updates(c, epoch, floor)
+    if not seconds and best.useful and max_update > best.useful and best.useful != lowest:
         gain = predicted_loss(c, best.useful, epoch, floor) - best.loss
         found.notes.append(
             f"MAX_UPDATE={max_update:,} passes the {best.useful:,} updates this corpus can teach: all trained, as "
             f"asked (+{gain:.3f} bits)"
+        )
+    rise = loss_at(c, best.updates, epoch, floor) - best.loss if lowest else 0.0
+    if not seconds and lowest and best.updates > lowest and rise >= 0.01:
+        found.notes.append(
+            f"MAX_UPDATE={max_update:,}, as asked: the dev loss is predicted to rise past update {lowest:,} "
+            f"(+{rise:.2f} bits by the last)"
         )
     found.explain = explain(given, choice, pairs)
     found.plan = {
