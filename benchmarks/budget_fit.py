@@ -1,14 +1,16 @@
-"""The budget rule's prediction (recipe/budget_rule.py), fitted: one least-squares fit over this project's budget runs
+"""The budget rule's prediction (recipe/budget_rule.py), fitted (:func:`fit`) to this project's budget runs
 (benchmarks/records/budgets/*.json: validation loss in bits per piece of a vocabulary of 8,000, the runs of other
-vocabularies left out, their pieces being other ones) and the paper's Table 3 (dev perplexity per word-piece of
-WMT14 EN-DE after 100K updates of 25,000 tokens: the base model and the rows (C); the big model after 300K at P_drop
-0.3). A floor per corpus; every other constant shared. Rows (B) and (D)'s P_drop rows are left out: they are the
-fit's test, printed below it.
+vocabularies left out, their pieces being other ones), the paper's Table 3 (dev perplexity per word-piece of WMT14
+EN-DE after 100K updates of 25,000 tokens: the base model and the rows (C); the big model after 300K at P_drop 0.3),
+the learning benchmark's ablation, and the runs taken past their lowest dev loss (benchmarks/records/budget_curves/,
+every validation). A floor per corpus; every other constant shared. Rows (B) and (D)'s P_drop rows are left out: they
+are the fit's test, printed below it.
 
     python -m benchmarks.budget_fit benchmarks/records/budgets/de_77k.json benchmarks/records/budgets/ru_22k.json
 
 prints the constants as budget_rule.py holds them; tests/unit/recipe/test_budget_rule.py holds them equal and holds
-the test rows to the paper. ``--figure docs/budget_fit.png`` draws the prediction beside Table 3 and the runs.
+the test rows to the paper. ``--figure docs/budget_fit.png`` draws the prediction beside Table 3 and the runs, and
+beside each ``--curve`` (the curves fitted are those named, else every one recorded).
 """
 
 import argparse
@@ -264,7 +266,7 @@ def _fit_from(start: rule.Constants, records: Sequence[str], curves: Sequence[st
 
 def read_curve(path: str) -> Dict:
     """A run's validation curve (benchmarks/records/budget_curves/*.json): its corpus, candidate and (updates, valid
-    nll) pairs. Not fitted: drawn beside the prediction (:func:`figure`)."""
+    nll) pairs, fitted from the third epoch on (:func:`curve_points`), drawn beside the prediction (:func:`figure`)."""
     with open(path) as f:
         r = json.load(f)
     c = record_candidate(r["candidate"], r["settings"])
