@@ -121,15 +121,17 @@ def ablation_points() -> List[Dict]:
 
 
 def predicted(constants: rule.Constants, floor: float, point: Dict) -> float:
-    c = point["candidate"]
-    layers = max(c.model.encoder_layers, c.model.decoder_layers)
-    return rule.loss(
-        constants, rule.parameters(c), layers, c.dropout, c.tokens_per_update, point["updates"], point["epoch"], floor
-    )
+    return rule.loss_at(point["candidate"], point["updates"], point["epoch"], floor, constants)
 
 
-# the constants each of the two alternating fits sets (fit): the shape of the law from the budget runs and Table 3;
-# the early slowness of depth and dropout from the ablation's curves, which are all inside the first 1,200 updates
+def epochs_at(one: Dict, updates: float) -> float:
+    """The epochs of a curve's corpus (:func:`read_curve`) that ``updates`` of its candidate's batch train."""
+    return updates * one["candidate"].tokens_per_update / one["epoch"]
+
+
+# the constants each of the three alternating fits sets (fit): the shape of the law from the budget runs and Table 3;
+# the early slowness of depth and dropout from the ablation's curves, which are all inside the first 1,200 updates;
+# the turn from the runs taken past their lowest dev loss and Table 3
 MAIN = ("capacity_a", "capacity_alpha", "data_b", "data_beta")
 EARLY = ("dropout_kappa", "depth_rate_6")
 TURN = ("turn_rate", "turn_exponent", "turn_onset", "turn_onset_exponent", "turn_dropout")
@@ -152,6 +154,8 @@ START = rule.Constants(
     turn_onset=7.0,
     turn_dropout=10.0,
 )
+# the turn's starting onsets (epochs) and dropout factors (fit)
+TURN_STARTS = ((4.0, 30.0), (7.0, 10.0), (10.0, 10.0))
 # a curve's validations from this many epochs on are fitted (before, the warm-up's learning rate shapes them)
 CURVE_FROM_EPOCHS = 3.0
 CURVES = sorted(
@@ -165,7 +169,7 @@ def curve_points(curves: Sequence[str]) -> List[Dict]:
     found = []
     for one in map(read_curve, curves):
         c = one["candidate"]
-        mine = [(u, x) for u, x in one["curve"] if u * c.tokens_per_update / one["epoch"] >= CURVE_FROM_EPOCHS]
+        mine = [(u, x) for u, x in one["curve"] if epochs_at(one, u) >= CURVE_FROM_EPOCHS]
         for u, x in mine:
             found.append(
                 {
@@ -193,10 +197,6 @@ def fit(records: Sequence[str], curves: Sequence[str] = CURVES) -> Dict[str, obj
     found = [_fit_from(replace(START, turn_onset=a, turn_dropout=b), records, curves) for a, b in TURN_STARTS]
     best = min(found, key=lambda f: f["cost"])
     return {**best, "starts": [(f["cost"], f["test"]) for f in found]}
-
-
-# the turn's starting onsets (epochs) and dropout factors
-TURN_STARTS = ((4.0, 30.0), (7.0, 10.0), (10.0, 10.0))
 
 
 def _fit_from(start: rule.Constants, records: Sequence[str], curves: Sequence[str]) -> Dict[str, object]:
@@ -303,7 +303,7 @@ def turn(one: Dict) -> Dict[str, float]:
     """Where a curve (:func:`read_curve`) turns: the epochs and dev loss of its lowest validation, and what came after
     it, in bits, as a least-squares line over the epochs past the lowest (``rise``: bits an epoch; None where
     fewer than two validations follow it), and as the last validation's excess over the lowest (``risen``)."""
-    epochs = [u * one["candidate"].tokens_per_update / one["epoch"] for u, _ in one["curve"]]
+    epochs = [epochs_at(one, u) for u, _ in one["curve"]]
     losses = [loss for _, loss in one["curve"]]
     i = losses.index(min(losses))
     after = list(zip(epochs[i:], losses[i:]))

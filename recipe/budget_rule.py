@@ -253,14 +253,17 @@ def loss(
     return learnt + overfitting(constants, n, dropout, tokens, corpus_tokens)
 
 
-def lowest_updates(
-    candidate: "Candidate", corpus_tokens: float, floor: float, constants: Optional[Constants] = None
-) -> int:
+def lowest_updates(candidate: "Candidate", corpus_tokens: float, floor: float, constants: Constants = FIT) -> int:
     """The updates at which a candidate's predicted dev loss is lowest, past which it rises (:func:`overfitting`
     outgrowing what more repeats still teach); 0: it never rises (no corpus size, or no rise at all)."""
-    k = constants or FIT
     return _lowest_updates(
-        k, candidate.arch, candidate.model_flags, candidate.dropout, candidate.tokens_per_update, corpus_tokens, floor
+        constants,
+        candidate.arch,
+        candidate.model_flags,
+        candidate.dropout,
+        candidate.tokens_per_update,
+        corpus_tokens,
+        floor,
     )
 
 
@@ -315,11 +318,13 @@ def predicted_loss(candidate: Candidate, updates: int, corpus_tokens: float, flo
     return loss_at(candidate, min(updates, lowest) if lowest else updates, corpus_tokens, floor)
 
 
-def loss_at(candidate: Candidate, updates: int, corpus_tokens: float, floor: float = FLOOR) -> float:
+def loss_at(
+    candidate: Candidate, updates: int, corpus_tokens: float, floor: float = FLOOR, constants: Constants = FIT
+) -> float:
     """L for a candidate after ``updates`` updates, past its lowest too (this module's docstring)."""
     layers = max(candidate.model.encoder_layers, candidate.model.decoder_layers)
     return loss(
-        FIT,
+        constants,
         parameters(candidate),
         layers,
         candidate.dropout,

@@ -124,10 +124,6 @@ CURVES_P0 = {
 CURVE_P01 = os.path.join(CURVES, "ru_22k_p01.json")
 
 
-def epochs_of(one, updates):
-    return updates * one["candidate"].tokens_per_update / one["epoch"]
-
-
 @pytest.mark.parametrize("model", sorted(CURVES_P0))
 def test_without_dropout_the_dev_loss_turns_up_and_the_rule_turns_with_it(model):
     """The budget runs' models without dropout (2+2 and 3+3 x 256 on the 22k EN-RU pairs, 2+2 on the 77k EN-DE pairs)
@@ -140,7 +136,8 @@ def test_without_dropout_the_dev_loss_turns_up_and_the_rule_turns_with_it(model)
     assert 6 <= t["epochs"] <= 8.5 and t["risen"] > 0.1, t
     c, floor = one["candidate"], rule.FLOORS[one["corpus"]]
     lowest = rule.lowest_updates(c, one["epoch"], floor)
-    assert lowest and abs(epochs_of(one, lowest) - t["epochs"]) <= 2.0, (epochs_of(one, lowest), t)
+    at = budget_fit.epochs_at(one, lowest)
+    assert lowest and abs(at - t["epochs"]) <= 2.0, (at, t)
     last = one["curve"][-1][0]
     risen = rule.loss_at(c, last, one["epoch"], floor) - rule.loss_at(c, lowest, one["epoch"], floor)
     assert abs(risen - t["risen"]) <= 0.34, (risen, t)
@@ -187,7 +184,8 @@ def test_a_budget_past_the_picks_turn_says_where_the_dev_loss_turns():
 
 
 def test_the_fit_figure_draws_each_curve_beside_its_prediction(tmp_path):
-    paths = [*CURVES_P0.values(), CURVE_P01]
+    paths = budget_fit.CURVES
+    assert {*CURVES_P0.values(), CURVE_P01} < set(paths)
     fig = budget_fit.figure(RECORDS, str(tmp_path / "fit.png"), paths)
     assert (tmp_path / "fit.png").read_bytes()[:4] == b"\x89PNG"
     drawn = [list(line.get_ydata()) for line in fig.axes[1].lines]
