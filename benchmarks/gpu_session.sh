@@ -53,7 +53,7 @@
 #            speed file, the recipe's own probe of the CPU)
 #   profile  alone on the GPU: where a training step's time goes at big size (benchmarks.step_profile), a run
 #            for each of PROFILES: by default both models, ours with eager layers (--compile-layers off), and ours
-#            with every lever off (eager layers, fairseq's per-tensor Adam and master-weight copies)
+#            with every lever off (eager layers and loss, fairseq's per-tensor Adam and master-weight copies)
 # OUT gets summary.md (each part: status and seconds), results.md (every table) and logs.tar.gz (three
 # files: what such a machine sends back is a few files).
 set -uo pipefail
@@ -72,7 +72,7 @@ WHEELS=${WHEELS:-.whl}
 DEADLINE=${DEADLINE:-540}                # seconds for everything: a part gets what is left, if less than its own limit
 # the profile's runs, each IMPL[-flat|-eager|-plain][@MAX_TOKENS]: -flat flattens bf16's master weights (a lever),
 # -eager runs the layers uncompiled (--compile-layers off), -plain turns off the multi-tensor optimizer
-# (TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0) and the compiled layers both
+# (TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0), the compiled layers and the compiled loss
 PROFILES=${PROFILES:-vaswani vaswani-eager vaswani-plain fairseq}
 CORPUS=${CORPUS:-runs/gpu/de_77k}   # train, valid and test .{en,de}: the recipes and time phases
 UPDATES_TIME=${UPDATES_TIME:-300}; TIME_CANDIDATES=${TIME_CANDIDATES:-short class}
@@ -243,6 +243,7 @@ for phase in "${PHASES[@]}"; do
         model=${impl%-flat}; model=${model%-eager}; model=${model%-plain}
         layers=""  # fairseq's transformer has no --compile-layers
         [ "$model" = vaswani ] && { [ "$impl" = "$model-eager" ] || [ "$impl" = "$model-plain" ]; } && layers=" --compile-layers off"
+        [ "$impl" = vaswani-plain ] && layers="$layers --compile-loss off"
         TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=$([ "$impl" = "${impl%-plain}" ] && echo 1 || echo 0) \
           part "profile-big-${run/@/-}" 150 python -m benchmarks.step_profile --impl "$model" --size big \
           --train-args="--bf16$layers" $([ "$impl" = "${impl%-flat}" ] || echo --flat-bf16-master-weights) \

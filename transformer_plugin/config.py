@@ -153,4 +153,12 @@ class VaswaniInverseSqrtConfig(FairseqDataclass):
 class VaswaniLabelSmoothedCrossEntropyConfig(FairseqDataclass):
     label_smoothing: float = field(default=0.1, metadata={"help": "eps_ls, mass spread over the other V-1 entries"})
     report_accuracy: bool = field(default=False, metadata={"help": "also log the accuracy of the argmax token"})
+    compile_loss: ChoiceEnum(list(COMPILE_MODES)) = field(
+        default="auto",
+        metadata={
+            "help": "the loss from the logits compiled by torch.compile in training, its log-softmax, gather and"
+            " sums fused (criterions/label_smoothed_cross_entropy.py): auto, on a CUDA device; on, on any device;"
+            " off, eager"
+        },
+    )
     sentence_avg: bool = II("optimization.sentence_avg")

@@ -20,6 +20,14 @@ over the (tokens x V) logits, instead of the backward passes of the log-softmax,
 function either way; any other model (an adaptive softmax, its own ``get_normalized_probs``) takes
 the generic path on its log-probabilities.
 
+``--compile-loss`` (a speed seam, like ``--compile-layers``): in training, the loss from the logits is
+``smoothed_loss_from_logits`` compiled by ``torch.compile`` (modules/compiled_layers.py), which fuses the
+log-softmax, the target's gather and the sums into a few generated kernels and derives their backward pass; of a
+bfloat16 model's logits it keeps them for the backward pass, where the eager path keeps float32 log-probabilities of
+twice their size (the largest tensor of a big model's step at a vocabulary of 32,000). ``auto`` (the default): on
+a CUDA device; ``on``: on any device; ``off``: the eager path above. The same function:
+tests/unit/criterions/test_compiled_loss.py holds it and its gradient to the eager path's.
+
 Logged, per target token and in base 2 as every fairseq criterion does: ``loss`` (the smoothed
 loss), ``nll_loss`` (plain -log p(y)) and ``ppl`` = 2^nll_loss, the per word-piece perplexity of
 Table 3.
@@ -36,6 +44,7 @@ from fairseq.models.transformer import TransformerModelBase
 from torch.autograd.function import once_differentiable
 
 from ..config import VaswaniLabelSmoothedCrossEntropyConfig
+from ..modules import compiled_layers
 
 # get_normalized_probs of fairseq's base model and of its transformer, which only calls the former's helper
 _STOCK_MODEL_NORMALIZERS = (BaseFairseqModel.get_normalized_probs, TransformerModelBase.get_normalized_probs)
@@ -57,6 +66,12 @@ def label_smoothed_loss(lprobs: torch.Tensor, target: torch.Tensor, eps: float, 
     off_target = eps / (V - 1)
     loss = (1.0 - eps) * nll + off_target * (sum_all - nll)  # H(q, p)
     return loss.sum(), nll.sum()
+
+
+def smoothed_loss_from_logits(logits: torch.Tensor, target: torch.Tensor, eps: float, padding_idx: int):
+    """``label_smoothed_loss(log_softmax(logits), ...)`` as one function, for ``torch.compile`` (``--compile-loss``):
+    logits (N, V) of any float dtype, the log-softmax taken in float32 as fairseq does."""
+    return label_smoothed_loss(torch.log_softmax(logits, dim=-1, dtype=torch.float32), target, eps, padding_idx)
 
 
 class LabelSmoothedCrossEntropyFromLogits(torch.autograd.Function):
@@ -109,10 +124,13 @@ def plain_log_softmax(model) -> bool:
 
 @register_criterion("vaswani_label_smoothed_cross_entropy", dataclass=VaswaniLabelSmoothedCrossEntropyConfig)
 class VaswaniLabelSmoothedCrossEntropy(FairseqCriterion):
-    def __init__(self, task, label_smoothing, sentence_avg, report_accuracy=False):
+    def __init__(self, task, label_smoothing, sentence_avg, report_accuracy=False, compile_loss="auto"):
         super().__init__(task)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+        if compile_loss not in compiled_layers.MODES:
+            raise ValueError(f"--compile-loss {compile_loss}: choose from {', '.join(compiled_layers.MODES)}")
+        self.compile_loss = compile_loss
         self.eps = label_smoothing
         self.sentence_avg = sentence_avg
         self.report_accuracy = report_accuracy
@@ -123,7 +141,11 @@ class VaswaniLabelSmoothedCrossEntropy(FairseqCriterion):
         target = model.get_targets(sample, net_output).view(-1)  # (B*T,)
         if plain_log_softmax(model):  # the same loss, from the logits (module docstring)
             scores = net_output[0].reshape(-1, net_output[0].size(-1))  # (B*T, V) logits
-            loss, nll_loss = LabelSmoothedCrossEntropyFromLogits.apply(scores, target, self.eps, self.padding_idx)
+            if compiled_layers.applies(self.compile_loss, self, scores):  # --compile-loss (module docstring)
+                compiled = compiled_layers.compiled(smoothed_loss_from_logits)
+                loss, nll_loss = compiled(scores, target, self.eps, self.padding_idx)
+            else:
+                loss, nll_loss = LabelSmoothedCrossEntropyFromLogits.apply(scores, target, self.eps, self.padding_idx)
         else:
             lprobs = model.get_normalized_probs(net_output, log_probs=True)  # (B, T, V)
             scores = lprobs.view(-1, lprobs.size(-1))

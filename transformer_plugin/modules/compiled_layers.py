@@ -39,6 +39,9 @@ computes them), the layers stay eager and the log says so once: TorchInductor's 
 variable too, and torch 2.13's is wrong under it on an AVX-512 machine with one thread (NaN logits and a
 segmentation fault at ``avx2``; a C++ compile error at ``default``).
 
+The criterion's loss goes through the same seam (``--compile-loss``, the criterion's flag, with the same three
+modes): criterions/label_smoothed_cross_entropy.py's ``smoothed_loss_from_logits``, in training only.
+
 Modules, state dicts and checkpoints are untouched: a model trained with compiled layers loads, averages and
 exports as any other, and the flag can be changed on resume.
 """
@@ -79,39 +82,42 @@ def graphs_compiled() -> int:
 
 class CompiledFunction:
     """``function`` compiled whole with dynamic shapes; each compilation is logged, with the input's shape, so
-    that a run's log says how often its layers compiled (tests hold that count to a small bound)."""
+    that a run's log says how often its layers compiled (tests hold that count to a small bound). Its first tensor
+    argument (a layer's input, the loss's logits) is the input whose device and shape count."""
 
     def __init__(self, function):
         self.function = function
         self.compiled = torch.compile(function, dynamic=True, fullgraph=True)
         self.failed = None  # why the function runs eagerly: the compiler's error, or a CPU's kernel choice
 
-    def __call__(self, layer: torch.nn.Module, x: Tensor, *args):
+    def __call__(self, *args):
+        x = next(a for a in args if isinstance(a, Tensor))
         if self.failed is None and x.device.type == "cpu" and os.environ.get("ATEN_CPU_CAPABILITY"):
             self.failed = f"ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']}"
             logger.warning(
-                f"--compile-layers: {self.failed} chooses the kernels, and torch.compile's generated code under it "
+                f"torch.compile: {self.failed} chooses the kernels, and torch.compile's generated code under it "
                 f"is not trusted (NaN or a crash seen); {self.function.__qualname__} runs eagerly"
             )
         if self.failed is not None:
-            return self.function(layer, x, *args)
+            return self.function(*args)
         before = graphs_compiled()
         try:
-            out = self.compiled(layer, x, *args)
+            out = self.compiled(*args)
         except torch._dynamo.exc.BackendCompilerFailed as error:  # e.g. no C++ compiler, a Triton fault
             self.failed = error
             logger.warning(
-                f"--compile-layers: torch.compile's backend failed on {self.function.__qualname__} "
+                f"torch.compile: its backend failed on {self.function.__qualname__} "
                 f"({type(error.inner_exception).__name__}: {str(error.inner_exception).splitlines()[0][:300]}); "
-                "these layers run eagerly for the rest of the run (--compile-layers off says so from the start)"
+                "it runs eagerly for the rest of the run (--compile-layers off, --compile-loss off say so from the "
+                "start)"
             )
-            return self.function(layer, x, *args)
+            return self.function(*args)
         if graphs_compiled() > before:
-            masks = [a for a in args if a is None or a.dim() == 4]  # the attention masks (memory has 3 dims)
-            masks = ", ".join("none" if mask is None else "a mask" for mask in masks)
+            masks = [a for a in args if a is None or (isinstance(a, Tensor) and a.dim() == 4)]  # attention masks
+            masks = "; masks: " + ", ".join("none" if mask is None else "a mask" for mask in masks) if masks else ""
             logger.info(
-                f"--compile-layers: compiled {self.function.__qualname__} for input {tuple(x.shape)} "
-                f"({'with' if torch.is_grad_enabled() else 'without'} autograd; masks: {masks}), "
+                f"torch.compile: compiled {self.function.__qualname__} for input {tuple(x.shape)} "
+                f"({'with' if torch.is_grad_enabled() else 'without'} autograd{masks}), "
                 f"{graphs_compiled()} graphs compiled in this process"
             )
         return out
@@ -119,5 +125,6 @@ class CompiledFunction:
 
 @functools.lru_cache(maxsize=None)
 def compiled(function) -> CompiledFunction:
-    """``function`` (a layer's unbound ``sublayers``) compiled, once for every layer of its class."""
+    """``function`` (a layer's unbound ``sublayers``, the criterion's loss) compiled, once for every layer of its
+    class."""
     return CompiledFunction(function)

@@ -226,8 +226,9 @@ def test_plain_trains_the_plugin_with_its_levers_off_in_every_round_and_reports_
 
 
 def test_the_plain_run_turns_every_lever_off(tmp_path, monkeypatch):
-    """What vaswani-plain runs: the plugin's model with --compile-layers off, in an environment with
-    TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0; the plugin's own run has neither."""
+    """What vaswani-plain runs: the plugin's model with --compile-layers and --compile-loss off, in an environment
+    with TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER=0; the plugin's own run has none of them; fairseq's transformer
+    has its loss eager (the lever is the plugin's)."""
     ran = []
 
     def sh(cmd, log=None, env=None):
@@ -239,7 +240,10 @@ def test_the_plain_run_turns_every_lever_off(tmp_path, monkeypatch):
     a = speed.parser().parse_args(["--plain"])
     speed.train(speed.PLAIN, "bin", "save", a, None)
     speed.train("vaswani", "bin", "save", a, None)
-    (plain, plain_env), (ours, ours_env) = ran
+    speed.train("fairseq", "bin", "save", a, None)
+    (plain, plain_env), (ours, ours_env), (theirs, _) = ran
     assert "--arch" in plain and plain[plain.index("--arch") + 1] == "vaswani_base"
-    assert plain[-4:-2] == ["--compile-layers", "off"] and plain_env["TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER"] == "0"
-    assert "--compile-layers" not in ours and ours_env is None
+    assert plain[-6:-2] == ["--compile-layers", "off", "--compile-loss", "off"]
+    assert plain_env["TRANSFORMER_PLUGIN_MULTI_TENSOR_OPTIMIZER"] == "0"
+    assert "--compile-layers" not in ours and "--compile-loss" not in ours and ours_env is None
+    assert theirs[theirs.index("--compile-loss") + 1] == "off"
