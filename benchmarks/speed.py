@@ -345,7 +345,7 @@ def main(argv=None):
     names = {
         "builtin": "fairseq `transformer`",
         "vaswani": "`vaswani_transformer`",
-        PLAIN: "`vaswani_transformer`, levers off (eager layers, per-tensor Adam)",
+        PLAIN: "`vaswani_transformer`, levers off (eager layers and loss, per-tensor Adam)",
     }
     for impl in trained:
         rows.append(

@@ -222,7 +222,7 @@ def test_plain_trains_the_plugin_with_its_levers_off_in_every_round_and_reports_
     # means 2527/2200; within each round 2300/2000, 2640/2200, 2640/2400
     assert "the levers, on against off (vaswani/vaswani-plain): training 1.15x, train memory 1.00x" in report
     assert "within each round: 1.15 1.20 1.10 (median 1.15x, lowest 1.10x)" in report
-    assert "| `vaswani_transformer`, levers off (eager layers, per-tensor Adam) | 2200 ± 200 |" in report
+    assert "| `vaswani_transformer`, levers off (eager layers and loss, per-tensor Adam) | 2200 ± 200 |" in report
 
 
 def test_the_plain_run_turns_every_lever_off(tmp_path, monkeypatch):
