@@ -368,13 +368,14 @@ def figure(records: Sequence[str], path: str, curves: Sequence[str] = ()):
         )
     for one in map(read_curve, curves):
         c, (updates, losses) = one["candidate"], zip(*one["curve"])
+        width = "" if c.model.d_model == 256 else f" x {c.model.d_model}"  # the budget runs' width unsaid
         line = right.plot(updates, losses, ".-", markersize=3, linewidth=0.8)[0]
         right.plot(
             updates,
             predicted_curve(one),
             "--",
             color=line.get_color(),
-            label=f"{one['corpus']}: N={c.model.encoder_layers}, {c.tokens_per_update:,}, P_drop {c.dropout:g}, "
+            label=f"{one['corpus']}: N={c.model.encoder_layers}{width}, {c.tokens_per_update:,}, P_drop {c.dropout:g}, "
             "every validation (dots) and predicted",
         )
     right.set_xscale("log")

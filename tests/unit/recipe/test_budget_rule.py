@@ -77,7 +77,7 @@ def test_max_update_100000_on_wmt14_picks_what_table_3_shows_better_than_base_at
 
 
 def test_max_update_300000_on_wmt14_picks_big():
-    """The paper's big run: 300K updates of at least 25,000 tokens, big (at P_drop 0.3, the paper's: predicted 2.142
+    """The paper's big run: 300K updates of at least 25,000 tokens, big (at P_drop 0.3, the paper's: predicted 2.143
     bits, the paper's 2.114; P_drop 0.1 turns within its 28 epochs)."""
     found = wmt14(300_000)
     assert (found.arch, found.model_flags) == ("vaswani_big", ""), found.budget
@@ -106,9 +106,9 @@ def test_the_rows_left_out_rank_as_the_paper_ranks_them():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the rule puts P_drop 0 0.34 bits above the paper's 5.77: the turn's onset and rise are measured at 1.5 to "
-    "7.5 parameters a corpus token and Table 3's base is at 0.16, and fits of nearly equal cost put the row anywhere "
-    "from 0.21 under to 0.34 over (python -m benchmarks.budget_fit prints them)",
+    reason="the rule puts P_drop 0 0.16 bits above the paper's 5.77: the turn is measured at 1.5 to 20 parameters a "
+    "corpus token and Table 3's base is at 0.16, and a fit of 1.4% more cost puts the row 0.18 under "
+    "(python -m benchmarks.budget_fit prints both; docs/parallel-text.md, 'Held to the paper')",
 )
 def test_p_drop_0_lies_within_015_bits_of_the_paper():
     point = next(p for p in budget_fit.test_points() if p["name"] == "D-drop0.0")
@@ -120,20 +120,21 @@ CURVES_P0 = {
     "ru 2+2": os.path.join(CURVES, "ru_22k_p0.json"),
     "ru 3+3": os.path.join(CURVES, "ru_22k_p0_3x.json"),
     "de 2+2": os.path.join(CURVES, "de_77k_p0.json"),
+    "ru 2+2 x 512": os.path.join(CURVES, "ru_22k_p0_512.json"),
 }
 CURVE_P01 = os.path.join(CURVES, "ru_22k_p01.json")
 
 
 @pytest.mark.parametrize("model", sorted(CURVES_P0))
 def test_without_dropout_the_dev_loss_turns_up_and_the_rule_turns_with_it(model):
-    """The budget runs' models without dropout (2+2 and 3+3 x 256 on the 22k EN-RU pairs, 2+2 on the 77k EN-DE pairs)
-    taken past their lowest dev loss: each one's dev loss is lowest after 6 to 8.5 epochs and then rises by more than
-    a tenth of a bit; the rule's prediction turns within 2 epochs of it and rises by the last validation within a
-    third of a bit of what the curve rose (the turn's shape: the level of a corpus is the floor's and the data term's;
-    docs/parallel-text.md, "The turn")."""
+    """The budget runs' models without dropout (2+2 and 3+3 x 256 and 2+2 x 512 on the 22k EN-RU pairs, 2+2 x 256 on the
+    77k EN-DE pairs) taken past their lowest dev loss: each one's dev loss is lowest after 5.5 to 8.5 epochs and then
+    rises by more than a tenth of a bit; the rule's prediction turns within 2 epochs of it and rises by the last
+    validation within a third of a bit of what the curve rose (the turn's shape: the level of a corpus is the floor's
+    and the data term's; docs/parallel-text.md, "The turn")."""
     one = budget_fit.read_curve(CURVES_P0[model])
     t = budget_fit.turn(one)
-    assert 6 <= t["epochs"] <= 8.5 and t["risen"] > 0.1, t
+    assert 5.5 <= t["epochs"] <= 8.5 and t["risen"] > 0.1, t
     c, floor = one["candidate"], rule.FLOORS[one["corpus"]]
     lowest = rule.lowest_updates(c, one["epoch"], floor)
     at = budget_fit.epochs_at(one, lowest)
