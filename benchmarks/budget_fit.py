@@ -1,4 +1,4 @@
-"""The budget rule's prediction (recipe/budget_rule.py), fitted (:func:`fit`) to this project's budget runs
+"""The budget rule's prediction (recipes/planner/budget_rule.py), fitted (:func:`fit`) to this project's budget runs
 (benchmarks/records/budgets/*.json: validation loss in bits per piece of a vocabulary of 8,000, the runs of other
 vocabularies left out, their pieces being other ones), the paper's Table 3 (dev perplexity per word-piece of WMT14
 EN-DE after 100K updates of 25,000 tokens: the base model and the rows (C); the big model after 300K at P_drop 0.3),
@@ -8,7 +8,7 @@ are the fit's test, printed below it.
 
     python -m benchmarks.budget_fit benchmarks/records/budgets/de_77k.json benchmarks/records/budgets/ru_22k.json
 
-prints the constants as budget_rule.py holds them; tests/unit/recipe/test_budget_rule.py holds them equal and holds
+prints the constants as budget_rule.py holds them; tests/unit/recipes/test_budget_rule.py holds them equal and holds
 the test rows to the paper. ``--figure docs/budget_fit.png`` draws the prediction beside Table 3 and the runs, and
 beside each ``--curve`` (the curves fitted are those named, else every one recorded).
 """
@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from typing import Dict, List, Sequence
 
-from recipe import budget_rule as rule
+from recipes.planner import budget_rule as rule
 from transformer_plugin_cli.tools.table3 import ROWS, Row
 
 # target tokens an epoch of each corpus, in updates' tokens (what an update's TOKENS_PER_UPDATE counts): the EN-RU pick
@@ -281,7 +281,7 @@ def read_curve(path: str) -> Dict:
 
 
 def predicted_curve(one: Dict) -> List[float]:
-    """The rule's prediction (recipe/budget_rule.py's FIT and the corpus's floor) at each validation of a curve
+    """The rule's prediction (recipes/planner/budget_rule.py's FIT and the corpus's floor) at each validation of a curve
     (:func:`read_curve`)."""
     return [predicted(rule.FIT, rule.FLOORS[one["corpus"]], {**one, "updates": u}) for u, _ in one["curve"]]
 

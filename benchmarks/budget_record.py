@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from transformer_plugin_cli.fairseq_output import EARLY_STOP, log_records, training_seconds
-from recipe.probe_arithmetic import parse_time
+from recipes.planner.probe_arithmetic import parse_time
 
 
 @dataclass
@@ -139,7 +139,7 @@ def table(results: Sequence[Result]) -> str:
 def figure(results: Sequence[Result], path: str) -> None:
     """Above, BLEU against the budget, a line per candidate, a panel per corpus, the rule's picks ringed. Below, the
     validation loss against the updates of the runs with a vocabulary of 8,000, and the rule's fitted curve of each
-    candidate (recipe/budget_rule.py, shifted by the corpus's mean residual): solid where runs measured it,
+    candidate (recipes/planner/budget_rule.py, shifted by the corpus's mean residual): solid where runs measured it,
     dotted where the rule extrapolates."""
     import matplotlib
 
@@ -184,7 +184,7 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
     import math
 
     from benchmarks.budget_fit import EPOCH_TOKENS, FIT_VOCABULARY, record_candidate
-    from recipe import budget_rule as rule
+    from recipes.planner import budget_rule as rule
 
     runs = [r for r in results if r.valid_nll is not None and r.settings.get("VOCAB_SIZE") == str(FIT_VOCABULARY)]
     if not runs or runs[0].corpus not in EPOCH_TOKENS:

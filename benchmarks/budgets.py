@@ -53,12 +53,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from recipe.budget_rule import SHORT_BUDGET, class_settings  # noqa: E402
-from recipe.model import Model  # noqa: E402
+from recipes.planner.budget_rule import SHORT_BUDGET, class_settings  # noqa: E402
+from recipes.planner.model import Model  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from benchmarks.common import recipe_env, start_recipe  # noqa: E402
-from recipe.probe_arithmetic import parse_time  # noqa: E402
-from recipe.speed_probe import layout_probe, per_token  # noqa: E402
+from recipes.planner.probe_arithmetic import parse_time  # noqa: E402
+from recipes.planner.speed_probe import layout_probe, per_token  # noqa: E402
 
 PICK = "pick"
 SHORT_FLAGS = SHORT_BUDGET["model_flags"]
@@ -189,7 +189,7 @@ def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[st
     done = helper(
         [
             "-m",
-            "recipe.plan",
+            "recipes.planner.plan",
             "rule",
             "--train",
             f["TRAIN"],
@@ -218,7 +218,7 @@ def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], vali
     done = helper(
         [
             "-m",
-            "recipe.speed_probe",
+            "recipes.planner.speed_probe",
             "budget",
             "--arch",
             settings["ARCH"],

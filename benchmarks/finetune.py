@@ -155,7 +155,7 @@ def on_parent_test(parent_work: str, work: str, model: str, src: str, tgt: str) 
 
 def handed_over(work: str) -> str:
     """The model a recipe's run in WORK scored and exported: its best checkpoint by dev BLEU where its plan says so
-    (INIT on a corpus under 10,000 pairs, recipe/finetuning.py), else the average of its last checkpoints."""
+    (INIT on a corpus under 10,000 pairs, recipes/planner/finetuning.py), else the average of its last checkpoints."""
     with open(os.path.join(work, "plan.json"), encoding="utf-8") as f:
         best = json.load(f)["schedule"].get("handed_over") == "best"
     return os.path.join(work, "checkpoints", "checkpoint_best.pt" if best else "average.pt")

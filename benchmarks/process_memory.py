@@ -1,11 +1,11 @@
 """The memory of a process tree, sampled: the proportional set size (PSS) of every process below a root, so that
 pages that forked workers share count once. Which processes are below the root is the recipes' engine's answer
-(``recipe.engine.processes.descendants``), the same that ends them."""
+(``recipes.engine.processes.descendants``), the same that ends them."""
 
 import threading
 from typing import Tuple
 
-from recipe.engine.processes import descendants
+from recipes.engine.processes import descendants
 
 
 def pss_bytes(pid: int) -> Tuple[int, int]:
@@ -46,7 +46,7 @@ class TreeMemory(threading.Thread):
         while not self.stopped.wait(self.interval):
             pids = descendants(self.root)
             for pid in pids:
-                if pid not in self.skip and "recipe.engine" in cmdline(pid):
+                if pid not in self.skip and "recipes.engine" in cmdline(pid):
                     self.skip.add(pid)  # the engine: it waits, its memory is not the stage's
             sizes = [pss_bytes(p) for p in pids if p not in self.skip]
             with self.lock:

@@ -1,6 +1,6 @@
 # Helpers shared by the recipes (sourced, not run). The calling recipe sets WORK and `set -euo pipefail`.
 # A recipe declares its stages (stage, data_stage, train_stage), then runs them (run_stages): the engine,
-# recipe/engine/, decides every stage before any work, then runs them in order, each in a
+# recipes/engine/, decides every stage before any work, then runs them in order, each in a
 # process group of its own that Ctrl-C or a `kill` of the recipe ends. --dry-run prints every stage's command.
 
 PY=${VENV_PYTHON:-python}
@@ -49,7 +49,7 @@ require_environment() {
 # changed. A stage reads the paths its command names and those given with --reads (a corpus given as a prefix,
 # say); it writes what its command names with an output option (--out, --destdir, --save-dir, ...), --clears DIR
 # (removed before it runs) and what --writes declares. COMMAND may start with one of the engine's verbs (capture
-# FILE, train_workers N LOG, launch_training LOG): recipe/engine/verbs.py.
+# FILE, train_workers N LOG, launch_training LOG): recipes/engine/verbs.py.
 stage() { plan_stage run "$@"; }
 
 # data_stage ...: as stage, for the data every machine reads. With LAUNCH=torchrun every node other than 0 waits
@@ -85,7 +85,7 @@ run_stages() {
   for file in "${BASH_SOURCE[@]}"; do  # the recipe's files, not this one: its settings' names
     [ "$file" = "${BASH_SOURCE[0]}" ] || sources+=(source "$file")
   done
-  "$PY" -m recipe.engine run --work "$WORK" --repo "$REPO" --python "$PY" \
+  "$PY" -m recipes.engine run --work "$WORK" --repo "$REPO" --python "$PY" \
     --launch "${LAUNCH:-local}" --node-rank "${NODE_RANK:-0}" --dist-timeout "${DIST_TIMEOUT:-600}" --parent-pid $$ \
     $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) $([ "${CHECK_ONLY:-0}" = 0 ] || echo --check) < <(
       printf '%s\0' "${RECIPE_PLAN[@]}" "${sources[@]}"
@@ -185,14 +185,14 @@ plan_read() {
   done < "$1"
 }
 
-# plan_run [COMMAND ARGS...]: the recipe's plan (recipe/plan.py), decided once in Python from the recipe's variables
+# plan_run [COMMAND ARGS...]: the recipe's plan (recipes/planner/plan.py), decided once in Python from the recipe's variables
 # (every name in capitals, handed over as data), its fields then set as variables (plan_read); it stops the recipe
 # before any work, naming what cannot work. COMMAND: decide (recipes/parallel_text.sh, the default) or layout (the
 # batch's layout alone: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY, MASTER_ADDR and MASTER_PORT).
 plan_run() {
   local fields status=0
   fields=$(mktemp)
-  "$PY" -m recipe.plan "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) \
+  "$PY" -m recipes.planner.plan "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) \
     < <(recipe_variables) || status=$?
   [ $status -eq 0 ] || { rm -f "$fields"; exit $status; }
   plan_read "$fields"

@@ -38,7 +38,7 @@ NEEDED="TRAIN, SRC and TGT are needed: TRAIN=corpus/train SRC=en TGT=de bash $0 
 if [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
   if [ "$DRY_RUN" = 0 ]; then echo "$NEEDED" >&2; exit 2; fi
   echo "$NEEDED. Without them a dry run can only show the settings it picks by the corpus's size:"
-  "$PY" -m recipe.plan sizes
+  "$PY" -m recipes.planner.plan sizes
   exit 0
 fi
 IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALID"; IFS=: read -r -a TEST_SETS <<< "$TEST"
@@ -67,7 +67,7 @@ REPLAY_SOURCES=${REPLAY_SOURCES:-}         # REPLAY=parent: PREFIX of source tex
                                            # translates instead, REPLAY_RATIO lines an in-domain pair; empty: the sources
 [ -z "$REPLAY" ] || [ "$REPLAY" = parent ] || REPLAY=$(realpath -ms -- "$REPLAY")
 [ -z "$REPLAY_SOURCES" ] || REPLAY_SOURCES=$(realpath -ms -- "$REPLAY_SOURCES")
-# INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipe/finetuning.py): 64
+# INIT's batch, rate and length come from the practice of fine-tuning OPUS-MT models (recipes/planner/finetuning.py): 64
 # sentences an update, 3e-4 after a linear ramp of a tenth of the updates then its inverse square root (OPUS-MT-train's
 # finetune/), EPOCHS without a budget; a corpus under 10,000 pairs hands over its checkpoint of the best dev BLEU
 FINETUNE_WARMUP=${FINETUNE_WARMUP:-}       # the ramp's updates; empty: a tenth of the updates, at most 16,000
@@ -101,10 +101,10 @@ LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # emp
 EXPORT=${EXPORT:-}                         # ct2 and/or hf
 # TOY=1: the same stages at toy size, on CPU, in minutes (TOY_ARCH, TOY_MAX_UPDATE, ... the plan's toy settings)
 
-# ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipe/plan.py) -----
-# INIT: the parent's model, vocabulary and P_drop, checked before any work (recipe/parent.py); fine-tuning's batch,
-# rate and length (recipe/finetuning.py), the budget sizing the updates. TIME: each candidate's speed probed here
-# (recipe/speed_probe.py: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed
+# ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipes/planner/plan.py) -----
+# INIT: the parent's model, vocabulary and P_drop, checked before any work (recipes/planner/parent.py); fine-tuning's batch,
+# rate and length (recipes/planner/finetuning.py), the budget sizing the updates. TIME: each candidate's speed probed here
+# (recipes/planner/speed_probe.py: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed
 # run trains as it began; it says itself in two lines (the reasons: --explain, and WORK/plan.json). fairseq's
 # --stop-time-hours stops training at TIME in any case.
 plan_run

@@ -60,7 +60,7 @@ DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"
 RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
 
 # ---- batch size: --max-tokens x devices x --update-freq ~ TOKENS_PER_UPDATE --------------------
-plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipe/layout.py)
+plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipes/planner/layout.py)
 precision_args "$PRECISION"
 echo "$PAIR $CONFIG: $BATCH_SUMMARY (paper: ~25,000)"
 

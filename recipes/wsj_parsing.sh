@@ -49,7 +49,7 @@ fi
 # -------------------------------------------------------------------------------------------------
 
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipe/layout.py)
+plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipes/planner/layout.py)
 precision_args "$PRECISION"
 echo "WSJ parsing ($SETTING): $BATCH_SUMMARY"
 

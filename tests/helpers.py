@@ -228,7 +228,7 @@ def logged_losses(log):
 
 def free_port():
     """A TCP port free on 127.0.0.1 now (the engine of the recipes picks its workers' the same way)."""
-    from recipe.engine import free_port as engine_free_port
+    from recipes.engine import free_port as engine_free_port
 
     return engine_free_port()
 
@@ -366,7 +366,7 @@ def known_at() -> str:
 
 
 def known_speed_figures(cache, vocab: int, parents=()) -> None:
-    """Speed figures (recipe/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
+    """Speed figures (recipes/planner/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
     if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
     with the corpus's vocabulary of ``vocab`` pieces, each at 4,096 tokens (the plan scales a CPU's figure per token):
     the small class's model (4 s an update), 3 and 2 layers a side of d_model 256 (1.5 s), the paper's base (6 s) and
@@ -374,14 +374,14 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     directory INIT= names, en-de), its model at 4,096 tokens (0.5 s). A dry run then reads them back rather than time
     a model for about 15 seconds of 2 cores, each as the best of REMEASURE_TRIES probes (so that two close predictions
     are not measured again); the probe
-    itself is timed for real by tests/unit/recipe/test_speed_probe.py, by the toy runs of
+    itself is timed for real by tests/unit/recipes/test_speed_probe.py, by the toy runs of
     test_parallel_text_recipe.py and, for a parent, by test_parallel_text_init.py."""
     import json
 
-    from recipe.budget_rule import SHORT_FLAGS
-    from recipe.parent import read_parent
-    from recipe.plan import REMEASURE_TRIES
-    from recipe.speed_probe import layout_probe
+    from recipes.planner.budget_rule import SHORT_FLAGS
+    from recipes.planner.parent import read_parent
+    from recipes.planner.plan import REMEASURE_TRIES
+    from recipes.planner.speed_probe import layout_probe
 
     def d256(layers, tokens):
         return layout_probe("vaswani_base", SHORT_FLAGS.format(n=layers), vocab, tokens, 0, 2)
@@ -394,7 +394,9 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
         layout_probe("vaswani_big", "", vocab, 4096, 0, 2): 20.0,
         layout_probe("vaswani_base", "--d-ff 512", 4000, 4096, 0, 2): 1.5,
     }
-    for init in parents:  # the parent's model and vocabulary, as the recipe's plan reads them (recipe/parent.py)
+    for (
+        init
+    ) in parents:  # the parent's model and vocabulary, as the recipe's plan reads them (recipes/planner/parent.py)
         parent = read_parent(str(init), "en", "de", "runs").assignments("en", "de")
         known[
             layout_probe("vaswani_base", parent["PARENT_MODEL_FLAGS"], int(parent["PARENT_VOCAB_SIZE"]), 4096, 0, 2)
@@ -411,11 +413,11 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
 
 
 def speed_file(path, busy=""):
-    """A speed file (recipe/speed_probe.py, ``vaswani-speed-probe file``) as a GPU machine might write it, of made-up
-    figures that grow slowly with a device's share of the batch, and the bandwidth defaulted: what a dry run given
-    SPEED_FILE reads."""
-    from recipe import budget_rule, speed_probe
-    from recipe.model import Model
+    """A speed file (recipes/planner/speed_probe.py, ``vaswani-speed-probe file``) as a GPU machine might write it, of
+    made-up figures that grow slowly with a device's share of the batch, and the bandwidth defaulted: what a dry run
+    given SPEED_FILE reads."""
+    from recipes.planner import budget_rule, speed_probe
+    from recipes.planner.model import Model
 
     def speed(probe):
         p = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size) / 1e6

@@ -1,7 +1,7 @@
 """The model's sizes, once: the base model's (Table 3, row "base") and each architecture's overrides of them.
 
 config.py's dataclass takes its defaults from ``BASE`` and registers ``ARCHITECTURES``; the recipes' space
-estimate (recipe/engine/space.py) reads this file as it is, without fairseq (it runs at
+estimate (recipes/engine/space.py) reads this file as it is, without fairseq (it runs at
 every start of a recipe), so this module imports nothing.
 """
 

@@ -9,7 +9,7 @@ one flag per line. Defaults: warmup_steps and eps_ls are the plugin's own (trans
 ``VaswaniInverseSqrtConfig``, ``VaswaniLabelSmoothedCrossEntropyConfig``), read from there; Adam's and beam
 search's are fairseq's flags, whose paper values live here and nowhere else (``ADAM_BETAS``, ``ADAM_EPS``,
 ``DECODING``, ``PARSING_DECODING``). The model's settings are the architectures' (config.py); the batch
-size (Section 5.1) is planned per machine by the recipes' plan (recipe/layout.py).
+size (Section 5.1) is planned per machine by the recipes' plan (recipes/planner/layout.py).
 
 Nothing here imports fairseq (several seconds, and the recipes ask for these flags while they plan
 every stage): the plugin's defaults are read from config.py's source (:func:`plugin_default`).
@@ -72,7 +72,7 @@ def training_flags(
     with warmup_steps = ``warmup_updates``; Section 5.4: label smoothing eps_ls = ``label_smoothing``;
     None: the paper's (the plugin's defaults). The schedule and the criterion are the plugin's. No
     gradient clipping: fairseq's default. ``schedule``: another schedule's flags in place of Eq. (3)'s (a
-    fine-tuning's, recipe/finetuning.py)."""
+    fine-tuning's, recipes/planner/finetuning.py)."""
     if warmup_updates is None:
         warmup_updates = plugin_default("VaswaniInverseSqrtConfig", "warmup_updates")
     if label_smoothing is None:

@@ -31,7 +31,7 @@ LIGHT_TOOLS = [
     "preprocess.ptb",
     "preprocess.parallel_text",
 ]
-PACKAGES = ("recipe", "preprocess", "transformer_plugin_cli")  # the ones with console scripts
+PACKAGES = ("recipes", "preprocess", "transformer_plugin_cli")  # the ones with console scripts
 
 
 def python(code: str) -> str:
@@ -125,9 +125,11 @@ def test_every_tool_is_a_console_script_named_in_its_package_docstring():
 
 
 def test_the_top_level_is_the_designs():
-    """transformer_plugin/, preprocess/, recipe/, recipes/, tests/, setup.py, README.md (and the rest beside them)."""
-    for entry in ("transformer_plugin", "preprocess", "recipe", "recipes", "tests", "setup.py", "README.md"):
+    """transformer_plugin/, preprocess/, recipes/ (the scripts and their Python), tests/, setup.py, README.md (and the
+    rest beside them); no second folder of the recipes' Python a letter apart from it."""
+    for entry in ("transformer_plugin", "preprocess", "recipes", "tests", "setup.py", "README.md"):
         assert os.path.exists(os.path.join(REPO, entry)), entry
+    assert not os.path.exists(os.path.join(REPO, "recipe"))
     modules = sorted(f for f in os.listdir(os.path.join(REPO, "preprocess")) if f.endswith(".py"))
     assert modules == [
         "__init__.py",
@@ -213,7 +215,7 @@ def test_no_private_name_is_imported_from_another_package():
     name. (Within one package a private module's names are shared, as patches/_units.py's; tests may reach in.)"""
     crossing = []
     private = lambda name: name.startswith("_") and not (name.endswith("__") and len(name) > 4)  # noqa: E731
-    for package in ("transformer_plugin", "transformer_plugin_cli", "preprocess", "recipe", "benchmarks"):
+    for package in ("transformer_plugin", "transformer_plugin_cli", "preprocess", "recipes", "benchmarks"):
         for directory, _, files in os.walk(os.path.join(REPO, package)):
             for name in (f for f in files if f.endswith(".py")):
                 path = os.path.join(directory, name)
@@ -238,7 +240,7 @@ sys.path_importer_cache.clear()
 
 class NotInTheCopy(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("transformer_plugin_cli", "preprocess", "recipe", "benchmarks"):
+        if name.split(".")[0] in ("transformer_plugin_cli", "preprocess", "recipes", "benchmarks"):
             raise ModuleNotFoundError(f"No module named {name!r} (the plugin was copied alone)", name=name)
 
 sys.meta_path.insert(0, NotInTheCopy())

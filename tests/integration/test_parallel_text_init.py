@@ -155,8 +155,8 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
         k: (after[k].float() - before[k].float()).abs().max().item() for k in before if before[k].is_floating_point()
     }
     assert max(moved.values()) < 0.01 and moved["decoder.output_bias"] > 0
-    # at fine-tuning's rate (recipe/finetuning.py): 3e-4 after a linear ramp of a tenth of the 30 updates, then its
-    # inverse square root, from update 1 (optimizer and scheduler afresh)
+    # at fine-tuning's rate (recipes/planner/finetuning.py): 3e-4 after a linear ramp of a tenth of the 30 updates, then
+    # its inverse square root, from update 1 (optimizer and scheduler afresh)
     logged = [
         json.loads(line.split(" | train_inner | ")[1])
         for line in (work / "train.log").read_text().splitlines()
@@ -399,7 +399,7 @@ def test_a_fine_tuning_distilled_from_its_parent_trains_on_the_parents_translati
     assert set(sources[len(in_domain) :]) <= set(drawn) and all(t.strip() for t in targets[len(in_domain) :])
 
 
-REFUSED = {  # every other refusal of a parent: tests/unit/recipe/test_parent.py
+REFUSED = {  # every other refusal of a parent: tests/unit/recipes/test_parent.py
     "a parent of another pair": (
         lambda p, t: p[0],
         {"SRC": "de", "TGT": "en"},

@@ -9,8 +9,8 @@ import shlex
 import pytest
 
 from helpers import REPO, commands, flag, known_speed_figures, real_english_german, run_recipe
-from recipe import budget_rule
-from recipe.probe_arithmetic import updates_that_fit
+from recipes.planner import budget_rule
+from recipes.planner.probe_arithmetic import updates_that_fit
 
 # validation by BLEU too (EVAL_BLEU=1): the toy runs validate as users who pick the best checkpoint by BLEU do
 TOY = dict(
@@ -375,7 +375,7 @@ def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_p
 def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(tmp_path):
     """`bash recipes/parallel_text.sh --dry-run` as typed, no TRAIN: the settings of each size class (those
     settings_for picks), nothing written; a real run stops, naming what it needs."""
-    from recipe.budget_rule import settings_for
+    from recipes.planner.budget_rule import settings_for
 
     dry = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run")
     assert dry.returncode == 0, dry.stderr

@@ -1,4 +1,4 @@
-"""recipes/lib.sh and its engine (recipe/engine/) from the shell, as the recipes use
+"""recipes/lib.sh and its engine (recipes/engine/) from the shell, as the recipes use
 them: stamps, what a stage makes, every stage decided before any work, stamps of an older format,
 data from node 0, the launcher of data-parallel workers, Ctrl-C and kill, and failures explained."""
 
@@ -405,7 +405,7 @@ def test_a_stage_that_runs_past_its_process_is_ended_with_it(tmp_path):
 
 def test_a_failed_launcher_says_why_and_how_to_resume(tmp_path):
     """launch_training: what stopped the launcher, read from its output (this run's only: the log holds an
-    earlier run's too), and how to go on. The patterns' cases are unit tests (tests/unit/recipe/test_engine.py)."""
+    earlier run's too), and how to go on. The patterns' cases are unit tests (tests/unit/recipes/test_engine.py)."""
     log = tmp_path / "train.log"
     log.write_text("an earlier run's output: Connection reset by peer [10.9.9.9]:1\n")
     proc = one_stage(

@@ -137,7 +137,7 @@ def shared_and_tied(config: dict) -> Tuple[bool, bool]:
 
 def marian_flags(config: dict) -> List[str]:
     """The ``vaswani_transformer`` flags (less ``--arch``) of the model of a MarianMT config.json: fairseq-train's
-    for --finetune-from-model, and the recipe's for INIT= (recipe.parent)."""
+    for --finetune-from-model, and the recipe's for INIT= (recipes.planner.parent)."""
     flags = [
         "--encoder-layers",
         config["encoder_layers"],
@@ -422,14 +422,15 @@ def import_marian(
                 "val_loss": None,
                 "imported_from": os.path.abspath(hf_dir),
                 # the pair the MarianMT model itself names (a multilingual one's group, "eng"-"mul"), whatever pair
-                # it was imported as: INIT= takes its >>xx<< token for TGT from it (recipe.parent)
+                # it was imported as: INIT= takes its >>xx<< token for TGT from it (recipes.planner.parent)
                 "marian_pair": [tokenizer[1].get("source_lang"), tokenizer[1].get("target_lang")],
             },
             "last_optimizer_state": None,
         }
         src_dict.save(os.path.join(partial, f"dict.{src}.txt"))
         tgt_dict.save(os.path.join(partial, f"dict.{tgt}.txt"))
-        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones (recipe.parent)
+        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones
+        # (recipes.planner.parent)
         state["extra_state"]["dictionaries"] = {
             lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)
         }

@@ -78,7 +78,7 @@ def plot_losses(records, path: str) -> None:
 def schedule_of(checkpoint: str) -> Dict[str, float]:
     """The schedule of the run that wrote ``checkpoint``: Eq. (3)'s d_model, warmup_steps and multiplier (the plugin's
     vaswani_inverse_sqrt), or fine-tuning's peak and ramp (fairseq's inverse_sqrt: a linear ramp, then the inverse
-    square root; recipe/finetuning.py)."""
+    square root; recipes/planner/finetuning.py)."""
     from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
     cfg = load_checked(checkpoint, mmap=True).get("cfg") or {}

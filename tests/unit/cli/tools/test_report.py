@@ -35,7 +35,7 @@ def test_a_peak_held_over_a_shorter_warmup_is_in_the_curve(tmp_path):
 
 
 def test_fine_tunings_schedule_is_read_with_its_peak_and_ramp(tmp_path):
-    """fairseq's inverse_sqrt (INIT='s, recipe/finetuning.py): the peak is the optimizer's --lr."""
+    """fairseq's inverse_sqrt (INIT='s, recipes/planner/finetuning.py): the peak is the optimizer's --lr."""
     path = tmp_path / "f.pt"
     lr_scheduler = {"_name": "inverse_sqrt", "warmup_updates": 30, "warmup_init_lr": -1}
     torch.save({"model": {}, "cfg": {"lr_scheduler": lr_scheduler, "optimization": {"lr": [3e-4]}}}, path)

@@ -1,9 +1,9 @@
-"""recipe/finetuning.py: INIT='s batch, rate and length from the practice of fine-tuning OPUS-MT models, and its
-small corpora (a few hundred pairs, a dev set and a test set of 200 held out, the best checkpoint by dev BLEU)."""
+"""recipes/planner/finetuning.py: INIT='s batch, rate and length from the practice of fine-tuning OPUS-MT models, and
+its small corpora (a few hundred pairs, a dev set and a test set of 200 held out, the best checkpoint by dev BLEU)."""
 
 import pytest
 
-from recipe import finetuning
+from recipes.planner import finetuning
 from transformer_plugin_cli.tools.report import scheduled_rate
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from transformer_plugin_cli.files import write_json
-from recipe.engine.verbs import call
+from recipes.engine.verbs import call
 
 # options that change how a stage runs, not what it makes, left out of its identity with their values:
 # the processes and threads of data preparation (sentencepiece's BPE is the same for any thread count; a

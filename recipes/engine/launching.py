@@ -10,13 +10,13 @@ import sys
 import time
 from typing import Callable, Dict, Optional, Sequence
 
-from recipe.engine.decisions import changed_words
-from recipe.engine.failures import StageFailed, exit_status, training_failure
-from recipe.layout import free_port, worker_commands, worker_threads
-from recipe.engine.processes import Interrupted, Supervisor, Tee
-from recipe.model import flag
-from recipe.engine.stamps import Context, Stage, identity, read_stamp
-from recipe.engine.verbs import call
+from recipes.engine.decisions import changed_words
+from recipes.engine.failures import StageFailed, exit_status, training_failure
+from recipes.planner.layout import free_port, worker_commands, worker_threads
+from recipes.engine.processes import Interrupted, Supervisor, Tee
+from recipes.planner.model import flag
+from recipes.engine.stamps import Context, Stage, identity, read_stamp
+from recipes.engine.verbs import call
 
 # torchrun gives its workers 30 s to end after SIGTERM before it kills them: a stage it launches gets longer
 LAUNCHER_GRACE = 40.0

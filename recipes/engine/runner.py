@@ -9,12 +9,13 @@ import signal
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from recipe.engine import space
-from recipe.engine.decisions import BEGUN, Decision, decide, stop_message
-from recipe.engine.failures import StageFailed
-from recipe.engine.launching import Launcher, shown
-from recipe.engine.processes import Interrupted, Supervisor, die_with_parent
-from recipe.engine.stamps import Context, Stage, write_stamp
+from recipes.engine import space
+from recipes.engine.decisions import BEGUN, Decision, decide, stop_message
+from recipes.engine.failures import StageFailed
+from recipes.engine.launching import Launcher, shown
+from recipes.engine.processes import Interrupted, Supervisor, die_with_parent
+from recipes.engine.stamps import Context, Stage, write_stamp
+from recipes.records import read_records
 
 
 def say(text: str, err: bool = False) -> None:
@@ -177,33 +178,6 @@ class Runner:
 
 
 def read_plan(data: bytes) -> Tuple[List[Stage], Dict[str, str], List[str]]:
-    """lib.sh's plan: NUL-separated records, ``stage ID TITLE KIND CLEARS NR READS... NW WRITES... N ARGV...``,
-    ``var NAME VALUE`` (every upper-case shell variable) and ``source FILE`` (the recipe's files)."""
-    tokens = data.decode("utf-8", errors="surrogateescape").split("\0")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
-    stages, variables, sources, i = [], {}, [], 0
-
-    def counted(at: int) -> Tuple[List[str], int]:
-        n = int(tokens[at])
-        return tokens[at + 1 : at + 1 + n], at + 1 + n
-
-    while i < len(tokens):
-        kind = tokens[i]
-        if kind == "":  # printf's one empty word for an empty list
-            i += 1
-        elif kind == "stage":
-            sid, title, stage_kind, clears = tokens[i + 1 : i + 5]
-            reads, i = counted(i + 5)
-            writes, i = counted(i)
-            argv, i = counted(i)
-            stages.append(Stage(sid, title, stage_kind, clears, argv, reads, writes))
-        elif kind == "var":
-            variables[tokens[i + 1]] = tokens[i + 2]
-            i += 3
-        elif kind == "source":
-            sources.append(tokens[i + 1])
-            i += 2
-        else:
-            raise ValueError(f"recipe plan: unknown record {kind!r}")
-    return stages, variables, sources
+    """lib.sh's plan (:func:`recipes.records.read_records`), its stages as :class:`Stage`."""
+    stages, variables, sources = read_records(data)
+    return [Stage(*record) for record in stages], variables, sources

@@ -1,6 +1,6 @@
 """The engine's command line, as recipes/lib.sh runs it:
 
-python -m recipe.engine run --work W --repo R --python PY ... < PLAN
+python -m recipes.engine run --work W --repo R --python PY ... < PLAN
 """
 
 import argparse
@@ -9,8 +9,8 @@ import signal
 import sys
 from typing import Sequence
 
-from recipe.engine.runner import Runner, read_plan, say
-from recipe.engine.stamps import Context, DigestCache, setting_names
+from recipes.engine.runner import Runner, read_plan, say
+from recipes.engine.stamps import Context, DigestCache, setting_names
 
 
 def main_run(args) -> int:
@@ -33,7 +33,7 @@ def main_run(args) -> int:
 
 
 def parse(argv: Sequence[str]):
-    parser = argparse.ArgumentParser(prog="python -m recipe.engine", description="The recipes' engine.")
+    parser = argparse.ArgumentParser(prog="python -m recipes.engine", description="The recipes' engine.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="check every stage of the plan on stdin, then run (or show) them in order")
     run.add_argument("--work", required=True)

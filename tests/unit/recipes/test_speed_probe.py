@@ -1,4 +1,4 @@
-"""TIME= and the speed probe (recipe/speed_probe.py): a duration parsed or refused, a probe of
+"""TIME= and the speed probe (recipes/planner/speed_probe.py): a duration parsed or refused, a probe of
 a model's updates on this machine kept and read back, the updates a TIME gives, kept for a resumed run."""
 
 import json
@@ -9,10 +9,10 @@ import pytest
 
 from helpers import known_at
 
-from recipe import probe_arithmetic
-from recipe import speed_probe as sp
-from recipe.probe_arithmetic import BudgetError, parse_time
-from recipe.speed_probe import Probe, budget
+from recipes.planner import probe_arithmetic
+from recipes.planner import speed_probe as sp
+from recipes.planner.probe_arithmetic import BudgetError, parse_time
+from recipes.planner.speed_probe import Probe, budget
 
 TINY = Probe("vaswani_tiny", "", 200, 600, workers=2, threads=1)
 
@@ -132,8 +132,8 @@ def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
 
 def test_a_time_too_short_for_100_updates_is_refused_unless_a_lower_cap_fits(cache):
     """Under 100 updates in TIME are refused; a cap below that given beside TIME (a fine-tuning's 10 epochs of 500 pairs
-    at 64 sentences an update: 80 updates, recipe/finetuning.py) is trained when it fits, and refused when it does
-    not."""
+    at 64 sentences an update: 80 updates, recipes/planner/finetuning.py) is trained when it fits, and refused when it
+    does not."""
     seeded(cache, TINY, 60.0)
     with pytest.raises(
         BudgetError, match=r"TIME=90m: 84 updates of 60.0 s fit here, too few to learn anything \(100 at least\)"

@@ -12,7 +12,7 @@ model scaling studies (Ghorbani et al. 2021; Gordon et al. 2021; Hoffmann et al.
   never negative; a corpus the fit never saw gets the floor of the fitted corpora of its size (:func:`floor_for`).
   No prediction goes below it.
 - capacity, ``A N^-ALPHA``: N the model's parameters in millions, embeddings left out (Kaplan et al. 2020: so that
-  models of different vocabularies line up), counted from its flags as the paper counts (recipe/model.py).
+  models of different vocabularies line up), counted from its flags as the paper counts (recipes/planner/model.py).
 - data, ``B (D_min / 1e6)^-BETA``: the target tokens of training, worth less as they repeat the corpus and as the batch
   passes the gradient's noise scale.
   - ``D_eff = U (1 + R* (1 - exp(-R / R*)))`` for R epochs past the first of a corpus of U target tokens
@@ -48,7 +48,7 @@ learning benchmark's ablation (docs/benchmarks.md: P_drop 0.3, 3 and 6 layers of
 turn's rate, onset and dropout factor from the runs taken past their lowest dev loss (benchmarks/records/
 budget_curves/: 2+2 and 3+3 layers of 256 and 2+2 of 512 without dropout and 2+2 x 256 at P_drop 0.1 and 0.3 on 22k
 pairs, 2+2 x 256 without dropout on 77k pairs) together with Table 3's fitted rows. Rows (B) and (D)'s P_drop rows
-are left out of the fit and held as its test (tests/unit/recipe/test_budget_rule.py): they rank as the paper's, and
+are left out of the fit and held as its test (tests/unit/recipes/test_budget_rule.py): they rank as the paper's, and
 P_drop 0 lies 0.16 bits above it (the curves span 1.5 to 20 parameters a corpus token, Table 3's base 0.16; a fit of
 1.4% more cost puts that row 0.18 under). Held, not fitted: R* at P_drop 0.1 at the fit's 17.81 epochs from before
 the turn was in it (fitted with it, R* and the turn trade against each other and R* runs to any bound); the noise
@@ -76,8 +76,8 @@ from preprocess.corpora import (
     sides_scripts,
     units,
 )
-from recipe.model import Model, shared
-from recipe.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
+from recipes.planner.model import Model, shared
+from recipes.planner.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Constants:
     repeats_without_dropout: float = 15.39  # R* at P_drop 0: Muennighoff et al. 2023's R_D*, fitted without dropout
 
 
-# ---- the fit (python -m benchmarks.budget_fit prints these; tests/unit/recipe/test_budget_rule.py holds them equal)
+# ---- the fit (python -m benchmarks.budget_fit prints these; tests/unit/recipes/test_budget_rule.py holds them equal)
 FIT = Constants(
     capacity_a=1.652,
     capacity_alpha=0.5781,
@@ -156,8 +156,8 @@ class Candidate:
 
 
 def parameters(candidate: Candidate, vocab_size: int = 0, joint: bool = True) -> float:
-    """The model's parameters in millions as the paper counts them (recipe/model.py: embeddings once when shared,
-    biases and LayerNorms left out); ``vocab_size`` 0: without the embeddings, the N of the prediction."""
+    """The model's parameters in millions as the paper counts them (recipes/planner/model.py: embeddings once when
+    shared, biases and LayerNorms left out); ``vocab_size`` 0: without the embeddings, the N of the prediction."""
     return _parameters(candidate.arch, candidate.model_flags, vocab_size, joint)
 
 
@@ -530,7 +530,7 @@ def model_words(candidate: Candidate) -> str:
 # where one sets it).
 VOCABULARY = [(1_000_000, 32000), (500_000, 12000), (10_000, 8000), (0, 500)]
 # what fairseq's batches hold of an update's nominal tokens (padding, --max-tokens on the longer side): 0.83, measured
-# (recipe/speed_probe.py); an epoch of a corpus in nominal tokens is its tokens over it
+# (recipes/planner/speed_probe.py); an epoch of a corpus in nominal tokens is its tokens over it
 BATCH_FILL = 0.83
 
 
@@ -807,8 +807,8 @@ def explain(given: str, choice: Choice, pairs: int) -> str:
     if skipped:
         lines.append(f"  not probed, since even at their fastest they predict worse: {'; '.join(skipped)}")
     lines.append(
-        f"  (recipe/budget_rule.py; fitted within {FIT_RMS['budget runs']:.2f} bits rms of the budget runs and "
-        f"{FIT_RMS['Table 3']:.2f} of Table 3; docs/parallel-text.md)"
+        f"  (recipes/planner/budget_rule.py; fitted within {FIT_RMS['budget runs']:.2f} bits rms of the budget runs "
+        f"and {FIT_RMS['Table 3']:.2f} of Table 3; docs/parallel-text.md)"
     )
     return "\n".join(lines)
 

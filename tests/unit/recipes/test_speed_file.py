@@ -1,5 +1,6 @@
-"""A speed file (recipe/speed_probe.py: ``vaswani-speed-probe file``) written on the machine that will train, and a
-plan made elsewhere from it (recipe/plan.py: SPEED_FILE=): GPUS, NNODES and the gradients' all-reduce counted."""
+"""A speed file (recipes/planner/speed_probe.py: ``vaswani-speed-probe file``) written on the machine that will train,
+and a plan made elsewhere from it (recipes/planner/plan.py: SPEED_FILE=): GPUS, NNODES and the gradients' all-reduce
+counted."""
 
 import json
 import re
@@ -7,8 +8,8 @@ import re
 import pytest
 from helpers import speed_file
 
-from recipe import budget_rule as rule
-from recipe import plan, speed_probe
+from recipes.planner import budget_rule as rule
+from recipes.planner import plan, speed_probe
 
 
 def test_a_speed_file_holds_every_candidate_model_at_every_share_and_says_its_bandwidth_is_defaulted(tmp_path):
@@ -120,9 +121,9 @@ def test_the_recipe_plans_a_gpu_cluster_from_a_speed_file_on_a_million_pairs(tmp
     """recipes/parallel_text.sh itself, at GPU scale: 1,000,000 pairs of 24 words, a GPU machine's speed file, 2
     machines of 8 GPUs and TIME=8h, planned on this machine without a GPU: the paper's base or big, and the two lines
     agree on the updates (a few seconds: the dry run counts the lines and samples 10,000 of them). 8 hours of 16 GPUs
-    repeat so small a corpus some 25 times, where a model of 176M parameters nears its turn (recipe/budget_rule.py),
-    so the pick takes a third of the paper's batch, which learns more from each repeated token (8,192 tokens, 512 a
-    GPU: its speed file says what that costs)."""
+    repeat so small a corpus some 25 times, where a model of 176M parameters nears its turn
+    (recipes/planner/budget_rule.py), so the pick takes a third of the paper's batch, which learns more from each
+    repeated token (8,192 tokens, 512 a GPU: its speed file says what that costs)."""
     from helpers import run_recipe
 
     words = " ".join(f"w{i}" for i in range(24))

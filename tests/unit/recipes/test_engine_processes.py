@@ -1,4 +1,4 @@
-"""The engine's processes (recipe/engine/processes.py and launching.py): a SIGHUP inherited
+"""The engine's processes (recipes/engine/processes.py and launching.py): a SIGHUP inherited
 as ignored stays ignored, a sink that fails does not block the stage, what leaves the stage's group is ended
 with it, rank logs are appended, and Ctrl-C while the engine decides is one line."""
 
@@ -12,9 +12,9 @@ import time
 import pytest
 
 from helpers import REPO, user_env
-from recipe.engine.launching import Launcher
-from recipe.engine.processes import Supervisor, Tee
-from recipe.engine.stamps import Context
+from recipes.engine.launching import Launcher
+from recipes.engine.processes import Supervisor, Tee
+from recipes.engine.stamps import Context
 
 
 def python(code: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
@@ -34,7 +34,7 @@ def test_a_sighup_inherited_as_ignored_stays_ignored_in_the_engine_and_its_child
     proc = python("""
         import signal, subprocess, sys
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup leaves it
-        from recipe.engine.processes import Supervisor
+        from recipes.engine.processes import Supervisor
         s = Supervisor()
         s.install()
         child = "import os, signal, time; os.kill(os.getpid(), signal.SIGHUP); time.sleep(0.2); print('alive')"
@@ -52,7 +52,7 @@ def test_without_nohup_a_sighup_stops_the_stage_and_sigint_does_even_in_a_backgr
         import signal, subprocess, sys, threading, os
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # without nohup, even where the tests run under it
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a non-interactive shell starts a background job
-        from recipe.engine.processes import Supervisor, Interrupted
+        from recipes.engine.processes import Supervisor, Interrupted
         s = Supervisor(grace=2)
         s.install()
         p = s.start([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -100,7 +100,7 @@ def test_what_leaves_the_stages_group_and_is_orphaned_is_ended_with_it(tmp_path)
     """)
     proc = python(f"""
         import os, signal, subprocess, sys, time
-        from recipe.engine.processes import Supervisor, Interrupted
+        from recipes.engine.processes import Supervisor, Interrupted
         s = Supervisor(grace=1)
         s.install()
         p = s.start([sys.executable, "-c", {launcher!r}])
@@ -126,7 +126,7 @@ def test_an_orphan_that_ends_in_the_stages_group_does_not_keep_the_stage_waiting
     proc = python(
         f"""
         import sys, time
-        from recipe.engine.processes import Supervisor
+        from recipes.engine.processes import Supervisor
         s = Supervisor(grace=1)
         s.install()
         p = s.start(["sh", "-c", "(sleep 0.3) & exit {status}"])
@@ -189,7 +189,7 @@ def test_ctrl_c_while_the_engine_decides_is_one_line_and_changes_nothing(tmp_pat
         signal.signal(signal.SIGINT, signal.SIG_IGN if background else signal.SIG_DFL)
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "recipe.engine", "run", "--work", str(tmp_path / "w"), "--repo", REPO],
+        [sys.executable, "-m", "recipes.engine", "run", "--work", str(tmp_path / "w"), "--repo", REPO],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,

@@ -1,19 +1,20 @@
 """The plan of a run of recipes/parallel_text.sh: every setting decided once, in one process, before any work.
 
 The recipe hands over its variables (what the user set, and the defaults at its top); :func:`decide` turns them
-into one :class:`Plan`: the corpus's facts, the budget rule's pick beside every candidate (:mod:`recipe.budget_rule`),
-the parent to fine-tune (:mod:`recipe.parent`), the batch's layout (:mod:`recipe.layout`), the budget at this
-machine's measured speed (:mod:`recipe.speed_probe`), the schedule, and the paper's flags. The plan is written as
-``WORK/plan.json`` and handed back to the recipe as data (:func:`fields`: names and values, NUL-separated), which
-its stages read; nothing is printed as shell code to be evaluated.
+into one :class:`Plan`: the corpus's facts, the budget rule's pick beside every candidate
+(:mod:`recipes.planner.budget_rule`), the parent to fine-tune (:mod:`recipes.planner.parent`), the batch's layout
+(:mod:`recipes.planner.layout`), the budget at this machine's measured speed (:mod:`recipes.planner.speed_probe`), the
+schedule, and the paper's flags. The plan is written as ``WORK/plan.json`` and handed back to the recipe as data
+(:func:`fields`: names and values, NUL-separated), which its stages read; nothing is printed as shell code to be
+evaluated.
 
 A plan is decided once for a run. While ``WORK/plan.json`` holds the plan of a run begun in that WORK (a stage of it
 done), the same settings read it back rather than decide again, so that a run resumed later trains as it began,
 however the machine's speed is measured then. A dry run never overwrites such a plan: it shows the plan the run
 holds, beside what would change. ``REPROBE=1`` decides again.
 
-    python -m recipe.plan sizes                         # each size class's settings
-    python -m recipe.plan decide --work W --fields F    # the recipe's variables on stdin (lib.sh: plan_run)
+    python -m recipes.planner.plan sizes                         # each size class's settings
+    python -m recipes.planner.plan decide --work W --fields F    # the recipe's variables on stdin (lib.sh: plan_run)
 """
 
 import argparse
@@ -27,10 +28,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
-from recipe import budget_rule, finetuning, layout, parent, speed_probe
-from recipe.engine.runner import read_plan
-from recipe.model import Model, shared
-from recipe.probe_arithmetic import BudgetError
+from recipes.planner import budget_rule, finetuning, layout, parent, speed_probe
+from recipes.records import read_records
+from recipes.planner.model import Model, shared
+from recipes.planner.probe_arithmetic import BudgetError
 from transformer_plugin_cli.files import write_json
 from transformer_plugin_cli.paper import DECODING, decoding_flags, number, training_flags
 
@@ -196,7 +197,7 @@ def corpus_settings(v: Variables, speeds: "Speeds") -> budget_rule.Sized:
     max_update = None if v.toy or not v.get("MAX_UPDATE") else int(v.get("MAX_UPDATE"))
     time_text = "" if v.toy or v.get("INIT") else v.get("TIME")
     min_pairs = v.number("TOY_MIN_PAIRS", 1000) if v.toy else v.number("MIN_PAIRS", 10000)
-    if v.get("INIT"):  # fine-tuning's own lower bound, checked with what is held out (recipe/finetuning.py)
+    if v.get("INIT"):  # fine-tuning's own lower bound, checked with what is held out (recipes/planner/finetuning.py)
         min_pairs = 0
     speed = None
     if time_text:
@@ -230,8 +231,8 @@ CPU_BEST_SPEEDUP = 0.5
 
 
 class Speeds:
-    """The training machines' speed: probed here (recipe/speed_probe.py), or read from another machine's speed file
-    (SPEED_FILE); one figure a probe, so that the budget rule's pick and the updates its budget gives read the same
+    """The training machines' speed: probed here (recipes/planner/speed_probe.py), or read from another machine's speed
+    file (SPEED_FILE); one figure a probe, so that the budget rule's pick and the updates its budget gives read the same
     speed, however the machine's load changes between them."""
 
     def __init__(self, v: Variables, cap: int):
@@ -399,8 +400,8 @@ def decide(v: Variables) -> Plan:
         found.tokens_per_update,
         found.vocab_size,
     )
-    # INIT: the parent's model, vocabulary and P_drop; fine-tuning's batch, rate and length (recipe/finetuning.py),
-    # the budget sizing the updates; optimizer and data start afresh
+    # INIT: the parent's model, vocabulary and P_drop; fine-tuning's batch, rate and length
+    # (recipes/planner/finetuning.py), the budget sizing the updates; optimizer and data start afresh
     the_parent, tuning, held_out = None, None, {"valid": None, "test": None}
     share = list(shared(joint))
     if init:
@@ -574,7 +575,7 @@ def check_export(v: Variables, model_flags: str) -> None:
 
 
 def batch_layout(v: Variables, tokens_per_update: int, cap: int) -> Dict[str, str]:
-    """The training's machines, processes and batch (recipe/layout.py) for the recipe's variables."""
+    """The training's machines, processes and batch (recipes/planner/layout.py) for the recipe's variables."""
     try:
         return layout.layout(
             v.get("LAUNCH", "local"),
@@ -799,7 +800,7 @@ def encode_fields(found: Dict[str, object]) -> bytes:
 
 
 def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no console script, the recipe runs it
-    parser = argparse.ArgumentParser(prog="python -m recipe.plan", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m recipes.planner.plan", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sizes", help="the settings of each size class")
     d = sub.add_parser("decide", help="the plan of a run, from the recipe's variables on stdin")
@@ -840,7 +841,7 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
             found = corpus_settings(v, Speeds(v, 4096))
             print(json.dumps({k: x for k, x in asdict(found).items() if k not in ("plan", "explain")}))
             return 0
-        v = Variables(read_plan(sys.stdin.buffer.read())[1])  # lib.sh's records, as the engine reads them
+        v = Variables(read_records(sys.stdin.buffer.read())[1])  # lib.sh's records, as the engine reads them
         if args.command == "layout":
             with open(args.fields, "wb") as f:
                 f.write(

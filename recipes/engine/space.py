@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from transformer_plugin_cli.files import size
-from recipe.engine.verbs import call
-from recipe.model import Model, architectures, flag
+from recipes.engine.verbs import call
+from recipes.planner.model import Model, architectures, flag
 
 SMALL = 64 * 1024  # a generation's output, a score, a log (newstest2014's generation: about 2 MB)
 ENCODED_RATIO = 1.6  # sentencepiece pieces of a text, written out (the U+2581 before each word is 3 bytes):
@@ -122,8 +122,8 @@ def unpacked_size(archive: str) -> float:
 
 
 def parameters(words: Sequence[str], source_vocab: int, target_vocab: int) -> Optional[int]:
-    """The parameters of the model fairseq-train's ``words`` build (vaswani_* architectures: recipe/model.py), or
-    None for another architecture."""
+    """The parameters of the model fairseq-train's ``words`` build (vaswani_* architectures: recipes/planner/model.py),
+    or None for another architecture."""
     arch = flag(words, "--arch", flag(words, "-a"))
     if arch not in architectures():
         return None

@@ -1,4 +1,4 @@
-"""The recipes' engine (recipe/engine/) as functions: what a stage makes, stamps old and
+"""The recipes' engine (recipes/engine/) as functions: what a stage makes, stamps old and
 new, what changed, the decision for every stage, the layout and batch of a training, and why a training
 stopped. Through the shell, with processes: tests/integration/test_recipes_lib.py."""
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from recipe import engine as recipe
-from recipe.engine import Context, Stage
+from recipes import engine as recipe
+from recipes.engine import Context, Stage
 
 
 def context(tmp_path, **kw):

@@ -21,7 +21,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from recipe.engine.stamps import Context, Done, Stage, identity, read_stamp
+from recipes.engine.stamps import Context, Done, Stage, identity, read_stamp
 
 CHANGED = "its settings changed since it was done: "  # then the settings, named
 BEGUN = ".begun"  # beside a training's stamp: written as it starts, removed once it is done

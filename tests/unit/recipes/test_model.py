@@ -1,9 +1,9 @@
-"""recipe/model.py: a model's sizes read from fairseq-train's flags in one place, written back where they stand, and
-its parameters counted in one place, as fairseq builds them and as the paper counts them (Table 3)."""
+"""recipes/planner/model.py: a model's sizes read from fairseq-train's flags in one place, written back where they
+stand, and its parameters counted in one place, as fairseq builds them and as the paper counts them (Table 3)."""
 
 import pytest
 
-from recipe.model import Model, split_flags
+from recipes.planner.model import Model, split_flags
 
 
 def test_sizes_are_the_flags_given_else_the_architectures():

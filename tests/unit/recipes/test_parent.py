@@ -1,4 +1,4 @@
-"""INIT='s parent (recipe.parent), read and checked before any work: the recipe's settings
+"""INIT='s parent (recipes.planner.parent), read and checked before any work: the recipe's settings
 from a MarianMT directory and from one vaswani-import-marian wrote; every input that does not fit refused, naming
 the file. (Through the recipe: tests/integration/test_parallel_text_init.py.)"""
 
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from transformer_plugin_cli.serving import import_marian
-from recipe.parent import ParentError, main, read_parent
+from recipes.planner.parent import ParentError, main, read_parent
 
 from helpers import marian_directory
 

@@ -43,7 +43,7 @@ from typing import Callable, Dict, List, Optional
 
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import duration
-from recipe.probe_arithmetic import (
+from recipes.planner.probe_arithmetic import (
     TIME_STARTUP_SECONDS,
     BudgetError,
     parse_time,
@@ -53,7 +53,7 @@ from recipe.probe_arithmetic import (
     validations,
 )
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class ProbeError(RuntimeError):
@@ -95,7 +95,7 @@ def layout_probe(
     machine's run side by side): on GPUs, one device's share of the batch on one of them, in micro-batches of at
     most ``max_tokens_per_device`` (the recipes' MAX_TOKENS_PER_DEVICE, fairseq's --max-tokens); on CPU, this
     machine's workers side by side, each with its share of the cores (the engine's worker_threads) and of the batch."""
-    from recipe.layout import worker_threads
+    from recipes.planner.layout import worker_threads
 
     per_node = gpus if gpus > 0 else cpu_workers
     devices = devices or per_node
@@ -267,7 +267,7 @@ def busy() -> str:
 
 def measure(probe: Probe) -> float:
     """Seconds per update: ``probe.workers`` processes side by side, the slowest worker's median."""
-    from recipe.layout import free_port
+    from recipes.planner.layout import free_port
 
     port = free_port()
     env = {
@@ -279,7 +279,17 @@ def measure(probe: Probe) -> float:
     spec = json.dumps(asdict(probe))
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "recipe.speed_probe", "worker", spec, "--rank", str(r), "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "recipes.planner.speed_probe",
+                "worker",
+                spec,
+                "--rank",
+                str(r),
+                "--port",
+                str(port),
+            ],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -425,7 +435,7 @@ def budget(
     TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. The validations are counted
     over a dev set of ``valid_tokens`` target tokens, one every ``interval`` updates (0: the recipe's own), against
     updates of ``tokens_per_update`` (in all; 0: the probe's). A run resumed keeps what its plan decided
-    (recipe/plan.py: WORK/plan.json). ``speed``: how the probe's figure is had
+    (recipes/planner/plan.py: WORK/plan.json). ``speed``: how the probe's figure is had
     (seconds_per_update, by default); ``here`` False: its figures come from another machine's speed file, so this
     one need not have the devices."""
     tokens_per_update = tokens_per_update or probe.tokens_per_update
@@ -446,7 +456,7 @@ def budget(
         seconds = parse_time(time_text)
         fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval)
         # too few to learn anything where the time is what stops it; a cap given beside TIME below that (a
-        # fine-tuning's epochs of a few hundred pairs: recipe/finetuning.py) is what the run needs, and fits
+        # fine-tuning's epochs of a few hundred pairs: recipes/planner/finetuning.py) is what the run needs, and fits
         if fit < (min(MIN_UPDATES, max_update) if max_update else MIN_UPDATES):
             raise BudgetError(
                 f"TIME={time_text}: {fit} updates of {per_update:.1f} s fit here, too few to learn "
@@ -706,7 +716,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         if a.command == "file":
-            from recipe.budget_rule import MODELS
+            from recipes.planner.budget_rule import MODELS
 
             if a.device == "cuda" and not cuda_here():
                 raise BudgetError("file --device cuda: this machine has no CUDA device: run it where training will run")

@@ -1,11 +1,11 @@
-"""What a recipe's stages write (recipe/engine/space.py): the parameters of a model from its
+"""What a recipe's stages write (recipes/engine/space.py): the parameters of a model from its
 flags, against the model fairseq builds; checkpoints kept; the estimate of stage after stage. Against a toy
 run: tests/integration/test_wmt14_recipes.py."""
 
 import pytest
 
 from helpers import build_vaswani, make_dictionary
-from recipe.engine import space
+from recipes.engine import space
 
 
 @pytest.mark.parametrize(

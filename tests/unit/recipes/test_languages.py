@@ -1,9 +1,9 @@
-"""recipe/languages.py: OPUS-MT's language codes against SRC and TGT (ISO 639-1 and 639-3 as one, groups, the
+"""recipes/planner/languages.py: OPUS-MT's language codes against SRC and TGT (ISO 639-1 and 639-3 as one, groups, the
 >>xx<< tokens of multilingual parents)."""
 
 import pytest
 
-from recipe import languages
+from recipes.planner import languages
 
 
 @pytest.mark.parametrize(

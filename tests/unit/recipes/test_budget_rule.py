@@ -1,6 +1,6 @@
-"""The budget rule (recipe/budget_rule.py): one prediction for every scale, the pick the candidate of the lowest
-predicted validation loss, its constants the fit of the budget runs and Table 3, held to Table 3's rows left out of
-the fit, and its properties over a sweep of corpora and budgets from minutes of one core to days of 64 GPUs."""
+"""The budget rule (recipes/planner/budget_rule.py): one prediction for every scale, the pick the candidate of the
+lowest predicted validation loss, its constants the fit of the budget runs and Table 3, held to Table 3's rows left out
+of the fit, and its properties over a sweep of corpora and budgets from minutes of one core to days of 64 GPUs."""
 
 import functools
 import json
@@ -12,8 +12,8 @@ from helpers import corpus, many, speeds
 
 from benchmarks import budget_fit
 from preprocess.corpora import CorpusError
-from recipe import budget_rule as rule
-from recipe.probe_arithmetic import parse_time, updates_that_fit
+from recipes.planner import budget_rule as rule
+from recipes.planner.probe_arithmetic import parse_time, updates_that_fit
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RECORDS = [os.path.join(REPO, "benchmarks", "records", "budgets", f) for f in ("de_77k.json", "ru_22k.json")]

@@ -1,6 +1,6 @@
 """``INIT=``: how a parent is fine-tuned on a corpus (docs/parallel-text.md, "From a published model"), decided once
-from the corpus and the budget, as the from-scratch settings are by the budget rule (recipe/budget_rule.py) but from
-the practice of fine-tuning published translation models, each setting with its source:
+from the corpus and the budget, as the from-scratch settings are by the budget rule (recipes/planner/budget_rule.py) but
+from the practice of fine-tuning published translation models, each setting with its source:
 
 - **the rate**: Adam (the paper's, Section 5.3) at a peak of 3e-4 reached by a linear ramp and then decaying as the
   inverse square root of the update (fairseq's ``inverse_sqrt``; Marian's ``--learn-rate 0.0003 --lr-warmup N

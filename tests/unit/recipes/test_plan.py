@@ -1,4 +1,4 @@
-"""recipe/plan.py: a run's plan decided once and held in WORK, handed to the recipe as data; budgets refused, a
+"""recipes/planner/plan.py: a run's plan decided once and held in WORK, handed to the recipe as data; budgets refused, a
 validation's cost, a vocabulary per side."""
 
 import json
@@ -7,12 +7,12 @@ import pytest
 from helpers import ENGLISH, corpus, many, speeds
 
 from preprocess.corpora import CorpusError, find_corpus, held_out_size
-from recipe import budget_rule as rule
-from recipe import plan
+from recipes.planner import budget_rule as rule
+from recipes.planner import plan
 
 
 def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkeypatch):
-    from recipe import speed_probe
+    from recipes.planner import speed_probe
 
     monkeypatch.setattr(speed_probe, "cuda_here", lambda: False)
     prefix = corpus(tmp_path, many(100))
@@ -75,7 +75,7 @@ def variables(tmp_path, prefix, **given):
 @pytest.fixture
 def slower(monkeypatch):
     """This machine's speed, as the probe measures it: ``slower["by"]`` times a fixed figure."""
-    from recipe import speed_probe
+    from recipes.planner import speed_probe
 
     slower = {"by": 1.0}
 
