@@ -1,4 +1,4 @@
-"""The budget rule's prediction (recipes/planner/budget_rule.py), fitted (:func:`fit`) to this project's budget runs
+"""The budget rule's prediction (recipes/planner/budget/law.py), fitted (:func:`fit`) to this project's budget runs
 (benchmarks/records/budgets/*.json: validation loss in bits per piece of a vocabulary of 8,000, the runs of other
 vocabularies left out, their pieces being other ones), the paper's Table 3 (dev perplexity per word-piece of WMT14
 EN-DE after 100K updates of 25,000 tokens: the base model and the rows (C); the big model after 300K at P_drop 0.3),
@@ -22,17 +22,17 @@ import sys
 from dataclasses import replace
 from typing import Dict, List, Sequence
 
-from recipes.planner import budget_rule as rule
+from recipes.planner.budget import candidates, corpus_tokens, law, predictions, size_classes
 from transformer_plugin_cli.tools.table3 import ROWS, Row
 
 # target tokens an epoch of each corpus, in updates' tokens (what an update's TOKENS_PER_UPDATE counts): the EN-RU pick
 # ran 11 epochs by update 3,938 of 2,048 tokens; the EN-DE learning benchmark 2 epochs in 1,200 updates of 4,096
 EPOCH_TOKENS = {"ru_22k": 3938 * 2048 / 11, "de_77k": 1200 * 4096 / 2}
 FIT_VOCABULARY = 8000
-# WMT14 EN-DE as the rule counts a corpus: 4.5M pairs of 25 words a line, rule.PIECES_PER_WORD pieces a word, in
-# updates' nominal tokens (rule.BATCH_FILL)
+# WMT14 EN-DE as the rule counts a corpus: 4.5M pairs of 25 words a line, corpus_tokens.PIECES_PER_WORD pieces a word,
+# in updates' nominal tokens (size_classes.BATCH_FILL)
 WMT14_PAIRS, WMT14_WORDS = 4_500_000, 25
-WMT14_EPOCH = WMT14_PAIRS * WMT14_WORDS * rule.PIECES_PER_WORD / rule.BATCH_FILL
+WMT14_EPOCH = WMT14_PAIRS * WMT14_WORDS * corpus_tokens.PIECES_PER_WORD / size_classes.BATCH_FILL
 PAPER_BATCH = 25000  # Section 5.1
 # Table 3's rows are a hundred thousand updates each, the budget runs a few hundred to a few thousand: each row counts
 # as this many runs
@@ -44,7 +44,7 @@ def row_point(r: Row) -> Dict:
     """A Table 3 row as a point of the fit: its model, P_drop, updates and log2 of its perplexity."""
     flags = " ".join(f"{k} {v}" for k, v in r.flags.items() if k not in ("--dropout", "--label-smoothing"))
     dropout = float(r.flags.get("--dropout", 0.3 if r.big else 0.1))
-    c = rule.Candidate(r.id, "vaswani_big" if r.big else "vaswani_base", flags, dropout, PAPER_BATCH, "the paper")
+    c = candidates.Candidate(r.id, "vaswani_big" if r.big else "vaswani_base", flags, dropout, PAPER_BATCH, "the paper")
     return {
         "name": r.id,
         "corpus": "wmt14_en_de",
@@ -65,10 +65,10 @@ def test_points() -> List[Dict]:
     return [row_point(r) for r in ROWS if r.id in TEST_ROWS]
 
 
-def record_candidate(name: str, settings: Dict[str, str]) -> rule.Candidate:
+def record_candidate(name: str, settings: Dict[str, str]) -> candidates.Candidate:
     """The candidate a record's run trained, from its name and the recipe settings the record keeps."""
     s = settings
-    return rule.Candidate(name, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
+    return candidates.Candidate(name, s["ARCH"], s["MODEL_FLAGS"], float(s["DROPOUT"]), int(s["TOKENS_PER_UPDATE"]))
 
 
 def runs(records: Sequence[str]) -> List[Dict]:
@@ -110,7 +110,7 @@ def ablation_points() -> List[Dict]:
         {
             "name": f"ablation {name} at {updates}",
             "corpus": "de_77k",
-            "candidate": rule.Candidate(name, "vaswani_base", flags, dropout, 4096),
+            "candidate": candidates.Candidate(name, "vaswani_base", flags, dropout, 4096),
             "updates": updates,
             "epoch": EPOCH_TOKENS["de_77k"],
             "loss": loss,
@@ -120,8 +120,8 @@ def ablation_points() -> List[Dict]:
     ]
 
 
-def predicted(constants: rule.Constants, floor: float, point: Dict) -> float:
-    return rule.loss_at(point["candidate"], point["updates"], point["epoch"], floor, constants)
+def predicted(constants: law.Constants, floor: float, point: Dict) -> float:
+    return predictions.loss_at(point["candidate"], point["updates"], point["epoch"], floor, constants)
 
 
 def epochs_at(one: Dict, updates: float) -> float:
@@ -140,10 +140,10 @@ TURN = ("turn_rate", "turn_exponent", "turn_onset", "turn_onset_exponent", "turn
 TURN_BOUNDS = ([0.0, 0.0, 0.5, -2.0, 0.0], [10.0, 3.0, 40.0, 2.0, 1000.0])
 ROUNDS = 4
 # where the fit starts (the fit before the turn was in it, rounded; no turn): a fixed start, so that the fit's answer
-# does not depend on the constants budget_rule.py holds. R* at P_drop 0.1 is held at that fit's 17.81 epochs: with the
+# does not depend on the constants budget/law.py holds. R* at P_drop 0.1 is held at that fit's 17.81 epochs: with the
 # turn in the fit, repetition's discount and the turn's rise trade against each other (fitted, R* runs to any bound
 # given it, its cost within 0.2%), and held, repetition stays worth less than new text
-START = rule.Constants(
+START = law.Constants(
     capacity_a=1.67,
     capacity_alpha=0.62,
     data_b=5.4,
@@ -199,7 +199,7 @@ def fit(records: Sequence[str], curves: Sequence[str] = CURVES) -> Dict[str, obj
     return {**best, "starts": [(f["cost"], f["test"]) for f in found]}
 
 
-def _fit_from(start: rule.Constants, records: Sequence[str], curves: Sequence[str]) -> Dict[str, object]:
+def _fit_from(start: law.Constants, records: Sequence[str], curves: Sequence[str]) -> Dict[str, object]:
     from scipy.optimize import least_squares
 
     main_points = runs(records) + table3_points()
@@ -281,9 +281,9 @@ def read_curve(path: str) -> Dict:
 
 
 def predicted_curve(one: Dict) -> List[float]:
-    """The rule's prediction (recipes/planner/budget_rule.py's FIT and the corpus's floor) at each validation of a curve
+    """The rule's prediction (recipes/planner/budget/law.py's FIT and the corpus's floor) at each validation of a curve
     (:func:`read_curve`)."""
-    return [predicted(rule.FIT, rule.FLOORS[one["corpus"]], {**one, "updates": u}) for u, _ in one["curve"]]
+    return [predicted(law.FIT, law.FLOORS[one["corpus"]], {**one, "updates": u}) for u, _ in one["curve"]]
 
 
 def read_log(path: str) -> List[List[float]]:
@@ -325,15 +325,15 @@ def figure(records: Sequence[str], path: str, curves: Sequence[str] = ()):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    k, floors = rule.FIT, rule.FLOORS
+    k, floors = law.FIT, law.FLOORS
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     sizes = [10 * 10 ** (i / 40) for i in range(57)]
     for dropout, updates, style in ((0.1, 100_000, "-"), (0.3, 300_000, "--")):
-        curve = [rule.loss(k, n, 6, dropout, PAPER_BATCH, updates, WMT14_EPOCH, floors["wmt14_en_de"]) for n in sizes]
+        curve = [law.loss(k, n, 6, dropout, PAPER_BATCH, updates, WMT14_EPOCH, floors["wmt14_en_de"]) for n in sizes]
         left.plot(sizes, curve, style, color="gray", label=f"predicted, P_drop {dropout}, {updates // 1000}K updates")
     for points, marker, label in ((table3_points(), "o", "fitted"), (test_points(), "x", "held out (the test)")):
         left.scatter(
-            [rule.parameters(p["candidate"]) for p in points],
+            [candidates.parameters(p["candidate"]) for p in points],
             [p["loss"] for p in points],
             marker=marker,
             label=f"Table 3, {label}",
@@ -342,7 +342,7 @@ def figure(records: Sequence[str], path: str, curves: Sequence[str] = ()):
         for p in points:
             left.annotate(
                 p["name"],
-                (rule.parameters(p["candidate"]), p["loss"]),
+                (candidates.parameters(p["candidate"]), p["loss"]),
                 fontsize=7,
                 xytext=(3, 3),
                 textcoords="offset points",

@@ -139,7 +139,7 @@ def table(results: Sequence[Result]) -> str:
 def figure(results: Sequence[Result], path: str) -> None:
     """Above, BLEU against the budget, a line per candidate, a panel per corpus, the rule's picks ringed. Below, the
     validation loss against the updates of the runs with a vocabulary of 8,000, and the rule's fitted curve of each
-    candidate (recipes/planner/budget_rule.py, shifted by the corpus's mean residual): solid where runs measured it,
+    candidate (recipes/planner/budget/, shifted by the corpus's mean residual): solid where runs measured it,
     dotted where the rule extrapolates."""
     import matplotlib
 
@@ -184,7 +184,7 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
     import math
 
     from benchmarks.budget_fit import EPOCH_TOKENS, FIT_VOCABULARY, record_candidate
-    from recipes.planner import budget_rule as rule
+    from recipes.planner.budget import candidates, law, predictions
 
     runs = [r for r in results if r.valid_nll is not None and r.settings.get("VOCAB_SIZE") == str(FIT_VOCABULARY)]
     if not runs or runs[0].corpus not in EPOCH_TOKENS:
@@ -192,13 +192,13 @@ def fitted_curves(ax, results: Sequence[Result]) -> None:
         return
     epoch = EPOCH_TOKENS[runs[0].corpus]
 
-    def candidate(r: Result) -> "rule.Candidate":
+    def candidate(r: Result) -> "candidates.Candidate":
         return record_candidate(r.candidate, r.settings)
 
-    floor = rule.FLOORS.get(runs[0].corpus, rule.FLOOR)
+    floor = law.FLOORS.get(runs[0].corpus, law.FLOOR)
 
     def predicted(c, updates: float) -> float:
-        return rule.predicted_loss(c, int(updates), epoch, floor)
+        return predictions.predicted_loss(c, int(updates), epoch, floor)
 
     shift = sum(r.valid_nll - predicted(candidate(r), r.stopped_at or r.updates) for r in runs) / len(runs)
     shapes = {}

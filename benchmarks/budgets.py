@@ -53,7 +53,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from recipes.planner.budget_rule import SHORT_BUDGET, class_settings  # noqa: E402
+from recipes.planner.budget.size_classes import SHORT_BUDGET, class_settings  # noqa: E402
 from recipes.planner.model import Model  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from benchmarks.common import recipe_env, start_recipe  # noqa: E402

@@ -1,7 +1,7 @@
 """Parallel corpora as the recipes take them, read without changing them: fairseq's two files (``PREFIX.SRC`` and
 ``PREFIX.TGT``, or ``.gz``) or one tab-separated file (``source<TAB>target`` a line, ``.tsv`` or ``.tsv.gz``), their
 line counts checked (and why two differ, named), their pairs as bytes, the main script of each side, and the size of
-a dev or test set held out of them. preprocess/parallel_text.py cleans and splits them; recipes/planner/budget_rule.py
+a dev or test set held out of them. preprocess/parallel_text.py cleans and splits them; recipes/planner/budget/
 counts them for the settings."""
 
 import functools

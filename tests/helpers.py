@@ -378,7 +378,7 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     test_parallel_text_recipe.py and, for a parent, by test_parallel_text_init.py."""
     import json
 
-    from recipes.planner.budget_rule import SHORT_FLAGS
+    from recipes.planner.budget.candidates import SHORT_FLAGS
     from recipes.planner.parent import read_parent
     from recipes.planner.plan import REMEASURE_TRIES
     from recipes.planner.speed_probe import layout_probe
@@ -416,14 +416,15 @@ def speed_file(path, busy=""):
     """A speed file (recipes/planner/speed_probe.py, ``vaswani-speed-probe file``) as a GPU machine might write it, of
     made-up figures that grow slowly with a device's share of the batch, and the bandwidth defaulted: what a dry run
     given SPEED_FILE reads."""
-    from recipes.planner import budget_rule, speed_probe
+    from recipes.planner.budget import candidates
+    from recipes.planner import speed_probe
     from recipes.planner.model import Model
 
     def speed(probe):
         p = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size) / 1e6
         return {"seconds": 0.02 + p * 1e-5 * probe.tokens_per_update / 1000 + 0.01 * (p / 60), "busy": busy}
 
-    models = [(arch, flags) for arch, flags, _ in budget_rule.MODELS]
+    models = [(arch, flags) for arch, flags, _ in candidates.MODELS]
     return speed_probe.write_speed_file(
         str(path), models, "cuda", "bf16", 4096, 32000, None, None, speed=speed, progress=lambda line: None
     )

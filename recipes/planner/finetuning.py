@@ -1,5 +1,5 @@
 """``INIT=``: how a parent is fine-tuned on a corpus (docs/parallel-text.md, "From a published model"), decided once
-from the corpus and the budget, as the from-scratch settings are by the budget rule (recipes/planner/budget_rule.py) but
+from the corpus and the budget, as the from-scratch settings are by the budget rule (recipes/planner/budget/) but
 from the practice of fine-tuning published translation models, each setting with its source:
 
 - **the rate**: Adam (the paper's, Section 5.3) at a peak of 3e-4 reached by a linear ramp and then decaying as the

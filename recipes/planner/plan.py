@@ -2,7 +2,7 @@
 
 The recipe hands over its variables (what the user set, and the defaults at its top); :func:`decide` turns them
 into one :class:`Plan`: the corpus's facts, the budget rule's pick beside every candidate
-(:mod:`recipes.planner.budget_rule`), the parent to fine-tune (:mod:`recipes.planner.parent`), the batch's layout
+(:mod:`recipes.planner.budget`), the parent to fine-tune (:mod:`recipes.planner.parent`), the batch's layout
 (:mod:`recipes.planner.layout`), the budget at this machine's measured speed (:mod:`recipes.planner.speed_probe`), the
 schedule, and the paper's flags. The plan is written as ``WORK/plan.json`` and handed back to the recipe as data
 (:func:`fields`: names and values, NUL-separated), which its stages read; nothing is printed as shell code to be
@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
-from recipes.planner import budget_rule, finetuning, layout, parent, speed_probe
+from recipes.planner.budget import candidates, rule, size_classes
+from recipes.planner import finetuning, layout, parent, speed_probe
 from recipes.records import read_records
 from recipes.planner.model import Model, shared
 from recipes.planner.probe_arithmetic import BudgetError
@@ -192,7 +193,7 @@ def check_settings(v: Variables) -> None:
                 )
 
 
-def corpus_settings(v: Variables, speeds: "Speeds") -> budget_rule.Sized:
+def corpus_settings(v: Variables, speeds: "Speeds") -> size_classes.Sized:
     """The budget rule's settings for the corpora, at the budget the variables give (none at toy size)."""
     max_update = None if v.toy or not v.get("MAX_UPDATE") else int(v.get("MAX_UPDATE"))
     time_text = "" if v.toy or v.get("INIT") else v.get("TIME")
@@ -205,7 +206,7 @@ def corpus_settings(v: Variables, speeds: "Speeds") -> budget_rule.Sized:
             raise PlanError(f"error: {speed_probe.no_cuda(time_text)}")
         speed = speeds.of
     try:
-        return budget_rule.settings(
+        return rule.settings(
             v.words("TRAIN"),
             v.get("SRC"),
             v.get("TGT"),
@@ -289,8 +290,8 @@ class Speeds:
         except speed_probe.ProbeError as e:
             raise PlanError(f"error: {e}") from None
 
-    def remeasure(self, candidates, vocab_size: int) -> List[str]:
-        """On CPU, the figures of ``candidates``' models (the pick and those predicted within the budget rule's
+    def remeasure(self, rivals, vocab_size: int) -> List[str]:
+        """On CPU, the figures of ``rivals``' models (the pick and those predicted within the budget rule's
         TIE_BITS of it, whose ranking the speed decides) measured again one after another, each the fastest of
         REMEASURE_TRIES probes, unless already so measured. One probe of a model varies by 10% or more between runs
         (3 layers of 256 at 2,048 tokens: 1.56 to 1.74 s, against 1.40 s kept from an earlier day), which was enough
@@ -299,13 +300,13 @@ class Speeds:
         if self.file or self.gpus > 0:
             return []
         again = []
-        for candidate in candidates:
+        for candidate in rivals:
             probe = self.model_probe(candidate, vocab_size)
             kept = self.seen.get(probe)
             if kept is not None and int(kept.get("tries", 1)) >= REMEASURE_TRIES:
                 continue
             self.seen[probe] = self.measure(probe, fresh=True, tries=REMEASURE_TRIES)
-            again.append(budget_rule.model_words(candidate))
+            again.append(candidates.model_words(candidate))
         return again
 
     def disturbed(self, probe, found: Dict) -> bool:
@@ -351,10 +352,10 @@ class Speeds:
             return None
         if self.model_probe(candidate, vocab_size) in self.seen:
             return None
-        flops = budget_rule.parameters(candidate, vocab_size)
+        flops = candidates.parameters(candidate, vocab_size)
         known = [  # seconds a million parameters of each model probed, counted as the candidate's are
             float(f["seconds"])
-            / budget_rule.parameters(budget_rule.Candidate("", p.arch, p.model_flags, 0, 0), p.vocab_size)
+            / candidates.parameters(candidates.Candidate("", p.arch, p.model_flags, 0, 0), p.vocab_size)
             for p, f in self.seen.items()
         ]
         if not known:
@@ -820,7 +821,7 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
         p.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "sizes":
-        print(budget_rule.sizes_table())
+        print(size_classes.sizes_table())
         return 0
     try:
         if args.command == "rule":

@@ -716,7 +716,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         if a.command == "file":
-            from recipes.planner.budget_rule import MODELS
+            from recipes.planner.budget.candidates import MODELS
 
             if a.device == "cuda" and not cuda_here():
                 raise BudgetError("file --device cuda: this machine has no CUDA device: run it where training will run")

@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from helpers import REPO, commands, flag, known_speed_figures, real_english_german, run_recipe
-from recipes.planner import budget_rule
+from recipes.planner.budget import candidates
 from recipes.planner.probe_arithmetic import updates_that_fit
 
 # validation by BLEU too (EVAL_BLEU=1): the toy runs validate as users who pick the best checkpoint by BLEU do
@@ -375,7 +375,7 @@ def test_shards_are_binarized_with_one_dictionary_and_read_in_turn(corpus, tmp_p
 def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(tmp_path):
     """`bash recipes/parallel_text.sh --dry-run` as typed, no TRAIN: the settings of each size class (those
     settings_for picks), nothing written; a real run stops, naming what it needs."""
-    from recipes.planner.budget_rule import settings_for
+    from recipes.planner.budget.rule import settings_for
 
     dry = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -508,7 +508,7 @@ def test_a_full_size_dry_run_says_how_long_training_takes_here_and_offers_a_time
         plan = held["choice"]  # the budget rule's candidates, beside the plan's model, batch and budget
         [chosen] = [o for o in plan["options"] if o["picked"]]
         assert held["budget"]["max_update"] == chosen["updates"] and held["model"]["arch"] == chosen["arch"]
-        assert plan["budget"] == f"TIME={time_text}" and len(plan["options"]) == len(budget_rule.candidates())
+        assert plan["budget"] == f"TIME={time_text}" and len(plan["options"]) == len(candidates.candidates())
         probed = [o for o in plan["options"] if o["limited"] != "not probed" and o["predicted_valid_loss_bits"]]
         mine = [o for o in probed if (o["arch"], o["model_flags"]) == (chosen["arch"], chosen["model_flags"])]
         assert chosen["predicted_valid_loss_bits"] == min(o["predicted_valid_loss_bits"] for o in mine)

@@ -12,7 +12,7 @@ import pytest
 from helpers import known_at
 
 from benchmarks import budgets
-from recipes.planner.budget_rule import SHORT_BUDGET
+from recipes.planner.budget.size_classes import SHORT_BUDGET
 from recipes.planner.speed_probe import Probe
 
 # seconds an update on one core: N=6 too slow for TIME=3m (refused), the others fit; 2,048 tokens an update slower

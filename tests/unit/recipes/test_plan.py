@@ -7,7 +7,7 @@ import pytest
 from helpers import ENGLISH, corpus, many, speeds
 
 from preprocess.corpora import CorpusError, find_corpus, held_out_size
-from recipes.planner import budget_rule as rule
+from recipes.planner.budget import corpus_tokens, rule
 from recipes.planner import plan
 
 
@@ -37,13 +37,13 @@ def test_a_validations_cost_is_counted_from_the_dev_sets_size(tmp_path):
     (tmp_path / "given").mkdir()
     prefix = corpus(tmp_path, many(3000))  # German lines of 4 to 9 words
     dev = corpus(tmp_path / "given", [("One two three.", "eins zwei drei vier")] * 50, name="dev")
-    assert rule.PIECES_PER_WORD == 2.0
+    assert corpus_tokens.PIECES_PER_WORD == 2.0
     assert rule.settings([prefix], "en", "de", valid=[dev]).valid_tokens == 50 * 4 * 2
     words = sum(len(g.split()) for _, g in many(3000)) / 3000
     held = rule.settings([prefix], "en", "de")
     assert held_out_size(3000, None) == 200 and held.valid_tokens == int(200 * words * 2)
     cjk = corpus(tmp_path / "given", [("Open the file.", "打开文件")] * 50, name="zh")
-    assert rule.dev_tokens([], [find_corpus(cjk, "en", "de")], 3000, "CJK") == 50 * 4 * 2
+    assert corpus_tokens.dev_tokens([], [find_corpus(cjk, "en", "de")], 3000, "CJK") == 50 * 4 * 2
     assert rule.settings([prefix], "en", "de", 1200).valid_tokens == held.valid_tokens  # MAX_UPDATE's time, too
 
 

@@ -8,14 +8,16 @@ import re
 import pytest
 from helpers import speed_file
 
-from recipes.planner import budget_rule as rule
+from recipes.planner.budget import candidates
+
+from recipes.planner import model
 from recipes.planner import plan, speed_probe
 
 
 def test_a_speed_file_holds_every_candidate_model_at_every_share_and_says_its_bandwidth_is_defaulted(tmp_path):
     data = speed_file(tmp_path / "speeds.json")
     assert data["version"] == speed_probe.SPEED_FILE_VERSION and data["bandwidth_said"].startswith("defaulted")
-    assert [(m["arch"], m["model_flags"]) for m in data["models"]] == [(a, f) for a, f, _ in rule.MODELS]
+    assert [(m["arch"], m["model_flags"]) for m in data["models"]] == [(a, f) for a, f, _ in candidates.MODELS]
     assert all(sorted(map(int, m["seconds"])) == list(speed_probe.SHARES) for m in data["models"])
 
 
@@ -25,7 +27,7 @@ def test_the_seconds_between_and_beyond_the_shares_timed_and_the_all_reduce(tmp_
     at = {s: f.seconds("vaswani_big", "", s) for s in (100, 256, 3072, 25000, 50000)}
     assert at[100] == at[256] and at[256] < at[3072] < at[25000] and at[50000] == pytest.approx(2 * at[25000])
     # 213M bf16 gradients over 64 devices on 8 machines at 12.5 GB/s: 2 * 63/64 * 426 MB / 12.5 GB/s
-    params = rule.Model.from_flags("vaswani_big", "").parameters(32000)
+    params = model.Model.from_flags("vaswani_big", "").parameters(32000)
     assert f.all_reduce_seconds(params, 64, 8) == pytest.approx(2 * 63 / 64 * params * 2 / 12.5e9)
     assert f.all_reduce_seconds(params, 8, 1) < f.all_reduce_seconds(params, 8, 2)
     assert f.all_reduce_seconds(params, 1, 1) == 0
@@ -84,9 +86,9 @@ def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_w
     assert speeds.devices == 16 and found.plan["devices"] == 16
     f = speeds.file
     for o in found.plan["options"]:
-        c = rule.Candidate(o["name"], o["arch"], o["model_flags"], o["dropout"], o["tokens_per_update"])
+        c = candidates.Candidate(o["name"], o["arch"], o["model_flags"], o["dropout"], o["tokens_per_update"])
         expected = f.seconds(c.arch, c.model_flags, c.tokens_per_update / 16) + f.all_reduce_seconds(
-            rule.Model.from_flags(c.arch, c.model_flags).parameters(found.vocab_size), 16, 2
+            model.Model.from_flags(c.arch, c.model_flags).parameters(found.vocab_size), 16, 2
         )
         assert o["seconds_per_update"] == pytest.approx(expected, abs=1e-4)
     assert any(line.startswith("time: training about ") for line in decided.lines)
@@ -122,7 +124,7 @@ def test_the_recipe_plans_a_gpu_cluster_from_a_speed_file_on_a_million_pairs(tmp
     machines of 8 GPUs and TIME=8h, planned on this machine without a GPU: the paper's base or big, and the two lines
     agree on the updates (a few seconds: the dry run counts the lines and samples 10,000 of them). 8 hours of 16 GPUs
     repeat so small a corpus some 25 times, where a model of 176M parameters nears its turn
-    (recipes/planner/budget_rule.py), so the pick takes a third of the paper's batch, which learns more from each
+    (recipes/planner/budget/), so the pick takes a third of the paper's batch, which learns more from each
     repeated token (8,192 tokens, 512 a GPU: its speed file says what that costs)."""
     from helpers import run_recipe
 
@@ -181,7 +183,9 @@ def test_a_figure_slower_than_a_larger_models_is_measured_again_and_the_faster_k
 
     monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
     speeds = plan.Speeds(variables(tmp_path), 4096)
-    three, two = (rule.Candidate("", "vaswani_base", rule.SHORT_FLAGS.format(n=n), 0.1, 4096) for n in (3, 2))
+    three, two = (
+        candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=n), 0.1, 4096) for n in (3, 2)
+    )
     assert speeds.of(three, 8000) == 1.29 and speeds.of(two, 8000) == 1.05
     assert asked == [("3", False), ("2", False), ("2", True)]
     assert speeds.of(two, 8000) == 1.05 and len(asked) == 3  # one figure a probe, once measured
@@ -196,12 +200,12 @@ def test_a_cpu_lower_bound_is_half_a_probed_models_seconds_per_parameter(tmp_pat
         lambda probe, fresh=False, tries=1: {"seconds": 2.0, "measured": "now", "cached": 0},
     )
     speeds = plan.Speeds(variables(tmp_path), 4096)
-    small = rule.Candidate("", "vaswani_base", rule.SHORT_FLAGS.format(n=2), 0.1, 4096)
-    big = rule.Candidate("", "vaswani_big", "", 0.3, 8192)
+    small = candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=2), 0.1, 4096)
+    big = candidates.Candidate("", "vaswani_big", "", 0.3, 8192)
     assert speeds.lower_bound(big, 8000) is None  # nothing probed yet
     speeds.of(small, 8000)
-    per_parameter = 2.0 / rule.parameters(small, 8000)
-    assert speeds.lower_bound(big, 8000) == pytest.approx(per_parameter * rule.parameters(big, 8000) * 2 * 0.5)
+    per_parameter = 2.0 / candidates.parameters(small, 8000)
+    assert speeds.lower_bound(big, 8000) == pytest.approx(per_parameter * candidates.parameters(big, 8000) * 2 * 0.5)
     assert speeds.lower_bound(small, 8000) is None
     assert plan.Speeds(variables(tmp_path, GPUS="1"), 4096).lower_bound(big, 8000) is None
 
@@ -218,7 +222,9 @@ def test_close_models_on_cpu_are_measured_again_best_of_three_once(tmp_path, mon
 
     monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
     speeds = plan.Speeds(variables(tmp_path), 4096)
-    three, two = (rule.Candidate("", "vaswani_base", rule.SHORT_FLAGS.format(n=n), 0.1, 2048) for n in (3, 2))
+    three, two = (
+        candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=n), 0.1, 2048) for n in (3, 2)
+    )
     speeds.of(three, 8000), speeds.of(two, 8000)
     assert speeds.remeasure([three, two], 8000) == ["N=3, d_model 256, d_ff 1024", "N=2, d_model 256, d_ff 1024"]
     assert asked == [("3", False, 1), ("2", False, 1), ("3", True, 3), ("2", True, 3)]
