@@ -49,7 +49,7 @@ setup(
             "vaswani-report = transformer_plugin_cli.tools.report:main",
             "vaswani-table3 = transformer_plugin_cli.tools.table3:main",
             "vaswani-convert = transformer_plugin_cli.tools.convert:main",
-            "vaswani-speed-probe = recipes.planner.speed_probe:main",
+            "vaswani-speed-probe = recipes.planner.speed.cli:main",
             "vaswani-export-ct2 = transformer_plugin_cli.serving.export_ctranslate2:main",
             "vaswani-translate = transformer_plugin_cli.serving.translate:main",
             "vaswani-export-hf = transformer_plugin_cli.serving.export_transformers:main",

@@ -58,7 +58,8 @@ from recipes.planner.model import Model  # noqa: E402
 from benchmarks.budget_record import Result, figure, load, read_run, save, table  # noqa: E402
 from benchmarks.common import recipe_env, start_recipe  # noqa: E402
 from recipes.planner.probe_arithmetic import parse_time  # noqa: E402
-from recipes.planner.speed_probe import layout_probe, per_token  # noqa: E402
+from recipes.planner.speed.probing import layout_probe  # noqa: E402
+from recipes.planner.speed.probe_cache import per_token  # noqa: E402
 
 PICK = "pick"
 SHORT_FLAGS = SHORT_BUDGET["model_flags"]
@@ -218,7 +219,7 @@ def updates_for(settings: Dict[str, str], budget: str, core: Optional[int], vali
     done = helper(
         [
             "-m",
-            "recipes.planner.speed_probe",
+            "recipes.planner.speed.cli",
             "budget",
             "--arch",
             settings["ARCH"],

@@ -34,7 +34,8 @@ sys.path.insert(0, REPO)
 from benchmarks.budgets import Corpus, candidates, parse_corpus  # noqa: E402
 from benchmarks.common import print_table, recipe_env, start_recipe  # noqa: E402
 from transformer_plugin_cli.fairseq_output import log_records  # noqa: E402
-from recipes.planner.speed_probe import layout_probe, seconds_per_update  # noqa: E402
+from recipes.planner.speed.probing import layout_probe  # noqa: E402
+from recipes.planner.speed.probe_cache import seconds_per_update  # noqa: E402
 
 
 def recipe(corpus: Corpus, settings: Dict[str, str], work: str, log: str, extra: Dict[str, str]) -> None:

@@ -5,7 +5,7 @@
     planner/            what a run trains, decided before any work (python -m recipes.planner)
         plan.py             the plan of a run of parallel_text.sh: its variables, checked, into one Plan
         budget/             the budget rule: how the model, batch and updates are picked (budget/__init__.py)
-        speed_probe.py      vaswani-speed-probe  seconds an update of a model here; TIME= into updates
+        speed/              vaswani-speed-probe  seconds an update of a model here, speed files; TIME= into updates
         probe_arithmetic.py the probe's arithmetic: durations, validations' cost, updates that fit
         parent.py           vaswani-parent       whether a published model fits INIT=, or the file at fault
         languages.py        a parent's language codes (ISO 639-1, 639-3, groups) against SRC and TGT

@@ -104,7 +104,7 @@ EXPORT=${EXPORT:-}                         # ct2 and/or hf
 # ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipes/planner/plan.py) -----
 # INIT: the parent's model, vocabulary and P_drop, checked before any work (recipes/planner/parent.py); fine-tuning's batch,
 # rate and length (recipes/planner/finetuning.py), the budget sizing the updates. TIME: each candidate's speed probed here
-# (recipes/planner/speed_probe.py: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed
+# (recipes/planner/speed/: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed
 # run trains as it began; it says itself in two lines (the reasons: --explain, and WORK/plan.json). fairseq's
 # --stop-time-hours stops training at TIME in any case.
 plan_run

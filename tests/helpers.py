@@ -359,14 +359,14 @@ def copy_repository(directory):
 
 
 def known_at() -> str:
-    """A speed figure's "measured", an hour ago: young enough to be read back (speed_probe.MAX_AGE_DAYS)."""
+    """A speed figure's "measured", an hour ago: young enough to be read back (probe_cache.MAX_AGE_DAYS)."""
     import time
 
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() - 3600))
 
 
 def known_speed_figures(cache, vocab: int, parents=()) -> None:
-    """Speed figures (recipes/planner/speed_probe.py) written into ``cache`` (an XDG_CACHE_HOME) as
+    """Speed figures (recipes/planner/speed/) written into ``cache`` (an XDG_CACHE_HOME) as
     if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
     with the corpus's vocabulary of ``vocab`` pieces, each at 4,096 tokens (the plan scales a CPU's figure per token):
     the small class's model (4 s an update), 3 and 2 layers a side of d_model 256 (1.5 s), the paper's base (6 s) and
@@ -381,7 +381,7 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
     from recipes.planner.budget.candidates import SHORT_FLAGS
     from recipes.planner.parent import read_parent
     from recipes.planner.plan import REMEASURE_TRIES
-    from recipes.planner.speed_probe import layout_probe
+    from recipes.planner.speed.probing import layout_probe
 
     def d256(layers, tokens):
         return layout_probe("vaswani_base", SHORT_FLAGS.format(n=layers), vocab, tokens, 0, 2)
@@ -413,19 +413,19 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
 
 
 def speed_file(path, busy=""):
-    """A speed file (recipes/planner/speed_probe.py, ``vaswani-speed-probe file``) as a GPU machine might write it, of
-    made-up figures that grow slowly with a device's share of the batch, and the bandwidth defaulted: what a dry run
+    """A speed file (recipes/planner/speed/speed_file.py, ``vaswani-speed-probe file``) as a GPU machine might write it,
+    of made-up figures that grow slowly with a device's share of the batch, and the bandwidth defaulted: what a dry run
     given SPEED_FILE reads."""
     from recipes.planner.budget import candidates
-    from recipes.planner import speed_probe
     from recipes.planner.model import Model
+    from recipes.planner.speed.speed_file import write_speed_file
 
     def speed(probe):
         p = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size) / 1e6
         return {"seconds": 0.02 + p * 1e-5 * probe.tokens_per_update / 1000 + 0.01 * (p / 60), "busy": busy}
 
     models = [(arch, flags) for arch, flags, _ in candidates.MODELS]
-    return speed_probe.write_speed_file(
+    return write_speed_file(
         str(path), models, "cuda", "bf16", 4096, 32000, None, None, speed=speed, progress=lambda line: None
     )
 

@@ -3,7 +3,7 @@
 The recipe hands over its variables (what the user set, and the defaults at its top); :func:`decide` turns them
 into one :class:`Plan`: the corpus's facts, the budget rule's pick beside every candidate
 (:mod:`recipes.planner.budget`), the parent to fine-tune (:mod:`recipes.planner.parent`), the batch's layout
-(:mod:`recipes.planner.layout`), the budget at this machine's measured speed (:mod:`recipes.planner.speed_probe`), the
+(:mod:`recipes.planner.layout`), the budget at this machine's measured speed (:mod:`recipes.planner.speed`), the
 schedule, and the paper's flags. The plan is written as ``WORK/plan.json`` and handed back to the recipe as data
 (:func:`fields`: names and values, NUL-separated), which its stages read; nothing is printed as shell code to be
 evaluated.
@@ -29,7 +29,8 @@ from typing import Dict, List, Optional, Sequence
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
 from recipes.planner.budget import candidates, rule, size_classes
-from recipes.planner import finetuning, layout, parent, speed_probe
+from recipes.planner.speed import machine, probe_cache, probing, speed_file, time_budget
+from recipes.planner import finetuning, layout, parent
 from recipes.records import read_records
 from recipes.planner.model import Model, shared
 from recipes.planner.probe_arithmetic import BudgetError
@@ -202,8 +203,8 @@ def corpus_settings(v: Variables, speeds: "Speeds") -> size_classes.Sized:
         min_pairs = 0
     speed = None
     if time_text:
-        if speeds.gpus > 0 and not speeds.file and not speed_probe.cuda_here():
-            raise PlanError(f"error: {speed_probe.no_cuda(time_text)}")
+        if speeds.gpus > 0 and not speeds.file and not machine.cuda_here():
+            raise PlanError(f"error: {time_budget.no_cuda(time_text)}")
         speed = speeds.of
     try:
         return rule.settings(
@@ -232,7 +233,7 @@ CPU_BEST_SPEEDUP = 0.5
 
 
 class Speeds:
-    """The training machines' speed: probed here (recipes/planner/speed_probe.py), or read from another machine's speed
+    """The training machines' speed: probed here (recipes/planner/speed/), or read from another machine's speed
     file (SPEED_FILE); one figure a probe, so that the budget rule's pick and the updates its budget gives read the same
     speed, however the machine's load changes between them."""
 
@@ -245,8 +246,8 @@ class Speeds:
         self.file = None
         if v.get("SPEED_FILE"):
             try:
-                self.file = speed_probe.SpeedFile.read(v.get("SPEED_FILE"))
-            except speed_probe.SpeedFileError as e:
+                self.file = speed_file.SpeedFile.read(v.get("SPEED_FILE"))
+            except speed_file.SpeedFileError as e:
                 raise PlanError(f"error: {e}") from None
             if (self.file.device == "cuda") != (self.gpus > 0):
                 raise PlanError(
@@ -262,15 +263,15 @@ class Speeds:
                 )
 
     def measured(self, probe) -> Dict:
-        """A probe's figure (speed_probe.seconds_per_update's): from the speed file, else on CPU the model's one probe
-        scaled per token (speed_probe.per_token), else measured here."""
+        """A probe's figure (probe_cache.seconds_per_update's): from the speed file, else on CPU the model's one probe
+        scaled per token (probe_cache.per_token), else measured here."""
         if self.file:
             share = probe.tokens_per_update
             seconds = self.file.seconds(probe.arch, probe.model_flags, share)
             params = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size)
             seconds += self.file.all_reduce_seconds(params, self.devices, self.nodes)
             return {"seconds": seconds, "said": self.file.said(self.devices, self.nodes), "cached": True}
-        return speed_probe.per_token(probe, self.exact)
+        return probe_cache.per_token(probe, self.exact)
 
     def exact(self, probe) -> Dict:
         """A probe's own figure, measured or read back once a plan. A figure slower than that of a larger model at
@@ -286,8 +287,8 @@ class Speeds:
 
     def measure(self, probe, fresh: bool = False, tries: int = 1) -> Dict:
         try:
-            return speed_probe.seconds_per_update(probe, fresh=fresh, tries=tries)
-        except speed_probe.ProbeError as e:
+            return probe_cache.seconds_per_update(probe, fresh=fresh, tries=tries)
+        except probing.ProbeError as e:
             raise PlanError(f"error: {e}") from None
 
     def remeasure(self, rivals, vocab_size: int) -> List[str]:
@@ -320,7 +321,7 @@ class Speeds:
         )
 
     def probe(self, candidate, vocab_size: int):
-        return speed_probe.layout_probe(
+        return probing.layout_probe(
             candidate.arch,
             candidate.model_flags,
             vocab_size,
@@ -334,8 +335,8 @@ class Speeds:
 
     def model_probe(self, candidate, vocab_size: int):
         """On CPU, the probe whose figure stands for ``candidate``'s model at every batch: at CPU_PROBE_TOKENS,
-        scaled per token (speed_probe.per_token)."""
-        return dataclasses.replace(self.probe(candidate, vocab_size), tokens_per_update=speed_probe.CPU_PROBE_TOKENS)
+        scaled per token (probe_cache.per_token)."""
+        return dataclasses.replace(self.probe(candidate, vocab_size), tokens_per_update=probe_cache.CPU_PROBE_TOKENS)
 
     def of(self, candidate, vocab_size: int) -> float:
         """A candidate's seconds an update, laid out as the recipe lays out its training."""
@@ -360,7 +361,7 @@ class Speeds:
         ]
         if not known:
             return None
-        per_token = candidate.tokens_per_update / speed_probe.CPU_PROBE_TOKENS
+        per_token = candidate.tokens_per_update / probe_cache.CPU_PROBE_TOKENS
         return min(known) * flops * per_token * CPU_BEST_SPEEDUP
 
 
@@ -446,7 +447,7 @@ def decide(v: Variables) -> Plan:
     # the validations over the dev set; with TIME, the updates that fit (the budget rule's own, for its pick: one
     # figure of this machine's speed decides both). fairseq's --stop-time-hours stops training at TIME in any case.
     time_text = v.get("TIME")
-    probe = speed_probe.layout_probe(
+    probe = probing.layout_probe(
         arch,
         model_flags,
         vocab_size,
@@ -459,12 +460,12 @@ def decide(v: Variables) -> Plan:
     )
     # beside TIME, a cap of its own (a fine-tuning's epochs, the updates past which the corpus repeats to no use) may
     # stop training before the time does; the rule's own updates for TIME are the time's, and the floor of updates
-    # (speed_probe.MIN_UPDATES) is theirs: a TIME too short for it is refused as such
+    # (time_budget.MIN_UPDATES) is theirs: a TIME too short for it is refused as such
     time_cap = max_update
     if time_text and (toy or (tuning is None and not (found.useful_updates and max_update >= found.useful_updates))):
         time_cap = 0
     try:
-        spent = speed_probe.budget(
+        spent = time_budget.budget(
             probe,
             time_text,
             time_cap,

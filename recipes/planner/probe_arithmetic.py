@@ -1,5 +1,5 @@
-"""The speed probe's arithmetic, apart from its timing (speed_probe.py times; this counts): a TIME in seconds, the
-updates that fit in it with their validations and the start, and an update's seconds from a timed micro-batch and
+"""The speed probe's arithmetic, apart from its timing (recipes/planner/speed/ times; this counts): a TIME in seconds,
+the updates that fit in it with their validations and the start, and an update's seconds from a timed micro-batch and
 step (a CPU's micro-batch counted per token, a CUDA device's as fairseq runs it, in micro-batches of --max-tokens)."""
 
 import math
@@ -9,7 +9,7 @@ from typing import Callable, Protocol, Tuple
 
 
 class Probe(Protocol):
-    """What the arithmetic reads of a speed_probe.Probe."""
+    """What the arithmetic reads of a speed.probing.Probe."""
 
     tokens_per_update: int
     workers: int

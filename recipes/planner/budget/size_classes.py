@@ -14,7 +14,7 @@ VOCABULARY = [(1_000_000, 32000), (500_000, 12000), (10_000, 8000), (0, 500)]
 
 
 # what fairseq's batches hold of an update's nominal tokens (padding, --max-tokens on the longer side): 0.83, measured
-# (recipes/planner/speed_probe.py); an epoch of a corpus in nominal tokens is its tokens over it
+# (recipes/planner/speed/probing.py); an epoch of a corpus in nominal tokens is its tokens over it
 BATCH_FILL = 0.83
 
 

@@ -13,7 +13,7 @@ from helpers import known_at
 
 from benchmarks import budgets
 from recipes.planner.budget.size_classes import SHORT_BUDGET
-from recipes.planner.speed_probe import Probe
+from recipes.planner.speed.probing import Probe
 
 # seconds an update on one core: N=6 too slow for TIME=3m (refused), the others fit; 2,048 tokens an update slower
 # than 4,096, so that the rule's pick is N=2 of 4,096 tokens (as many updates, each of more tokens)

@@ -12,9 +12,9 @@ from recipes.planner import plan
 
 
 def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkeypatch):
-    from recipes.planner import speed_probe
+    from recipes.planner.speed import machine
 
-    monkeypatch.setattr(speed_probe, "cuda_here", lambda: False)
+    monkeypatch.setattr(machine, "cuda_here", lambda: False)
     prefix = corpus(tmp_path, many(100))
     assert (
         plan.command_line(["rule", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"]) == 2
@@ -75,7 +75,7 @@ def variables(tmp_path, prefix, **given):
 @pytest.fixture
 def slower(monkeypatch):
     """This machine's speed, as the probe measures it: ``slower["by"]`` times a fixed figure."""
-    from recipes.planner import speed_probe
+    from recipes.planner.speed import probe_cache
 
     slower = {"by": 1.0}
 
@@ -83,7 +83,7 @@ def slower(monkeypatch):
         seconds = (2 if "--d-model 256" not in probe.model_flags else 1) * probe.tokens_per_update / 2048
         return {"seconds": seconds * slower["by"], "measured": "now", "cached": False}
 
-    monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
+    monkeypatch.setattr(probe_cache, "seconds_per_update", seconds_per_update)
     return slower
 
 
@@ -117,7 +117,7 @@ def test_a_time_is_decided_once_and_the_run_begun_keeps_its_plan_however_the_spe
 
 
 def test_a_time_too_short_for_the_rules_pick_is_refused_as_too_short(tmp_path, slower):
-    """The rule's own updates for a TIME are the time's: where they are under speed_probe.MIN_UPDATES, the TIME is
+    """The rule's own updates for a TIME are the time's: where they are under time_budget.MIN_UPDATES, the TIME is
     refused as too short (before, the rule's count passed as a cap beside TIME: TIME=2m on one core gave 3 updates
     and "AVERAGE_LAST=5 checkpoints to average, but MAX_UPDATE=3 saves only 3")."""
     prefix = corpus(tmp_path, many(3000))

@@ -1,6 +1,6 @@
-"""A speed file (recipes/planner/speed_probe.py: ``vaswani-speed-probe file``) written on the machine that will train,
-and a plan made elsewhere from it (recipes/planner/plan.py: SPEED_FILE=): GPUS, NNODES and the gradients' all-reduce
-counted."""
+"""A speed file (recipes/planner/speed/speed_file.py: ``vaswani-speed-probe file``) written on the machine that will
+train, and a plan made elsewhere from it (recipes/planner/plan.py: SPEED_FILE=): GPUS, NNODES and the gradients'
+all-reduce counted."""
 
 import json
 import re
@@ -11,19 +11,21 @@ from helpers import speed_file
 from recipes.planner.budget import candidates
 
 from recipes.planner import model
-from recipes.planner import plan, speed_probe
+from recipes.planner.speed import probe_cache
+from recipes.planner.speed.speed_file import SHARES, SPEED_FILE_VERSION, SpeedFile, SpeedFileError
+from recipes.planner import plan
 
 
 def test_a_speed_file_holds_every_candidate_model_at_every_share_and_says_its_bandwidth_is_defaulted(tmp_path):
     data = speed_file(tmp_path / "speeds.json")
-    assert data["version"] == speed_probe.SPEED_FILE_VERSION and data["bandwidth_said"].startswith("defaulted")
+    assert data["version"] == SPEED_FILE_VERSION and data["bandwidth_said"].startswith("defaulted")
     assert [(m["arch"], m["model_flags"]) for m in data["models"]] == [(a, f) for a, f, _ in candidates.MODELS]
-    assert all(sorted(map(int, m["seconds"])) == list(speed_probe.SHARES) for m in data["models"])
+    assert all(sorted(map(int, m["seconds"])) == list(SHARES) for m in data["models"])
 
 
 def test_the_seconds_between_and_beyond_the_shares_timed_and_the_all_reduce(tmp_path):
     speed_file(tmp_path / "speeds.json")
-    f = speed_probe.SpeedFile.read(str(tmp_path / "speeds.json"))
+    f = SpeedFile.read(str(tmp_path / "speeds.json"))
     at = {s: f.seconds("vaswani_big", "", s) for s in (100, 256, 3072, 25000, 50000)}
     assert at[100] == at[256] and at[256] < at[3072] < at[25000] and at[50000] == pytest.approx(2 * at[25000])
     # 213M bf16 gradients over 64 devices on 8 machines at 12.5 GB/s: 2 * 63/64 * 426 MB / 12.5 GB/s
@@ -43,8 +45,8 @@ def test_the_seconds_between_and_beyond_the_shares_timed_and_the_all_reduce(tmp_
 )
 def test_a_bad_speed_file_is_named_with_what_is_wrong(tmp_path, text, said):
     (tmp_path / "speeds.json").write_text(text)
-    with pytest.raises(speed_probe.SpeedFileError, match=f"SPEED_FILE={tmp_path / 'speeds.json'}: .*{said}"):
-        speed_probe.SpeedFile.read(str(tmp_path / "speeds.json"))
+    with pytest.raises(SpeedFileError, match=f"SPEED_FILE={tmp_path / 'speeds.json'}: .*{said}"):
+        SpeedFile.read(str(tmp_path / "speeds.json"))
 
 
 def variables(tmp_path, **given):
@@ -77,12 +79,12 @@ def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_w
         raise AssertionError("probed here")
 
     speeds = plan.Speeds(v, 4096)
-    speed_probe_seconds, speed_probe.seconds_per_update = speed_probe.seconds_per_update, no_probe
+    kept_seconds, probe_cache.seconds_per_update = probe_cache.seconds_per_update, no_probe
     try:
         found = plan.corpus_settings(v, speeds)
         decided = plan.decide(v)
     finally:
-        speed_probe.seconds_per_update = speed_probe_seconds
+        probe_cache.seconds_per_update = kept_seconds
     assert speeds.devices == 16 and found.plan["devices"] == 16
     f = speeds.file
     for o in found.plan["options"]:
@@ -160,10 +162,10 @@ def test_the_recipe_plans_a_gpu_cluster_from_a_speed_file_on_a_million_pairs(tmp
 
 
 def test_a_plan_resting_on_a_busy_machines_figure_says_so(tmp_path, monkeypatch):
-    """A figure measured while the machine was busy (the best of speed_probe.BUSY_TRIES probes) is not taken as the
+    """A figure measured while the machine was busy (the best of busy_cores.BUSY_TRIES probes) is not taken as the
     machine's speed without saying so: the plan's lines name the load and how to measure again."""
     figure = {"seconds": 1.0, "measured": "2026-12-02 10:00", "cached": False, "busy": "cores 0,1 80% busy"}
-    monkeypatch.setattr(speed_probe, "seconds_per_update", lambda probe, fresh=False, tries=1: dict(figure))
+    monkeypatch.setattr(probe_cache, "seconds_per_update", lambda probe, fresh=False, tries=1: dict(figure))
     decided = plan.decide(variables(tmp_path, TIME="1h", DRY_RUN="1"))
     [said] = [line for line in decided.lines if line.startswith("speed: ")]
     assert "busy (cores 0,1 80% busy)" in said and "REPROBE=1" in said
@@ -181,7 +183,7 @@ def test_a_figure_slower_than_a_larger_models_is_measured_again_and_the_faster_k
             return {"seconds": 1.29, "measured": "now", "cached": False}
         return {"seconds": 5.27 if not fresh else 1.05, "measured": "now", "cached": False}
 
-    monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
+    monkeypatch.setattr(probe_cache, "seconds_per_update", seconds_per_update)
     speeds = plan.Speeds(variables(tmp_path), 4096)
     three, two = (
         candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=n), 0.1, 4096) for n in (3, 2)
@@ -195,7 +197,7 @@ def test_a_cpu_lower_bound_is_half_a_probed_models_seconds_per_parameter(tmp_pat
     """On CPU a model not yet probed could at best take CPU_BEST_SPEEDUP of a probed one's seconds a parameter: the
     bound the rule leaves a model unprobed by. None before any probe, for a model probed, and on GPUs."""
     monkeypatch.setattr(
-        speed_probe,
+        probe_cache,
         "seconds_per_update",
         lambda probe, fresh=False, tries=1: {"seconds": 2.0, "measured": "now", "cached": 0},
     )
@@ -220,7 +222,7 @@ def test_close_models_on_cpu_are_measured_again_best_of_three_once(tmp_path, mon
         asked.append((probe.model_flags.split()[1], fresh, tries))
         return {"seconds": 1.0, "measured": "now", "cached": False, "tries": tries}
 
-    monkeypatch.setattr(speed_probe, "seconds_per_update", seconds_per_update)
+    monkeypatch.setattr(probe_cache, "seconds_per_update", seconds_per_update)
     speeds = plan.Speeds(variables(tmp_path), 4096)
     three, two = (
         candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=n), 0.1, 2048) for n in (3, 2)

@@ -10,9 +10,10 @@ import pytest
 from helpers import known_at
 
 from recipes.planner import probe_arithmetic
-from recipes.planner import speed_probe as sp
+from recipes.planner.speed import busy_cores, cli, machine, probe_cache, probing
 from recipes.planner.probe_arithmetic import BudgetError, parse_time
-from recipes.planner.speed_probe import Probe, budget
+from recipes.planner.speed.probing import Probe
+from recipes.planner.speed.time_budget import budget
 
 TINY = Probe("vaswani_tiny", "", 200, 600, workers=2, threads=1)
 
@@ -51,35 +52,35 @@ def test_anything_else_is_refused_naming_time(text, says):
 
 
 def test_the_probe_measures_a_models_updates_here_and_keeps_the_figure(cache, monkeypatch):
-    monkeypatch.setattr(sp, "busy", lambda: "")  # a test run keeps this machine busy
-    first = sp.seconds_per_update(TINY)
+    monkeypatch.setattr(busy_cores, "busy", lambda: "")  # a test run keeps this machine busy
+    first = probe_cache.seconds_per_update(TINY)
     assert first["cached"] is False and 0 < first["seconds"] < 30
     kept = json.loads(cache.read_text())
     assert list(kept) == [TINY.key()] and json.loads(TINY.key())["machine"]["cores"] >= 1
-    again = sp.seconds_per_update(TINY)
+    again = probe_cache.seconds_per_update(TINY)
     assert again["cached"] is True and again["seconds"] == first["seconds"]
     # another model is another figure, kept beside the first
     other = Probe("vaswani_tiny", "--d-ff 512", 200, 600, workers=1, threads=1)
     assert other.key() != TINY.key()
     measured = []
-    sp_measure, sp.measure = sp.measure, lambda probe: measured.append(probe) or 1.5
+    sp_measure, probing.measure = probing.measure, lambda probe: measured.append(probe) or 1.5
     try:
-        found = sp.seconds_per_update(other)
+        found = probe_cache.seconds_per_update(other)
         assert {k: v for k, v in found.items() if k != "at"} == {
             "seconds": 1.5,
-            "measured": sp.time.strftime("%Y-%m-%d %H:%M"),
+            "measured": probe_cache.time.strftime("%Y-%m-%d %H:%M"),
             "cached": False,
             "tries": 1,
         }
-        assert abs(found["at"] - sp.time.time()) < 60
+        assert abs(found["at"] - probe_cache.time.time()) < 60
     finally:
-        sp.measure = sp_measure
+        probing.measure = sp_measure
     assert measured == [other] and len(json.loads(cache.read_text())) == 2
 
 
 def test_a_probe_that_cannot_build_its_model_says_which(cache):
-    with pytest.raises(sp.ProbeError, match="the speed probe of vaswani_tiny --no-such-flag 1 failed"):
-        sp.seconds_per_update(Probe("vaswani_tiny", "--no-such-flag 1", 200, 600))
+    with pytest.raises(probing.ProbeError, match="the speed probe of vaswani_tiny --no-such-flag 1 failed"):
+        probe_cache.seconds_per_update(Probe("vaswani_tiny", "--no-such-flag 1", 200, 600))
 
 
 def test_a_worker_that_dies_at_exit_after_its_figure_counts_and_one_that_dies_before_does_not(monkeypatch):
@@ -96,13 +97,13 @@ def test_a_worker_that_dies_at_exit_after_its_figure_counts_and_one_that_dies_be
 
     def run(*outcomes):
         workers = iter([Worker(out, code) for out, code in outcomes])
-        monkeypatch.setattr(sp.subprocess, "Popen", lambda *a, **k: next(workers))
-        return sp.measure(replace(TINY, workers=len(outcomes)))
+        monkeypatch.setattr(probing.subprocess, "Popen", lambda *a, **k: next(workers))
+        return probing.measure(replace(TINY, workers=len(outcomes)))
 
     assert run(("1.250000\n", 0), ("1.500000\n", -6)) == 1.5
-    with pytest.raises(sp.ProbeError, match=r"failed \(worker 1, exit -6\): terminate called without"):
+    with pytest.raises(probing.ProbeError, match=r"failed \(worker 1, exit -6\): terminate called without"):
         run(("1.250000\n", 0), ("", -6))
-    with pytest.raises(sp.ProbeError, match=r"failed \(worker 0, exit 1\)"):
+    with pytest.raises(probing.ProbeError, match=r"failed \(worker 0, exit 1\)"):
         run(("1.250000\n", 1), ("1.500000\n", 0))
 
 
@@ -121,7 +122,11 @@ def test_a_time_gives_the_updates_that_fit_and_the_stop_time(cache):
     # a dev set of 6,000 target tokens, 10 updates' worth (of 600): a validation takes 10 x 2 s x VALID_TOKEN_COST,
     # 10 s, and the run of about 1,580 updates validates 20 times (every 79): 100 updates fewer
     validated = budget(TINY, "1h", tokens_per_update=600, valid_tokens=6000)
-    assert probe_arithmetic.VALID_TOKEN_COST == 0.5 and sp.validations(1581) == 20 and validated["MAX_UPDATE"] == "1581"
+    assert (
+        probe_arithmetic.VALID_TOKEN_COST == 0.5
+        and probe_arithmetic.validations(1581) == 20
+        and validated["MAX_UPDATE"] == "1581"
+    )
     assert 3590 <= int(validated["TRAINING_SECONDS"]) <= 3600
     capped = budget(TINY, "1h", max_update=1000)  # the size class's full run, when more fits
     assert (capped["MAX_UPDATE"], capped["STOP_TIME_HOURS"]) == ("1000", found["STOP_TIME_HOURS"])
@@ -146,11 +151,11 @@ def test_a_time_too_short_for_100_updates_is_refused_unless_a_lower_cap_fits(cac
 
 def test_a_layout_is_probed_as_the_recipes_run_it(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    cpu = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=2)
+    cpu = probing.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=2)
     assert (cpu.workers, cpu.threads, cpu.tokens_per_update, cpu.device) == (2, 3, 4096, "cpu")
-    two_machines = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=2, devices=4)
+    two_machines = probing.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=2, devices=4)
     assert two_machines.tokens_per_update == 2048  # this machine's share
-    gpu = sp.layout_probe("vaswani_big", "", 32000, 25000, gpus=8, cpu_workers=2, precision="bf16")
+    gpu = probing.layout_probe("vaswani_big", "", 32000, 25000, gpus=8, cpu_workers=2, precision="bf16")
     assert (gpu.workers, gpu.tokens_per_update, gpu.device, gpu.precision) == (1, 3125, "cuda", "bf16")
 
 
@@ -160,55 +165,57 @@ def test_a_busy_machines_figure_is_measured_again_once_it_is_quiet(cache, monkey
     kept where one of its tries was not), kept as a busy machine's, read back while the machine is busy, and
     replaced once it is quiet."""
     figures = iter([20.0, 5.0, 11.0, 3.0])
-    monkeypatch.setattr(sp, "measure", lambda probe: next(figures))
-    monkeypatch.setattr(sp, "busy", lambda: "load 3.8 on 2 cores")
+    monkeypatch.setattr(probing, "measure", lambda probe: next(figures))
+    monkeypatch.setattr(busy_cores, "busy", lambda: "load 3.8 on 2 cores")
     assert budget(TINY, max_update=1000)["TRAINING_TIME"].startswith(
         "89 min here: 1,000 updates of 5.00 s (a probe of this machine, measured now with the machine busy (load 3.8 "
         "on 2 cores), "
         "so likely too slow: measured again once it is quiet; kept in"
     )
-    assert sp.seconds_per_update(TINY)["seconds"] == 5.0  # still busy: read back
-    monkeypatch.setattr(sp, "busy", lambda: "")
-    quiet = sp.seconds_per_update(TINY)
+    assert probe_cache.seconds_per_update(TINY)["seconds"] == 5.0  # still busy: read back
+    monkeypatch.setattr(busy_cores, "busy", lambda: "")
+    quiet = probe_cache.seconds_per_update(TINY)
     assert (quiet["seconds"], quiet["cached"], "busy" in quiet) == (3.0, False, False)
-    assert sp.seconds_per_update(TINY)["cached"] is True
-    monkeypatch.setattr(sp, "busy", lambda: pytest.fail("a quiet figure is read back without watching the cores"))
-    assert sp.seconds_per_update(TINY)["seconds"] == 3.0
+    assert probe_cache.seconds_per_update(TINY)["cached"] is True
+    monkeypatch.setattr(
+        busy_cores, "busy", lambda: pytest.fail("a quiet figure is read back without watching the cores")
+    )
+    assert probe_cache.seconds_per_update(TINY)["seconds"] == 3.0
 
 
 def test_busy_is_other_work_on_this_processs_cores_not_on_the_machine(monkeypatch):
     """A probe pinned to core 0 beside a run pinned to core 1 is not slowed by it (the machine's load average, 1 on 2
     cores and more, called it busy): what counts is how busy its own cores were while it watched them."""
-    monkeypatch.setattr(sp, "BUSY_SAMPLE_SECONDS", 0)
-    monkeypatch.setattr(sp.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(busy_cores, "BUSY_SAMPLE_SECONDS", 0)
+    monkeypatch.setattr(busy_cores.os, "sched_getaffinity", lambda pid: {0})
 
     def watched(core0_busy, core1_busy):
         snapshots = iter([{0: (0, 0), 1: (0, 0)}, {0: (100 - core0_busy, 100), 1: (100 - core1_busy, 100)}])
-        monkeypatch.setattr(sp, "core_times", lambda: next(snapshots))
-        sp.busy.cache_clear()
-        return sp.busy()
+        monkeypatch.setattr(busy_cores, "core_times", lambda: next(snapshots))
+        busy_cores.busy.cache_clear()
+        return busy_cores.busy()
 
     try:
         assert watched(2, 100) == ""  # the other core's run
         assert watched(93, 100) == "core 0 93% busy"
-        monkeypatch.setattr(sp.os, "sched_getaffinity", lambda pid: {0, 1})
+        monkeypatch.setattr(busy_cores.os, "sched_getaffinity", lambda pid: {0, 1})
         assert watched(0, 100) == ""  # half of its cores: one of its two workers' cores free
         assert watched(60, 100) == "cores 0,1 80% busy"
     finally:
-        sp.busy.cache_clear()
+        busy_cores.busy.cache_clear()
 
 
 def test_the_cores_times_are_read_from_proc_stat(tmp_path, monkeypatch):
     stat = tmp_path / "stat"
     stat.write_text("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 2 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1 2\n")
-    monkeypatch.setattr(sp, "PROC_STAT", str(stat))
-    assert sp.core_times() == {0: (42, 52), 1: (40, 50)}
+    monkeypatch.setattr(busy_cores, "PROC_STAT", str(stat))
+    assert busy_cores.core_times() == {0: (42, 52), 1: (40, 50)}
 
 
 def test_gpus_where_there_is_no_cuda_device_are_not_measured(cache, monkeypatch):
     """A dry run for GPUs on a login node: the time is said where the GPUs are; a TIME cannot be turned into updates."""
-    monkeypatch.setattr(sp, "cuda_here", lambda: False)
-    gpus = sp.layout_probe("vaswani_big", "", 32000, 25000, gpus=8, cpu_workers=2)
+    monkeypatch.setattr(machine, "cuda_here", lambda: False)
+    gpus = probing.layout_probe("vaswani_big", "", 32000, 25000, gpus=8, cpu_workers=2)
     said = budget(gpus, max_update=100000)
     assert said["MAX_UPDATE"] == "100000" and "how long, the machine with the GPUs says" in said["TRAINING_TIME"]
     with pytest.raises(BudgetError, match="TIME=8h: this machine has no CUDA device to measure the GPUs' speed on"):
@@ -220,30 +227,35 @@ def test_gpus_where_there_is_no_cuda_device_are_not_measured(cache, monkeypatch)
 def test_every_precision_of_the_recipes_is_taken(cache, monkeypatch, capsys, precision):
     """PRECISION=amp (fairseq's --amp) stopped every parallel-text run with an argument error; each of the recipes'
     four is taken (amp autocasts to fp16 on a CUDA device, as fairseq's --amp does)."""
-    monkeypatch.setattr(sp, "cuda_here", lambda: False)
-    assert sp.main(["budget", "--gpus", "1", "--max-update", "1000", "--precision", precision]) == 0
+    monkeypatch.setattr(machine, "cuda_here", lambda: False)
+    assert cli.main(["budget", "--gpus", "1", "--max-update", "1000", "--precision", precision]) == 0
     assert "MAX_UPDATE=1000" in capsys.readouterr().out
 
 
 def test_a_figure_is_measured_again_when_old_when_asked_or_for_another_fairseq(cache, monkeypatch):
     """A figure is read back for MAX_AGE_DAYS; one measured before FRESH_SINCE (the recipes' REPROBE=1) is measured
     again; the key holds fairseq's and this plugin's versions beside torch's, so another of either measures anew."""
-    monkeypatch.setattr(sp, "measure", lambda probe: 9.0)
-    monkeypatch.setattr(sp, "busy", lambda: "")
+    monkeypatch.setattr(probing, "measure", lambda probe: 9.0)
+    monkeypatch.setattr(busy_cores, "busy", lambda: "")
 
     def kept_at(seconds_ago):
-        when = sp.time.strftime("%Y-%m-%d %H:%M", sp.time.localtime(sp.time.time() - seconds_ago))
+        when = probe_cache.time.strftime(
+            "%Y-%m-%d %H:%M", probe_cache.time.localtime(probe_cache.time.time() - seconds_ago)
+        )
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({TINY.key(): {"seconds": 2.0, "measured": when}}))
 
     kept_at(29 * 86400)
-    assert sp.seconds_per_update(TINY)["seconds"] == 2.0
+    assert probe_cache.seconds_per_update(TINY)["seconds"] == 2.0
     kept_at(31 * 86400)
-    assert sp.seconds_per_update(TINY)["seconds"] == 9.0  # older than MAX_AGE_DAYS
+    assert probe_cache.seconds_per_update(TINY)["seconds"] == 9.0  # older than MAX_AGE_DAYS
     kept_at(3600)
-    monkeypatch.setenv(sp.FRESH_SINCE, str(int(sp.time.time())))
-    assert sp.seconds_per_update(TINY)["seconds"] == 9.0  # REPROBE=1: measured before this run began
-    assert sp.seconds_per_update(TINY) == {**sp.seconds_per_update(TINY), "cached": True}  # once: then read back
+    monkeypatch.setenv(probe_cache.FRESH_SINCE, str(int(probe_cache.time.time())))
+    assert probe_cache.seconds_per_update(TINY)["seconds"] == 9.0  # REPROBE=1: measured before this run began
+    assert probe_cache.seconds_per_update(TINY) == {
+        **probe_cache.seconds_per_update(TINY),
+        "cached": True,
+    }  # once: then read back
     machine = json.loads(TINY.key())["machine"]
     assert machine["fairseq"] == "0.12.3.1" and machine["plugin"] == "0.1.0" and machine["torch"]
 
@@ -260,7 +272,7 @@ def test_on_a_gpu_the_probe_times_the_real_micro_batches_and_scales_from_them():
         return 0.2
 
     def update(tokens, max_tokens=4096, gpus=1):
-        probe = sp.layout_probe(
+        probe = probing.layout_probe(
             "vaswani_big",
             "",
             32000,
@@ -278,7 +290,7 @@ def test_on_a_gpu_the_probe_times_the_real_micro_batches_and_scales_from_them():
         0.85
     )  # a device's share
     assert update(6000) == pytest.approx(2 * 0.2 + 0.05)  # 4,096 and 1,904: two micro-batches
-    cpu = sp.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=1)
+    cpu = probing.layout_probe("vaswani_base", "", 8000, 4096, gpus=0, cpu_workers=1)
     assert probe_arithmetic.micro_batches(cpu) == (2048, 2.0)
     assert probe_arithmetic.seconds_an_update(cpu, lambda sentences: 0.2, lambda: 0.05) == pytest.approx(
         2 * 0.2 * 2048 / (68 * 30) + 0.05
@@ -288,8 +300,8 @@ def test_on_a_gpu_the_probe_times_the_real_micro_batches_and_scales_from_them():
 def test_a_figure_asked_for_as_the_best_of_three_is_the_fastest_of_three_probes(cache, monkeypatch):
     """tries: the fastest of that many probes, kept with their count (the plan reads it back without probing again)."""
     figures = iter([1.7, 1.56, 1.62])
-    monkeypatch.setattr(sp, "measure", lambda probe: next(figures))
-    monkeypatch.setattr(sp, "busy", lambda: "")
-    found = sp.seconds_per_update(TINY, fresh=True, tries=3)
+    monkeypatch.setattr(probing, "measure", lambda probe: next(figures))
+    monkeypatch.setattr(busy_cores, "busy", lambda: "")
+    found = probe_cache.seconds_per_update(TINY, fresh=True, tries=3)
     assert (found["seconds"], found["tries"]) == (1.56, 3)
-    assert sp.seconds_per_update(TINY)["tries"] == 3
+    assert probe_cache.seconds_per_update(TINY)["tries"] == 3
