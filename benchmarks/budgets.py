@@ -190,7 +190,7 @@ def rule_pick(corpus: Corpus, budget: str, core: Optional[int]) -> Tuple[Dict[st
     done = helper(
         [
             "-m",
-            "recipes.planner.plan",
+            "recipes.planner",
             "rule",
             "--train",
             f["TRAIN"],

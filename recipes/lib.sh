@@ -185,14 +185,14 @@ plan_read() {
   done < "$1"
 }
 
-# plan_run [COMMAND ARGS...]: the recipe's plan (recipes/planner/plan.py), decided once in Python from the recipe's variables
+# plan_run [COMMAND ARGS...]: the recipe's plan (recipes/planner/), decided once in Python from the recipe's variables
 # (every name in capitals, handed over as data), its fields then set as variables (plan_read); it stops the recipe
 # before any work, naming what cannot work. COMMAND: decide (recipes/parallel_text.sh, the default) or layout (the
 # batch's layout alone: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY, MASTER_ADDR and MASTER_PORT).
 plan_run() {
   local fields status=0
   fields=$(mktemp)
-  "$PY" -m recipes.planner.plan "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) \
+  "$PY" -m recipes.planner "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) \
     < <(recipe_variables) || status=$?
   [ $status -eq 0 ] || { rm -f "$fields"; exit $status; }
   plan_read "$fields"

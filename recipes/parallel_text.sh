@@ -38,7 +38,7 @@ NEEDED="TRAIN, SRC and TGT are needed: TRAIN=corpus/train SRC=en TGT=de bash $0 
 if [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
   if [ "$DRY_RUN" = 0 ]; then echo "$NEEDED" >&2; exit 2; fi
   echo "$NEEDED. Without them a dry run can only show the settings it picks by the corpus's size:"
-  "$PY" -m recipes.planner.plan sizes
+  "$PY" -m recipes.planner sizes
   exit 0
 fi
 IFS=: read -r -a TRAIN_SETS <<< "$TRAIN"; IFS=: read -r -a VALID_SETS <<< "$VALID"; IFS=: read -r -a TEST_SETS <<< "$TEST"
@@ -101,7 +101,7 @@ LABEL_SMOOTHING=${LABEL_SMOOTHING:-}; BEAM=${BEAM:-}; LENPEN=${LENPEN:-}   # emp
 EXPORT=${EXPORT:-}                         # ct2 and/or hf
 # TOY=1: the same stages at toy size, on CPU, in minutes (TOY_ARCH, TOY_MAX_UPDATE, ... the plan's toy settings)
 
-# ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipes/planner/plan.py) -----
+# ---- the plan: every setting above decided once, from the corpus, the budget and the parent (recipes/planner/) -----
 # INIT: the parent's model, vocabulary and P_drop, checked before any work (recipes/planner/parent.py); fine-tuning's batch,
 # rate and length (recipes/planner/finetuning.py), the budget sizing the updates. TIME: each candidate's speed probed here
 # (recipes/planner/speed/: a few seconds, once per machine and model). It is written as WORK/plan.json, and a resumed

@@ -380,7 +380,7 @@ def known_speed_figures(cache, vocab: int, parents=()) -> None:
 
     from recipes.planner.budget.candidates import SHORT_FLAGS
     from recipes.planner.parent import read_parent
-    from recipes.planner.plan import REMEASURE_TRIES
+    from recipes.planner.speeds import REMEASURE_TRIES
     from recipes.planner.speed.probing import layout_probe
 
     def d256(layers, tokens):

@@ -1,6 +1,6 @@
 """The layout of a training: machines, processes per machine, and the batch (a part of the plan,
-recipes/planner/plan.py; ``plan_run layout`` in recipes/lib.sh for the recipes that plan nothing else), and the command
-lines of local CPU workers."""
+recipes/planner/decide.py; ``plan_run layout`` in recipes/lib.sh for the recipes that plan nothing else), and the
+command lines of local CPU workers."""
 
 import os
 import re

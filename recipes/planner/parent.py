@@ -2,8 +2,8 @@
 
     vaswani-parent settings --init DIR --src en --tgt de --work WORK     # or python -m recipes.planner.parent
 
-prints what the recipe's plan (recipes/planner/plan.py) holds of the parent, as JSON: where its checkpoint, dictionaries
-and sentencepiece models are, and its model's flags, from one of two kinds of DIR:
+prints what the recipe's plan (recipes/planner/decide.py) holds of the parent, as JSON: where its checkpoint,
+dictionaries and sentencepiece models are, and its model's flags, from one of two kinds of DIR:
 
 - a MarianMT directory: an OPUS-MT model as the Hugging Face hub has it (``config.json`` with model_type marian,
   ``model.safetensors`` or ``pytorch_model.bin``, ``vocab.json``, ``source.spm``, ``target.spm``), or a model this

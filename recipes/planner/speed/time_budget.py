@@ -42,7 +42,7 @@ def budget(
     TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. The validations are counted
     over a dev set of ``valid_tokens`` target tokens, one every ``interval`` updates (0: the recipe's own), against
     updates of ``tokens_per_update`` (in all; 0: the probe's). A run resumed keeps what its plan decided
-    (recipes/planner/plan.py: WORK/plan.json). ``speed``: how the probe's figure is had
+    (recipes/planner/saved.py: WORK/plan.json). ``speed``: how the probe's figure is had
     (seconds_per_update, by default); ``here`` False: its figures come from another machine's speed file, so this
     one need not have the devices."""
     tokens_per_update = tokens_per_update or probe.tokens_per_update

@@ -1,5 +1,5 @@
-"""recipes/planner/plan.py: a run's plan decided once and held in WORK, handed to the recipe as data; budgets refused, a
-validation's cost, a vocabulary per side."""
+"""recipes/planner/ (decide, saved, fields, cli): a run's plan decided once and held in WORK, handed to the recipe as
+data; budgets refused, a validation's cost, a vocabulary per side."""
 
 import json
 
@@ -8,7 +8,10 @@ from helpers import ENGLISH, corpus, many, speeds
 
 from preprocess.corpora import CorpusError, find_corpus, held_out_size
 from recipes.planner.budget import corpus_tokens, rule
-from recipes.planner import plan
+from recipes.planner import cli, plan, saved
+from recipes.planner.fields import encode_fields
+from recipes.planner.fields import fields as plan_fields
+from recipes.planner.variables import Variables
 
 
 def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkeypatch):
@@ -17,7 +20,7 @@ def test_a_time_for_gpus_where_there_is_none_is_refused(tmp_path, capsys, monkey
     monkeypatch.setattr(machine, "cuda_here", lambda: False)
     prefix = corpus(tmp_path, many(100))
     assert (
-        plan.command_line(["rule", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"]) == 2
+        cli.command_line(["rule", "--train", prefix, "--src", "en", "--tgt", "de", "--time", "8h", "--gpus", "8"]) == 2
     )
     assert "error: TIME=8h: this machine has no CUDA device to measure the GPUs' speed on" in capsys.readouterr().err
 
@@ -56,7 +59,7 @@ def test_a_vocabulary_per_side_where_the_scripts_differ(tmp_path):
 
 
 def variables(tmp_path, prefix, **given):
-    return plan.Variables(
+    return Variables(
         {
             "TRAIN": prefix,
             "SRC": "en",
@@ -93,26 +96,26 @@ def test_a_time_is_decided_once_and_the_run_begun_keeps_its_plan_however_the_spe
     four times slower; another TIME, a grown corpus or REPROBE=1 decide again."""
     prefix = corpus(tmp_path, many(3000))
     work = tmp_path / "w"
-    first = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    first = saved.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
     picked = [o for o in first.choice["options"] if o["picked"]][0]
     assert first.budget["max_update"] == picked["updates"]  # the rule's updates are fairseq-train's
-    assert plan.fields(first, variables(tmp_path, prefix))["MAX_UPDATE"] == str(picked["updates"])
+    assert plan_fields(first, variables(tmp_path, prefix))["MAX_UPDATE"] == str(picked["updates"])
     assert json.loads((work / "plan.json").read_text())["budget"]["max_update"] == picked["updates"]
     (work / ".done").mkdir()
     (work / ".done" / "1").write_text("{}")  # the run has begun
     slower["by"] = 4.0
-    again = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    again = saved.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
     assert (again.model, again.budget, again.batch) == (first.model, first.budget, first.batch)
     assert again.lines[-1].startswith(f"plan: the plan this run holds ({work}/plan.json, decided ")
-    other = plan.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
+    other = saved.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
     assert other.budget["time"] == "4h" and "plan this run holds" not in other.lines[-1]
-    back = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    back = saved.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
     assert back.budget == first.budget  # the settings it began with find its own plan again, after another's
     assert json.loads((work / "plan.json").read_text())["budget"]["time"] == "3h"
-    assert plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), False, fresh=True).budget != first.budget
+    assert saved.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), False, fresh=True).budget != first.budget
     with open(prefix + ".en", "a") as f, open(prefix + ".de", "a") as g:  # the corpus grew: decided again
         f.write("One more.\n"), g.write("Noch einer.\n")
-    grown = plan.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
+    grown = saved.plan_for(variables(tmp_path, prefix, TIME="4h"), str(work), dry_run=False, fresh=False)
     assert grown.corpus["pairs"] == 3001 and "plan this run holds" not in grown.lines[-1]
 
 
@@ -123,25 +126,25 @@ def test_a_time_too_short_for_the_rules_pick_is_refused_as_too_short(tmp_path, s
     prefix = corpus(tmp_path, many(3000))
     slower["by"] = 20.0
     with pytest.raises(plan.PlanError, match=r"TIME=3m: \d+ updates of [\d.]+ s fit here, too few to learn anything"):
-        plan.plan_for(variables(tmp_path, prefix, TIME="3m"), str(tmp_path / "w"), dry_run=True, fresh=False)
+        saved.plan_for(variables(tmp_path, prefix, TIME="3m"), str(tmp_path / "w"), dry_run=True, fresh=False)
 
 
 def test_a_dry_run_leaves_the_plan_of_a_run_begun_and_says_what_would_change(tmp_path, slower):
     prefix = corpus(tmp_path, many(300))
     work = tmp_path / "w"
-    first = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="1200"), str(work), dry_run=True, fresh=False)
+    first = saved.plan_for(variables(tmp_path, prefix, MAX_UPDATE="1200"), str(work), dry_run=True, fresh=False)
     assert (work / "plan.json").exists()  # no run has begun: a dry run writes it
     held = (work / "plan.json").read_text()
     (work / ".done").mkdir()
     (work / ".done" / "2a").write_text("{}")
-    shown = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.2"), str(work), True, False)
+    shown = saved.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.2"), str(work), True, False)
     assert (work / "plan.json").read_text() == held
     assert shown.lines[-1].startswith(
         f"plan: {work}/plan.json holds the plan of the run begun in {work}, left as it is"
     )
     assert f"model.dropout: {first.model['dropout']!r} -> '0.2'" in shown.lines[-1]
     assert "budget.max_update: 1200 -> 2400" in shown.lines[-1]
-    real = plan.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.2"), str(work), False, False)
+    real = saved.plan_for(variables(tmp_path, prefix, MAX_UPDATE="2400", DROPOUT="0.2"), str(work), False, False)
     assert json.loads((work / "plan.json").read_text())["model"]["dropout"] == "0.2" == real.model["dropout"]
 
 
@@ -154,14 +157,14 @@ def test_the_recipe_reads_the_plan_as_data_never_as_code(tmp_path):
 
     fields = {"MODEL_FLAGS": "--d-model 256 $(touch pwned)", "MODEL_ARGS": ["--d-model", "256", "a b", ""], "X": "`id`"}
     path = tmp_path / "fields"
-    path.write_bytes(plan.encode_fields(fields))
+    path.write_bytes(encode_fields(fields))
     script = (
         f'source "{REPO}/recipes/lib.sh"; plan_read "$1"; '
         'printf "%s|" "$MODEL_FLAGS" "${#MODEL_ARGS[@]}" "${MODEL_ARGS[2]}" "$X"'
     )
     done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
     assert done.stdout == "--d-model 256 $(touch pwned)|4|a b|`id`|" and not (tmp_path / "pwned").exists()
-    path.write_bytes(plan.encode_fields({"PATH; rm": "x"}))
+    path.write_bytes(encode_fields({"PATH; rm": "x"}))
     done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2 and "'PATH; rm' is not a variable of the recipe" in done.stderr
 
@@ -171,11 +174,11 @@ def test_what_comes_after_training_is_read_afresh_from_a_plan_held(tmp_path, slo
     their new values; a value that is no number is refused naming the variable."""
     prefix = corpus(tmp_path, many(3000))
     work = tmp_path / "w"
-    first = plan.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
+    first = saved.plan_for(variables(tmp_path, prefix, TIME="3h"), str(work), dry_run=False, fresh=False)
     (work / ".done").mkdir()
     (work / ".done" / "1").write_text("{}")
     slower["by"] = 4.0
-    wider = plan.plan_for(variables(tmp_path, prefix, TIME="3h", BEAM="6", LENPEN="1.0"), str(work), False, False)
+    wider = saved.plan_for(variables(tmp_path, prefix, TIME="3h", BEAM="6", LENPEN="1.0"), str(work), False, False)
     assert wider.budget == first.budget and wider.flags["decoding"][:4] == ["--beam", "6", "--lenpen", "1.0"]
     with pytest.raises(plan.PlanError, match="LENPEN=long: a number"):
-        plan.plan_for(variables(tmp_path, prefix, TIME="3h", LENPEN="long"), str(work), False, False)
+        saved.plan_for(variables(tmp_path, prefix, TIME="3h", LENPEN="long"), str(work), False, False)

@@ -1,5 +1,5 @@
 """A speed file (recipes/planner/speed/speed_file.py: ``vaswani-speed-probe file``) written on the machine that will
-train, and a plan made elsewhere from it (recipes/planner/plan.py: SPEED_FILE=): GPUS, NNODES and the gradients'
+train, and a plan made elsewhere from it (recipes/planner/speeds.py: SPEED_FILE=): GPUS, NNODES and the gradients'
 all-reduce counted."""
 
 import json
@@ -13,7 +13,9 @@ from recipes.planner.budget import candidates
 from recipes.planner import model
 from recipes.planner.speed import probe_cache
 from recipes.planner.speed.speed_file import SHARES, SPEED_FILE_VERSION, SpeedFile, SpeedFileError
-from recipes.planner import plan
+from recipes.planner import decide, plan
+from recipes.planner.speeds import Speeds
+from recipes.planner.variables import Variables, check_settings
 
 
 def test_a_speed_file_holds_every_candidate_model_at_every_share_and_says_its_bandwidth_is_defaulted(tmp_path):
@@ -54,7 +56,7 @@ def variables(tmp_path, **given):
 
     prefix = corpus(tmp_path, many(12_000))
     values = {"TRAIN": prefix, "SRC": "en", "TGT": "de", "CPU_WORKERS": "2", "GPUS": "0", "WORK": str(tmp_path / "w")}
-    return plan.Variables({**values, **given})
+    return Variables({**values, **given})
 
 
 def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_would(tmp_path):
@@ -73,16 +75,16 @@ def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_w
         MASTER_PORT="29500",
         DRY_RUN="1",
     )
-    plan.check_settings(v)  # TIME with NNODES>1: allowed, since every machine reads the same file
+    check_settings(v)  # TIME with NNODES>1: allowed, since every machine reads the same file
 
     def no_probe(probe, fresh=False, tries=1):
         raise AssertionError("probed here")
 
-    speeds = plan.Speeds(v, 4096)
+    speeds = Speeds(v, 4096)
     kept_seconds, probe_cache.seconds_per_update = probe_cache.seconds_per_update, no_probe
     try:
-        found = plan.corpus_settings(v, speeds)
-        decided = plan.decide(v)
+        found = decide.corpus_settings(v, speeds)
+        decided = decide.decide(v)
     finally:
         probe_cache.seconds_per_update = kept_seconds
     assert speeds.devices == 16 and found.plan["devices"] == 16
@@ -101,7 +103,7 @@ def test_a_plan_made_on_a_machine_without_gpus_plans_as_the_speed_file_machine_w
 def test_time_on_several_machines_without_a_speed_file_is_refused_saying_what_to_give(tmp_path):
     v = variables(tmp_path, GPUS="8", NNODES="2", TIME="8h")
     with pytest.raises(plan.PlanError, match="give MAX_UPDATE, or SPEED_FILE"):
-        plan.check_settings(v)
+        check_settings(v)
 
 
 def test_a_speed_file_of_another_precision_or_micro_batch_is_refused(tmp_path):
@@ -109,16 +111,16 @@ def test_a_speed_file_of_another_precision_or_micro_batch_is_refused(tmp_path):
     speed_file(tmp_path / "speeds.json")
     given = dict(SPEED_FILE=str(tmp_path / "speeds.json"), GPUS="8")
     with pytest.raises(plan.PlanError, match="measured in bf16 with micro-batches of 4,096 tokens, .* PRECISION=fp32"):
-        plan.Speeds(variables(tmp_path, **given), 4096)
+        Speeds(variables(tmp_path, **given), 4096)
     with pytest.raises(plan.PlanError, match="MAX_TOKENS_PER_DEVICE=8192: give those"):
-        plan.Speeds(variables(tmp_path, PRECISION="bf16", **given), 8192)
-    assert plan.Speeds(variables(tmp_path, PRECISION="bf16", **given), 4096).file.precision == "bf16"
+        Speeds(variables(tmp_path, PRECISION="bf16", **given), 8192)
+    assert Speeds(variables(tmp_path, PRECISION="bf16", **given), 4096).file.precision == "bf16"
 
 
 def test_a_cpu_speed_file_for_gpus_is_refused(tmp_path):
     speed_file(tmp_path / "speeds.json")
     with pytest.raises(plan.PlanError, match="measured on .* \\(cuda\\), and GPUS=0"):
-        plan.Speeds(variables(tmp_path, SPEED_FILE=str(tmp_path / "speeds.json"), GPUS="0"), 4096)
+        Speeds(variables(tmp_path, SPEED_FILE=str(tmp_path / "speeds.json"), GPUS="0"), 4096)
 
 
 def test_the_recipe_plans_a_gpu_cluster_from_a_speed_file_on_a_million_pairs(tmp_path):
@@ -166,7 +168,7 @@ def test_a_plan_resting_on_a_busy_machines_figure_says_so(tmp_path, monkeypatch)
     machine's speed without saying so: the plan's lines name the load and how to measure again."""
     figure = {"seconds": 1.0, "measured": "2026-12-02 10:00", "cached": False, "busy": "cores 0,1 80% busy"}
     monkeypatch.setattr(probe_cache, "seconds_per_update", lambda probe, fresh=False, tries=1: dict(figure))
-    decided = plan.decide(variables(tmp_path, TIME="1h", DRY_RUN="1"))
+    decided = decide.decide(variables(tmp_path, TIME="1h", DRY_RUN="1"))
     [said] = [line for line in decided.lines if line.startswith("speed: ")]
     assert "busy (cores 0,1 80% busy)" in said and "REPROBE=1" in said
     assert decided.choice["busy"] == ["cores 0,1 80% busy"]
@@ -184,7 +186,7 @@ def test_a_figure_slower_than_a_larger_models_is_measured_again_and_the_faster_k
         return {"seconds": 5.27 if not fresh else 1.05, "measured": "now", "cached": False}
 
     monkeypatch.setattr(probe_cache, "seconds_per_update", seconds_per_update)
-    speeds = plan.Speeds(variables(tmp_path), 4096)
+    speeds = Speeds(variables(tmp_path), 4096)
     three, two = (
         candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=n), 0.1, 4096) for n in (3, 2)
     )
@@ -201,7 +203,7 @@ def test_a_cpu_lower_bound_is_half_a_probed_models_seconds_per_parameter(tmp_pat
         "seconds_per_update",
         lambda probe, fresh=False, tries=1: {"seconds": 2.0, "measured": "now", "cached": 0},
     )
-    speeds = plan.Speeds(variables(tmp_path), 4096)
+    speeds = Speeds(variables(tmp_path), 4096)
     small = candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=2), 0.1, 4096)
     big = candidates.Candidate("", "vaswani_big", "", 0.3, 8192)
     assert speeds.lower_bound(big, 8000) is None  # nothing probed yet
@@ -209,7 +211,7 @@ def test_a_cpu_lower_bound_is_half_a_probed_models_seconds_per_parameter(tmp_pat
     per_parameter = 2.0 / candidates.parameters(small, 8000)
     assert speeds.lower_bound(big, 8000) == pytest.approx(per_parameter * candidates.parameters(big, 8000) * 2 * 0.5)
     assert speeds.lower_bound(small, 8000) is None
-    assert plan.Speeds(variables(tmp_path, GPUS="1"), 4096).lower_bound(big, 8000) is None
+    assert Speeds(variables(tmp_path, GPUS="1"), 4096).lower_bound(big, 8000) is None
 
 
 def test_close_models_on_cpu_are_measured_again_best_of_three_once(tmp_path, monkeypatch):
@@ -223,7 +225,7 @@ def test_close_models_on_cpu_are_measured_again_best_of_three_once(tmp_path, mon
         return {"seconds": 1.0, "measured": "now", "cached": False, "tries": tries}
 
     monkeypatch.setattr(probe_cache, "seconds_per_update", seconds_per_update)
-    speeds = plan.Speeds(variables(tmp_path), 4096)
+    speeds = Speeds(variables(tmp_path), 4096)
     three, two = (
         candidates.Candidate("", "vaswani_base", candidates.SHORT_FLAGS.format(n=n), 0.1, 2048) for n in (3, 2)
     )
@@ -231,4 +233,4 @@ def test_close_models_on_cpu_are_measured_again_best_of_three_once(tmp_path, mon
     assert speeds.remeasure([three, two], 8000) == ["N=3, d_model 256, d_ff 1024", "N=2, d_model 256, d_ff 1024"]
     assert asked == [("3", False, 1), ("2", False, 1), ("3", True, 3), ("2", True, 3)]
     assert speeds.remeasure([three, two], 8000) == [] and len(asked) == 4
-    assert plan.Speeds(variables(tmp_path, GPUS="1"), 4096).remeasure([three], 8000) == []
+    assert Speeds(variables(tmp_path, GPUS="1"), 4096).remeasure([three], 8000) == []
