@@ -222,6 +222,26 @@ def preprocess_vocabulary(words: Sequence[str], plan: Estimate) -> Optional[int]
     )
 
 
+def binarized_written(words: Sequence[str], plan: Estimate) -> Written:
+    """What fairseq-preprocess of ``words`` writes: its token ids and index, against the text it reads; records the
+    data-bin's size and vocabulary for the stages after."""
+    inputs = sum(
+        size_of(f"{prefix}.{lang}", plan)
+        for name in ("--trainpref", "--validpref", "--testpref")
+        for prefix in [flag(words, name)]
+        if prefix
+        for lang in (flag(words, "--source-lang"), flag(words, "--target-lang"))
+    )
+    written = BINARIZED_RATIO * inputs
+    dest = os.path.realpath(flag(words, "--destdir", "data-bin"))
+    plan.sizes[dest] = written
+    vocab = preprocess_vocabulary(words, plan)
+    nwords = flag(words, "--nwordssrc")
+    if vocab or nwords:
+        plan.vocabulary[dest] = _padded(vocab or int(nwords) + 4)
+    return Written(written, 0, f"binarized data: {BINARIZED_RATIO} x {inputs / 1e6:,.1f} MB of text", "data")
+
+
 def stage_writes(argv: Sequence[str], plan: Estimate, reads: Sequence[str] = ()) -> Written:
     """What the stage of ``argv`` (as lib.sh declares it, with the files it declares reading) writes; records what
     later stages will read."""
@@ -237,21 +257,7 @@ def stage_writes(argv: Sequence[str], plan: Estimate, reads: Sequence[str] = ())
             plan.vocabulary[os.path.realpath(flag(words, "--destdir", "data-bin"))] = vocab
         return Written(SMALL, 0, "a dictionary")
     if any(os.path.basename(w) == "fairseq-preprocess" for w in words):
-        inputs = sum(
-            size_of(f"{prefix}.{lang}", plan)
-            for name in ("--trainpref", "--validpref", "--testpref")
-            for prefix in [flag(words, name)]
-            if prefix
-            for lang in (flag(words, "--source-lang"), flag(words, "--target-lang"))
-        )
-        written = BINARIZED_RATIO * inputs
-        dest = os.path.realpath(flag(words, "--destdir", "data-bin"))
-        plan.sizes[dest] = written
-        vocab = preprocess_vocabulary(words, plan)
-        nwords = flag(words, "--nwordssrc")
-        if vocab or nwords:
-            plan.vocabulary[dest] = _padded(vocab or int(nwords) + 4)
-        return Written(written, 0, f"binarized data: {BINARIZED_RATIO} x {inputs / 1e6:,.1f} MB of text", "data")
+        return binarized_written(words, plan)
     module, args = python_module(words)
     if module == "preprocess.wmt14" and args[:1] == ["prepare"]:
         return wmt14_written(args, plan)

@@ -39,30 +39,7 @@ def layout(
         master_port = (
             str(10000 + int(slurm_job_id) % 50000) if launch == "slurm" and slurm_job_id.isdigit() else "29500"
         )
-    digits = re.compile(r"^[0-9]+$")
-    positive = re.compile(r"^[1-9][0-9]*$")
-    if launch not in ("local", "torchrun", "slurm"):
-        raise LayoutError(f"LAUNCH={launch}: use local, torchrun or slurm")
-    if not positive.match(nnodes):
-        raise LayoutError(f"NNODES={nnodes}: the number of machines, 1 or more")
-    if not digits.match(gpus):
-        raise LayoutError(f"GPUS={gpus}: GPUs per machine, or 0 for CPU workers")
-    if not positive.match(cpu_workers):
-        raise LayoutError(f"CPU_WORKERS={cpu_workers}: processes per machine, 1 or more")
-    if not positive.match(dist_timeout):
-        raise LayoutError(f"DIST_TIMEOUT={dist_timeout}: seconds, 1 or more")
-    if launch == "local" and nnodes != "1":
-        raise LayoutError(f"NNODES={nnodes}: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm")
-    if launch != "torchrun" and node_rank != "0":
-        raise LayoutError(
-            f"NODE_RANK={node_rank} with LAUNCH={launch}: only LAUNCH=torchrun runs the recipe on every machine"
-        )
-    if launch == "torchrun" and not (digits.match(node_rank) and int(node_rank) < int(nnodes)):
-        raise LayoutError(f"NODE_RANK={node_rank}: with NNODES={nnodes}, each machine's number, 0 to {int(nnodes) - 1}")
-    if launch == "torchrun" and int(nnodes) > 1 and not master_addr:
-        raise LayoutError(
-            f"LAUNCH=torchrun NNODES={nnodes} needs MASTER_ADDR: node 0's address, the same on every machine"
-        )
+    check_variables(launch, nnodes, node_rank, master_addr, gpus, cpu_workers, dist_timeout)
     if real and launch == "slurm" and not slurm_job_id:
         raise LayoutError("LAUNCH=slurm runs inside a SLURM allocation (sbatch or salloc): SLURM_JOB_ID is not set")
     if real and launch == "slurm" and (slurm_job_num_nodes or nnodes) != nnodes:
@@ -94,6 +71,37 @@ def layout(
         "MASTER_ADDR": master_addr or "127.0.0.1",
         "MASTER_PORT": master_port,
     }
+
+
+def check_variables(
+    launch: str, nnodes: str, node_rank: str, master_addr: str, gpus: str, cpu_workers: str, dist_timeout: str
+) -> None:
+    """LayoutError naming the variables of a layout that cannot work, each alone or together, before what only the
+    machine tells."""
+    digits = re.compile(r"^[0-9]+$")
+    positive = re.compile(r"^[1-9][0-9]*$")
+    if launch not in ("local", "torchrun", "slurm"):
+        raise LayoutError(f"LAUNCH={launch}: use local, torchrun or slurm")
+    if not positive.match(nnodes):
+        raise LayoutError(f"NNODES={nnodes}: the number of machines, 1 or more")
+    if not digits.match(gpus):
+        raise LayoutError(f"GPUS={gpus}: GPUs per machine, or 0 for CPU workers")
+    if not positive.match(cpu_workers):
+        raise LayoutError(f"CPU_WORKERS={cpu_workers}: processes per machine, 1 or more")
+    if not positive.match(dist_timeout):
+        raise LayoutError(f"DIST_TIMEOUT={dist_timeout}: seconds, 1 or more")
+    if launch == "local" and nnodes != "1":
+        raise LayoutError(f"NNODES={nnodes}: training on several machines needs LAUNCH=torchrun or LAUNCH=slurm")
+    if launch != "torchrun" and node_rank != "0":
+        raise LayoutError(
+            f"NODE_RANK={node_rank} with LAUNCH={launch}: only LAUNCH=torchrun runs the recipe on every machine"
+        )
+    if launch == "torchrun" and not (digits.match(node_rank) and int(node_rank) < int(nnodes)):
+        raise LayoutError(f"NODE_RANK={node_rank}: with NNODES={nnodes}, each machine's number, 0 to {int(nnodes) - 1}")
+    if launch == "torchrun" and int(nnodes) > 1 and not master_addr:
+        raise LayoutError(
+            f"LAUNCH=torchrun NNODES={nnodes} needs MASTER_ADDR: node 0's address, the same on every machine"
+        )
 
 
 def cuda_devices() -> int:

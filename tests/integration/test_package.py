@@ -124,6 +124,30 @@ def test_every_tool_is_a_console_script_named_in_its_package_docstring():
         assert listed == {name for name, value in scripts.items() if value.startswith(f"{package}.")}, package
 
 
+# the recipes' Python, one job a module (recipes/__init__.py lists them): what a newcomer reads to change a decision
+MODULE_LINES, FUNCTION_LINES = 400, 80
+
+
+def test_the_recipes_python_is_short_modules_of_short_functions():
+    """No module of recipes/ over MODULE_LINES lines and no function over FUNCTION_LINES: a module does one job, and
+    a decision is read in one screen."""
+    long = []
+    for directory, _, files in os.walk(os.path.join(REPO, "recipes")):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(directory, name)
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            where = os.path.relpath(path, REPO)
+            if source.count("\n") > MODULE_LINES:
+                long.append(f"{where}: {source.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > FUNCTION_LINES:
+                        long.append(f"{where}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, "\n".join(long)
+
+
 def test_the_top_level_is_the_designs():
     """transformer_plugin/, preprocess/, recipes/ (the scripts and their Python), tests/, setup.py, README.md (and the
     rest beside them); no second folder of the recipes' Python a letter apart from it."""

@@ -22,8 +22,8 @@ from recipes.planner.speed.time_budget import budget
 from transformer_plugin_cli.console import console_script
 
 
-@console_script
-def main(argv: Optional[List[str]] = None) -> int:
+def arguments() -> argparse.ArgumentParser:
+    """vaswani-speed-probe's command line: probe, budget and file, and the probe's own worker."""
     parser = argparse.ArgumentParser(prog="vaswani-speed-probe", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("probe", "budget"):
@@ -94,7 +94,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     worker.add_argument("spec")
     worker.add_argument("--rank", type=int, default=0)
     worker.add_argument("--port", type=int, default=0)
-    a = parser.parse_args(argv)
+    return parser
+
+
+@console_script
+def main(argv: Optional[List[str]] = None) -> int:
+    a = arguments().parse_args(argv)
     if a.command == "worker":
         print(f"{run_worker(Probe(**json.loads(a.spec)), a.rank, a.port):.6f}")
         return 0
