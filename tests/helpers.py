@@ -596,13 +596,23 @@ GERMAN = [
 ]
 
 
-def corpus(directory, pairs, name="train", gz=False):
-    """PREFIX.en and PREFIX.de in directory (bytes lines, written as given): PREFIX."""
+def corpus(directory, pairs, name="train", gz=False, tsv=""):
+    """PREFIX.en and PREFIX.de in directory (bytes lines, written as given): PREFIX. ``tsv``: the same pairs also as
+    directory/tsv, source<TAB>target a line."""
     for lang, side in (("en", [p[0] for p in pairs]), ("de", [p[1] for p in pairs])):
         data = b"".join((s if isinstance(s, bytes) else s.encode()) + b"\n" for s in side)
         path = directory / f"{name}.{lang}{'.gz' if gz else ''}"
         path.write_bytes(gzip.compress(data) if gz else data)
+    if tsv:
+        (directory / tsv).write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
     return str(directory / name)
+
+
+def parameters(path):
+    """A checkpoint's parameters (its "model"), loaded as the plugin's checkpoint allowlist loads it."""
+    from transformer_plugin.patches.checkpoint_allowlist import load_checked
+
+    return load_checked(str(path))["model"]
 
 
 def many(n, start=0):

@@ -8,10 +8,9 @@ import subprocess
 import time
 
 import torch
-from helpers import documented_commands
+from helpers import documented_commands, parameters
 from helpers import user_env as a_users_env
 
-from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
 # The toy size every run of the tier uses: the same data, batches, seed and updates, so that every run
 # ends with the reference's parameters. A checkpoint every 10 updates, 100 updates (about 10 s of training).
@@ -59,10 +58,6 @@ def updates_in(log_path) -> int:
     except FileNotFoundError:
         return 0
     return int(found[-1]) if found else 0
-
-
-def parameters(path):
-    return load_checked(str(path))["model"]
 
 
 def assert_same_parameters(checkpoint, reference):

@@ -9,6 +9,7 @@ import shlex
 import pytest
 
 from helpers import REPO, commands, flag, known_speed_figures, real_english_german, run_recipe
+from helpers import corpus as write_corpus
 from recipes.planner.budget import candidates
 from recipes.planner.probe_arithmetic import updates_that_fit
 
@@ -32,9 +33,7 @@ PAIRS = 6000
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("parallel text")  # a path with a space
     pairs = real_english_german(PAIRS)
-    for lang, i in (("en", 0), ("de", 1)):
-        (root / f"train.{lang}").write_text("".join(p[i] + "\n" for p in pairs), encoding="utf-8")
-    (root / "pairs.tsv").write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
+    write_corpus(root, pairs, tsv="pairs.tsv")
     return root
 
 

@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 
-from helpers import BIN, PLUGIN, TRAIN_FLAGS, one_stage, processes_naming, run_tool
+from helpers import BIN, PLUGIN, TRAIN_FLAGS, one_stage, parameters, processes_naming, run_tool
 from transformer_plugin.patches.checkpoint_allowlist import load_checked
 
 # Runs fairseq-train after arranging for the process to SIGKILL itself at the Nth event of a kind:
@@ -76,10 +76,6 @@ RESUME_FLAGS = [
 
 def train_args(data_bin, save_dir):
     return [str(data_bin / "bin"), "--user-dir", PLUGIN, *RESUME_FLAGS, "--save-dir", str(save_dir)]
-
-
-def parameters(path):
-    return load_checked(str(path))["model"]
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import stat
 
 import pytest
 
+from helpers import corpus as write_corpus
 from helpers import known_at
 
 from benchmarks import budgets
@@ -41,10 +42,14 @@ def corpus(tmp_path, monkeypatch):
     folder = tmp_path / "corpus"
     folder.mkdir()
     for split, n in (("train", 4000), ("valid", 200), ("test", 5)):  # a dev set of 2,000 words, about 4,000 pieces
-        for lang in ("en", "de"):
-            (folder / f"{split}.{lang}").write_text(
-                "".join(f"sentence {i} of {split} in {lang} and four more words\n" for i in range(n))
-            )
+        write_corpus(
+            folder,
+            [
+                tuple(f"sentence {i} of {split} in {lang} and four more words" for lang in ("en", "de"))
+                for i in range(n)
+            ],
+            name=split,
+        )
     short = budgets.candidates(budgets.Corpus("c", str(folder / "train"), "en", "de"))
     cache = tmp_path / "cache"
     (cache / "transformer_plugin").mkdir(parents=True)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from helpers import corpus as write_corpus
 from recipes import engine as recipe
 from recipes.engine import Context, Stage
 
@@ -371,9 +372,7 @@ def pipeline(tmp_path, corpus, export=("hf",)):
 @pytest.fixture
 def corpus(tmp_path):
     (tmp_path / "in").mkdir()
-    for lang in ("en", "de"):
-        (tmp_path / "in" / f"c.{lang}").write_text("".join(f"{lang} line {i}\n" for i in range(1000)))
-    return str(tmp_path / "in" / "c")
+    return write_corpus(tmp_path / "in", [(f"en line {i}", f"de line {i}") for i in range(1000)], name="c")
 
 
 def test_an_edited_corpus_given_as_a_prefix_redoes_what_reads_it_and_stops_before_training(tmp_path, corpus):
