@@ -15,6 +15,7 @@ sys.path.insert(0, REPO)
 BIN = os.path.dirname(sys.executable)
 PLUGIN = os.path.join(REPO, "transformer_plugin")
 PARALLEL_TEXT = os.path.join(REPO, "recipes", "parallel_text.sh")
+FINETUNE = os.path.join(REPO, "recipes", "finetune.sh")
 
 
 def sh(cmd, log=None, env=None):
@@ -49,10 +50,12 @@ def recipe_env(*settings: Dict[str, str], unset: Sequence[str] = ("TIME",)) -> D
 
 
 def start_recipe(
-    env: Dict[str, str], log: str, header: str, core: Optional[int] = None, recipe: str = PARALLEL_TEXT
+    env: Dict[str, str], log: str, header: str, core: Optional[int] = None, recipe: Optional[str] = None
 ) -> subprocess.Popen:
     """``recipe`` run from the repository with ``env``, its output appended to ``log`` after a dated line saying
-    ``header``; pinned to ``core`` where one is given (a run beside another, one core each)."""
+    ``header``; pinned to ``core`` where one is given (a run beside another, one core each). No ``recipe``: the
+    parallel-text recipe, or the fine-tuning one where ``env`` names a parent (INIT)."""
+    recipe = recipe or (FINETUNE if env.get("INIT") else PARALLEL_TEXT)
     with open(log, "a") as f:
         f.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')}{f' core {core}' if core is not None else ''}: {header}\n")
         f.flush()

@@ -6,6 +6,7 @@
 PY=${VENV_PYTHON:-python}
 REPO=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 RECIPE_PLAN=()  # the stages declared since the last run_stages, as the engine reads them (NUL-separated)
+RECIPE_SOURCES=()  # files of settings a recipe sources (recipes/parallel_text_common.sh): the engine reads their names
 
 banner() { printf '\n==== %s ====\n' "$*"; }
 
@@ -82,7 +83,7 @@ recipe_variables() {
 # run_stages: the stages declared so far, decided and run (or shown) by the engine, which says what failed.
 run_stages() {
   local file sources=() status=0
-  for file in "${BASH_SOURCE[@]}"; do  # the recipe's files, not this one: its settings' names
+  for file in "${BASH_SOURCE[@]}" "${RECIPE_SOURCES[@]}"; do  # the recipe's files, not this one: its settings' names
     [ "$file" = "${BASH_SOURCE[0]}" ] || sources+=(source "$file")
   done
   "$PY" -m recipes.engine run --work "$WORK" --repo "$REPO" --python "$PY" \

@@ -28,6 +28,7 @@ def main_run(args) -> int:
         per_node=int(variables.get("PER_NODE") or 1),
         grace=args.grace,
         parent_pid=args.parent_pid,
+        vocabulary=variables.get("VOCAB_SIZE", ""),
     )
     return runner.run(check_only=args.check)
 

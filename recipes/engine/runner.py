@@ -37,8 +37,10 @@ class Runner:
         per_node: int = 1,
         grace: float = 10.0,
         parent_pid: int = 0,
+        vocabulary: str = "",
     ):
         self.stages, self.ctx, self.dry_run, self.parent_pid = list(stages), ctx, dry_run, parent_pid
+        self.vocabulary = vocabulary  # the recipe's VOCAB_SIZE (given, or its plan's): the checkpoints' size
         self.supervisor = Supervisor(grace)
         self.launcher = Launcher(ctx, self.supervisor, say, layout_vars, gpus, per_node)
 
@@ -56,8 +58,7 @@ class Runner:
             for s, d in zip(self.stages, decisions)
             if d.action != "wait"
         ]
-        vocabulary = self.ctx.settings.get("VOCAB_SIZE", "")
-        plan = space.estimate(runs, int(vocabulary) if vocabulary.isdigit() else None)
+        plan = space.estimate(runs, int(self.vocabulary) if self.vocabulary.isdigit() else None)
         where = self.ctx.work_abs
         while not os.path.exists(where):
             where = os.path.dirname(where)

@@ -336,7 +336,7 @@ def interactive(shared):
 
 
 def test_raw_text_translates_as_fairseq_interactive(shared, interactive):
-    """The README's three lines (tokenizer, generate, batch_decode) on raw text against
+    """docs/serving.md's three lines (tokenizer, generate, batch_decode) on raw text against
     fairseq-interactive --bpe sentencepiece on the same lines."""
     from transformers import MarianMTModel, MarianTokenizer
 

@@ -1,4 +1,4 @@
-"""INIT= in recipes/parallel_text.sh at toy size: a MarianMT directory (a tiny one in OPUS-MT's shape, random
+"""recipes/finetune.sh (INIT=) at toy size: a MarianMT directory (a tiny one in OPUS-MT's shape, random
 weights) fine-tuned on a corpus in its pieces: imported, the corpus encoded and binarized with its sentencepiece
 models and dictionaries, scored before and after, trained from its weights at the fine-tuning's rate, exported back;
 a directory vaswani-import-marian wrote, used as it is; TIME sized for the parent's model; each input that does not
@@ -11,11 +11,11 @@ import random
 import re
 
 import pytest
-import torch
 
 pytest.importorskip("transformers")
 
-from helpers import known_speed_figures, marian_directory, run_recipe, run_tool
+from helpers import corpus as write_corpus
+from helpers import known_speed_figures, marian_directory, parameters, run_recipe, run_tool
 
 TOY = dict(
     TOY="1",
@@ -61,12 +61,10 @@ def corpus(tmp_path_factory):
     for line in lines[30:180]:
         line.extend(rng.choice(words) for _ in range(70))
     rng.shuffle(lines)
-    (root / "train.en").write_text("".join(" ".join(w) + "\n" for w in lines))
-    (root / "train.de").write_text("".join(" ".join(w[::-1]) + "\n" for w in lines))
+    write_corpus(root, [(" ".join(w), " ".join(w[::-1])) for w in lines])
     # the parent's own test set (PARENT_TEST): other sentences of the same words, the target the source as it is
     general = [[rng.choice(words) for _ in range(rng.randint(3, 9))] for _ in range(60)]
-    (root / "general.en").write_text("".join(" ".join(w) + "\n" for w in general))
-    (root / "general.de").write_text("".join(" ".join(w) + "\n" for w in general))
+    write_corpus(root, [(" ".join(w), " ".join(w)) for w in general], name="general")
     return root / "train"
 
 
@@ -79,7 +77,7 @@ def general(corpus):
 def fine_tuned(parent, corpus, cache):
     work = corpus.parent / "work"
     proc = run_recipe(
-        "parallel_text.sh",
+        "finetune.sh",
         work,
         TRAIN=str(corpus),
         INIT=str(parent[0]),
@@ -89,10 +87,6 @@ def fine_tuned(parent, corpus, cache):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return work, proc.stdout
-
-
-def parameters(path):
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
 
 
 @pytest.mark.e2e
@@ -207,7 +201,7 @@ def test_a_published_model_is_fine_tuned_scored_before_and_after_and_exported(fi
 def test_a_rerun_skips_every_stage_and_another_parent_stops_before_training(fine_tuned, parent, corpus, tmp_path):
     work, _ = fine_tuned
     again = run_recipe(
-        "parallel_text.sh",
+        "finetune.sh",
         work,
         TRAIN=str(corpus),
         INIT=str(parent[0]),
@@ -221,7 +215,7 @@ def test_a_rerun_skips_every_stage_and_another_parent_stops_before_training(fine
     other = tmp_path / "other"
     marian_directory(other, seed=4)  # the same shape and pieces, other weights
     changed = run_recipe(
-        "parallel_text.sh",
+        "finetune.sh",
         work,
         TRAIN=str(corpus),
         INIT=str(other),
@@ -234,7 +228,7 @@ def test_a_rerun_skips_every_stage_and_another_parent_stops_before_training(fine
 
 def test_a_directory_the_import_wrote_is_used_as_it_is(parent, corpus, cache, tmp_path):
     imported = parent[1]
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(imported), **TOY)
+    proc = run_recipe("finetune.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(imported), **TOY)
     assert proc.returncode == 0, proc.stderr
     assert "==== stage 2p" not in proc.stdout and "==== stage 2a" not in proc.stdout
     assert f"--srcdict {imported}/dict.en.txt --tgtdict {imported}/dict.de.txt" in proc.stdout
@@ -254,7 +248,7 @@ def test_a_directory_the_import_wrote_is_used_as_it_is(parent, corpus, cache, tm
 def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, cache, tmp_path):
     variables = {k: v for k, v in TOY.items() if k != "TOY_MAX_UPDATE"}
     proc = run_recipe(
-        "parallel_text.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(parent[0]), TIME="2m", **variables
+        "finetune.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(parent[0]), TIME="2m", **variables
     )
     assert proc.returncode == 0, proc.stderr
     picked = re.search(r"^picked: the parent's model, [\d,]+ tokens x ([\d,]+) updates", proc.stdout, re.M)
@@ -275,7 +269,7 @@ def test_a_multilingual_parent_gets_its_token_for_tgt_before_every_source_senten
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     known_speed_figures(tmp_path / "cache", 8000, parents=[tmp_path / "hf"])
     proc = run_recipe(
-        "parallel_text.sh",
+        "finetune.sh",
         tmp_path / "w",
         "--dry-run",
         TRAIN=str(corpus),
@@ -303,9 +297,9 @@ def test_a_general_corpus_is_replayed_into_the_fine_tuning_at_its_ratio(parent, 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     known_speed_figures(tmp_path / "cache", 8000, parents=[parent[0]])
     variables = dict(TRAIN=str(corpus), INIT=str(parent[0]), **TOY)
-    plain = run_recipe("parallel_text.sh", tmp_path / "plain", "--dry-run", **variables)
+    plain = run_recipe("finetune.sh", tmp_path / "plain", "--dry-run", **variables)
     proc = run_recipe(
-        "parallel_text.sh", tmp_path / "w", "--dry-run", REPLAY=str(general(corpus)), REPLAY_RATIO="0.5", **variables
+        "finetune.sh", tmp_path / "w", "--dry-run", REPLAY=str(general(corpus)), REPLAY_RATIO="0.5", **variables
     )
     assert proc.returncode == 0 and plain.returncode == 0, proc.stderr[-2000:]
     replay = next(line for line in proc.stdout.splitlines() if "preprocess.parallel_text replay" in line)
@@ -321,7 +315,7 @@ def distillation_dry_run(parent, corpus, tmp_path, monkeypatch, **variables):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     known_speed_figures(tmp_path / "cache", 8000, parents=[parent[0]])
     proc = run_recipe(
-        "parallel_text.sh",
+        "finetune.sh",
         tmp_path / "w",
         "--dry-run",
         TRAIN=str(corpus),
@@ -375,7 +369,7 @@ def test_a_fine_tuning_distilled_from_its_parent_trains_on_the_parents_translati
     64 positions skipped and counted), and the training text is the in-domain pairs and those translations."""
     work = tmp_path / "w"
     proc = run_recipe(
-        "parallel_text.sh", work, TRAIN=str(corpus), INIT=str(parent[1]), REPLAY="parent", REPLAY_RATIO="0.5", **TOY
+        "finetune.sh", work, TRAIN=str(corpus), INIT=str(parent[1]), REPLAY="parent", REPLAY_RATIO="0.5", **TOY
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stages = re.findall(r"^==== stage (\S+):", proc.stdout, flags=re.M)
@@ -455,7 +449,7 @@ REFUSED = {  # every other refusal of a parent: tests/unit/recipes/test_parent.p
 def test_what_does_not_fit_is_refused_before_any_work_naming_the_file(case, parent, corpus, tmp_path):
     make, variables, message = REFUSED[case]
     init = make(parent, tmp_path)
-    proc = run_recipe("parallel_text.sh", tmp_path / "w", TRAIN=str(corpus), INIT=str(init), **{**TOY, **variables})
+    proc = run_recipe("finetune.sh", tmp_path / "w", TRAIN=str(corpus), INIT=str(init), **{**TOY, **variables})
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert message.format(dir=init) in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "w" / "data").exists()

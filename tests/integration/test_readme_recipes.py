@@ -17,6 +17,7 @@ import pytest
 from helpers import (
     REPO,
     copy_repository,
+    corpus,
     documented_commands,
     documents,
     known_speed_figures,
@@ -62,9 +63,7 @@ def fresh_copy(tmp_path_factory):
     pairs = [
         (f"This is sentence number {i} of the corpus.", f"Das ist Satz Nummer {i} des Korpus.") for i in range(12000)
     ]
-    for lang, side in (("en", 0), ("de", 1)):
-        (copy / "corpus" / f"train.{lang}").write_text("".join(p[side] + "\n" for p in pairs))
-    (copy / "corpus" / "pairs.tsv").write_text("".join(f"{en}\t{de}\n" for en, de in pairs))
+    corpus(copy / "corpus", pairs, tsv="pairs.tsv")
     marian_directory(copy / "opus-mt-en-de")  # INIT=opus-mt-en-de: a MarianMT directory, tiny, as the hub's would be
     speed_file(copy / "speeds.json")  # SPEED_FILE=speeds.json: as vaswani-speed-probe file writes it on a GPU machine
     return copy
@@ -111,7 +110,7 @@ def test_readme_recipe_line_dry_runs_as_typed(fresh_copy, speed_figures, line, a
     )
     written = set(os.listdir(fresh_copy)) - before
     if written == {"runs"} and any(
-        w.endswith("parallel_text.sh") for w in words
+        w.endswith(("parallel_text.sh", "finetune.sh")) for w in words
     ):  # its plan (WORK/plan.json), as the dry run promises; no more
         files = [
             os.path.relpath(os.path.join(d, f), fresh_copy) for d, _, fs in os.walk(fresh_copy / "runs") for f in fs
@@ -125,16 +124,18 @@ def test_readme_recipe_line_dry_runs_as_typed(fresh_copy, speed_figures, line, a
 RECIPES = sorted(
     name
     for name in os.listdir(os.path.join(REPO, "recipes"))
-    if name.endswith(".sh") and name not in ("lib.sh", "wmt14.sh")
-)  # those two are sourced; the rest of recipes/ is their Python
+    if name.endswith(".sh") and name not in ("lib.sh", "wmt14.sh", "parallel_text_common.sh")
+)  # those three are sourced; the rest of recipes/ is their Python
 
 
 @pytest.mark.parametrize("script", RECIPES)
 def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
-    """``bash recipes/NAME.sh --dry-run`` with nothing set but what the recipe cannot guess (the licensed treebank)."""
+    """``bash recipes/NAME.sh --dry-run`` with nothing set but what the recipe cannot guess (the licensed treebank, your
+    corpus, the parent to fine-tune)."""
     needs = {
         "wsj_parsing.sh": ["TREEBANK=/data/treebank_3/parsed/mrg"],
         "parallel_text.sh": ["TRAIN=corpus/train", "SRC=en", "TGT=de"],
+        "finetune.sh": ["INIT=opus-mt-en-de", "TRAIN=corpus/train", "SRC=en", "TGT=de"],
     }.get(script, [])
     proc = run(["bash", f"recipes/{script}", "--dry-run"], fresh_copy, user_env(needs))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -151,6 +152,12 @@ def test_every_recipe_dry_runs_with_no_variables_set(fresh_copy, script):
         ("wmt14_en_de_big.sh", {"PRECISION": "fp8"}, "FAILED: recipes/wmt14_en_de_big.sh (exit 2)"),
         ("wmt14_table3.sh", {"ROWS": "base F-nonsense"}, "FAILED: recipes/wmt14_table3.sh line "),
         ("wsj_parsing.sh", {}, "FAILED: recipes/wsj_parsing.sh (exit 2)"),  # no TREEBANK
+        # a parent given to the recipe that trains from nothing: the recipe that fine-tunes, named at once
+        (
+            "parallel_text.sh",
+            {"INIT": "opus-mt-en-de", "TRAIN": "corpus/train", "SRC": "en", "TGT": "de"},
+            "fine-tuning a published model is recipes/finetune.sh, which takes the same variables: INIT=opus-mt-en-de",
+        ),
     ],
 )
 def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
@@ -236,10 +243,10 @@ def heading_anchors(path):
 
 
 def test_the_readme_is_a_front_page_whose_links_lead_somewhere():
-    """At most 250 lines (the reference material is under docs/); every relative link of the README and of
+    """At most 200 lines (the reference material is under docs/); every relative link of the README and of
     the reference pages names a file that exists, and a heading of it where it names one."""
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        assert len(f.read().splitlines()) <= 250
+        assert len(f.read().splitlines()) <= 200
     for page in documents():
         with open(os.path.join(REPO, page), encoding="utf-8") as f:
             links = re.findall(r"\]\(([^)\s]+)\)", f.read())
