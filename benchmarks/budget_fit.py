@@ -8,9 +8,9 @@ are the fit's test, printed below it.
 
     python -m benchmarks.budget_fit benchmarks/records/budgets/de_77k.json benchmarks/records/budgets/ru_22k.json
 
-prints the constants as budget_rule.py holds them; tests/unit/recipes/test_budget_rule.py holds them equal and holds
-the test rows to the paper. ``--figure docs/budget_fit.png`` draws the prediction beside Table 3 and the runs, and
-beside each ``--curve`` (the curves fitted are those named, else every one recorded).
+prints the constants as recipes/planner/budget/law.py holds them; tests/unit/recipes/test_budget_rule.py holds them
+equal and holds the test rows to the paper. ``--figure docs/budget_fit.png`` draws the prediction beside Table 3 and the
+runs, and beside each ``--curve`` (the curves fitted are those named, else every one recorded).
 """
 
 import argparse
