@@ -391,11 +391,10 @@ def replay(
     seed: int,
     out: str,
 ) -> Dict[str, int]:
-    """Training text for a fine-tuning that replays a general corpus against forgetting (docs/parallel-text.md,
-    "From a published model"): the pairs of ``train`` (PREFIX.SRC, PREFIX.TGT: stage 1's in-domain text) and
-    ``ratio`` times as many pairs of ``corpus``, drawn by ``seed`` without replacement (all of it if it has fewer),
-    none whose source is a source of the ``held`` dev and test sets, nor an empty side; written as OUT.SRC and
-    OUT.TGT. Returns the counts."""
+    """Training text for a fine-tuning that replays a general corpus against forgetting (docs/finetune.md): the pairs of
+    ``train`` (PREFIX.SRC, PREFIX.TGT: stage 1's in-domain text) and ``ratio`` times as many pairs of ``corpus``, drawn
+    by ``seed`` without replacement (all of it if it has fewer), none whose source is a source of the ``held`` dev and
+    test sets, nor an empty side; written as OUT.SRC and OUT.TGT. Returns the counts."""
     import itertools
 
     held_sources = {s for prefix in held for s in _lines(prefix, src)}

@@ -4,7 +4,7 @@
 # own sentencepiece models and dictionaries, the parent scored before fine-tuning, fine-tuning's batch, rate and
 # length (recipes/planner/finetuning.py) with the budget sizing the updates, averaging (or, under 10,000 pairs, the
 # checkpoint of the best dev BLEU), beam search, sacreBLEU and chrF with the gain's paired bootstrap interval, a
-# report, and the exports. Rules and sources: docs/parallel-text.md, "From a published model".
+# report, and the exports. Rules and sources: docs/finetune.md.
 #
 #   INIT=opus-mt-en-de TRAIN=corpus/train SRC=en TGT=de bash recipes/finetune.sh --dry-run   # what it will do
 #   INIT=opus-mt-en-de TIME=2h EXPORT=hf TRAIN=corpus/train SRC=en TGT=de bash recipes/finetune.sh
@@ -27,7 +27,7 @@ source "$REPO/recipes/lib.sh"
 recipe_options "$0" "$@"
 # the corpus, the budget, the training (recipes/parallel_text_common.sh)
 source "$REPO/recipes/parallel_text_common.sh"
-# ---- the published model to fine-tune (docs/parallel-text.md "From a published model") ---------------------------
+# ---- the published model to fine-tune (docs/finetune.md) ---------------------------
 INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
 NEEDED="INIT, TRAIN, SRC and TGT are needed: INIT=opus-mt-en-de TRAIN=corpus/train SRC=en TGT=de bash $0"
 if [ -z "$INIT" ] || [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then echo "$NEEDED" >&2; exit 2; fi

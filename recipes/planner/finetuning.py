@@ -1,4 +1,4 @@
-"""``INIT=``: how a parent is fine-tuned on a corpus (docs/parallel-text.md, "From a published model"), decided once
+"""``INIT=``: how a parent is fine-tuned on a corpus (docs/finetune.md), decided once
 from the corpus and the budget, as the from-scratch settings are by the budget rule (recipes/planner/budget/) but
 from the practice of fine-tuning published translation models, each setting with its source:
 

@@ -1,5 +1,5 @@
 """The budget rule: which model, dropout and batch a budget of TIME or MAX_UPDATE gets on a corpus, the candidate of
-the lowest predicted validation loss (docs/parallel-text.md, "Budgets"). One module a job:
+the lowest predicted validation loss (docs/budget-rule.md). One module a job:
 
     law.py            the prediction, L(N, D, batch, epochs), and its fitted constants (benchmarks/budget_fit.py)
     candidates.py     the candidate models, dropouts and batches, and their sizes: add a candidate model here

@@ -49,6 +49,6 @@ def explain(given: str, choice: Choice, pairs: int) -> str:
         lines.append(f"  not probed, since even at their fastest they predict worse: {'; '.join(skipped)}")
     lines.append(
         f"  (recipes/planner/budget/; fitted within {FIT_RMS['budget runs']:.2f} bits rms of the budget runs "
-        f"and {FIT_RMS['Table 3']:.2f} of Table 3; docs/parallel-text.md)"
+        f"and {FIT_RMS['Table 3']:.2f} of Table 3; docs/budget-rule.md)"
     )
     return "\n".join(lines)

@@ -1,5 +1,5 @@
 """The budget rule's law: the validation loss a model reaches after a training, in bits per target piece
-(docs/parallel-text.md, "Budgets"). The rest of the rule: this package's ``__init__``.
+(docs/budget-rule.md). The rest of the rule: this package's ``__init__``.
 
 Every candidate's validation loss at the end of the training the budget gives it is predicted, in bits per target
 piece, and the pick is the candidate of the lowest predicted loss. One prediction serves every scale, from minutes of a
@@ -40,7 +40,7 @@ its updates (:func:`.predictions.predicted_loss`), and a budget's training never
 pick's predicted loss never rises with the budget. A TIME's updates stop at the pick's lowest, or where they would
 repeat the corpus past what repetition can still teach (``USEFUL_REPEATS`` R*), and the plan says that more time will
 not help. A MAX_UPDATE given is trained as given, and the plan says where it passes those: past the turn the dev loss
-rises while BLEU may still grow (measured: docs/parallel-text.md, "The turn").
+rises while BLEU may still grow (measured: docs/budget-rule.md, "The turn").
 
 Where each constant comes from (benchmarks/budget_fit.py fits and prints them, in three least-squares fits in turn):
 A, ALPHA, B, BETA and the floors from this project's budget runs (benchmarks/records/budgets/*.json, 2 and 3 layers

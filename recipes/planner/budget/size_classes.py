@@ -1,5 +1,5 @@
 """The settings of a corpus by its size alone: its vocabulary, and the size class's full run (what a run without
-MAX_UPDATE or TIME trains: docs/parallel-text.md, "Settings by size")."""
+MAX_UPDATE or TIME trains: docs/parallel-text.md, "The settings by corpus size")."""
 
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple

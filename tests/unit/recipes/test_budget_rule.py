@@ -99,7 +99,7 @@ def test_the_rows_left_out_of_the_fit_lie_within_015_bits_of_the_paper(row):
 
 def test_the_rows_left_out_rank_as_the_paper_ranks_them():
     """Rows (B) and (D)'s P_drop rows, never fitted, in the order of the paper's perplexities: P_drop 0.2 ahead of
-    rows (B), P_drop 0 last (the turn: docs/parallel-text.md)."""
+    rows (B), P_drop 0 last (the turn: docs/budget-rule.md)."""
     points = budget_fit.test_points()
     assert sorted(points, key=fitted_floor_wmt) == sorted(points, key=lambda p: p["loss"])
 
@@ -108,7 +108,7 @@ def test_the_rows_left_out_rank_as_the_paper_ranks_them():
     strict=True,
     reason="the rule puts P_drop 0 0.16 bits above the paper's 5.77: the turn is measured at 1.5 to 20 parameters a "
     "corpus token and Table 3's base is at 0.16, and a fit of 1.4% more cost puts the row 0.18 under "
-    "(python -m benchmarks.budget_fit prints both; docs/parallel-text.md, 'Held to the paper')",
+    "(python -m benchmarks.budget_fit prints both; docs/budget-rule.md, 'Held to the paper')",
 )
 def test_p_drop_0_lies_within_015_bits_of_the_paper():
     point = next(p for p in budget_fit.test_points() if p["name"] == "D-drop0.0")
@@ -131,7 +131,7 @@ def test_without_dropout_the_dev_loss_turns_up_and_the_rule_turns_with_it(model)
     77k EN-DE pairs) taken past their lowest dev loss: each one's dev loss is lowest after 5.5 to 8.5 epochs and then
     rises by more than a tenth of a bit; the rule's prediction turns within 2 epochs of it and rises by the last
     validation within a third of a bit of what the curve rose (the turn's shape: the level of a corpus is the floor's
-    and the data term's; docs/parallel-text.md, "The turn")."""
+    and the data term's; docs/budget-rule.md, "The turn")."""
     one = budget_fit.read_curve(CURVES_P0[model])
     t = budget_fit.turn(one)
     assert 5.5 <= t["epochs"] <= 8.5 and t["risen"] > 0.1, t
@@ -244,14 +244,14 @@ def test_the_fitted_rows_lie_within_the_fit_and_the_constants_are_the_fit():
 
 
 # EN-RU at 200 minutes: 3+3 x 256 at 5,091 updates (17.34 BLEU) predicted 0.05 bits under 2+2 at 7,053 (18.08), their
-# dev losses measured equal (5.37 bits): the rule cannot tell them apart (docs/parallel-text.md, "Where it is measured")
+# dev losses measured equal (5.37 bits): the rule cannot tell them apart (docs/budget-rule.md, "Where it is measured")
 KNOWN_MISSES = {("ru_22k", "200m")}
 
 
 def test_among_the_measured_runs_the_lowest_predicted_loss_scores_within_half_a_bleu_of_the_best():
     """At each corpus and budget of the record, of the runs with the fit's vocabulary and a candidate's P_drop: the
     one the rule predicts lowest scored within 0.5 BLEU of the best, at its recorded updates. (The run without
-    dropout, no candidate, scored 11.80 at an hour on EN-RU, 0.99 above the others' best: docs/parallel-text.md.)"""
+    dropout, no candidate, scored 11.80 at an hour on EN-RU, 0.99 above the others' best: docs/budget-rule.md.)"""
     checked = 0
     for path in RECORDS:
         with open(path) as f:
