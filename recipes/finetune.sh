@@ -24,6 +24,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$REPO/recipes/lib.sh"
+RECIPE_SETTINGS=finetune  # its variables, declared once: recipes/planner/settings.py (--help lists them)
 recipe_options "$0" "$@"
 # the corpus, the budget, the training (recipes/parallel_text_common.sh)
 source "$REPO/recipes/parallel_text_common.sh"

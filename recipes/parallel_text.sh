@@ -23,6 +23,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$REPO/recipes/lib.sh"
+RECIPE_SETTINGS=parallel_text  # its variables, declared once: recipes/planner/settings.py (--help lists them)
 recipe_options "$0" "$@"
 if [ -n "${INIT:-}" ]; then  # a published model to fine-tune: the other recipe, with the same variables
   echo "INIT=$INIT: recipes/parallel_text.sh trains from nothing; fine-tuning a published model is recipes/finetune.sh," \

@@ -14,6 +14,7 @@ from recipes.planner.decide import batch_layout, corpus_settings
 from recipes.planner.fields import encode_fields, fields
 from recipes.planner.plan import PlanError
 from recipes.planner.saved import plan_for
+from recipes.planner.settings import DECLARED, help_table
 from recipes.planner.speeds import Speeds
 from recipes.planner.variables import Variables, check_settings
 from recipes.records import read_records
@@ -23,6 +24,8 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
     parser = argparse.ArgumentParser(prog="python -m recipes.planner", description=plan.__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sizes", help="the settings of each size class")
+    help_of = sub.add_parser("settings", help="the variables a recipe reads, their defaults and help (its --help)")
+    help_of.add_argument("recipe", choices=sorted({r for s in DECLARED for r in s.recipes}))
     d = sub.add_parser("decide", help="the plan of a run, from the recipe's variables on stdin")
     r = sub.add_parser("rule", help="the budget rule's settings for corpora and a budget, as JSON (the benchmarks')")
     r.add_argument("--train", nargs="+", required=True, help="PREFIX (PREFIX.SRC and PREFIX.TGT) or a .tsv file, each")
@@ -41,6 +44,9 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
     args = parser.parse_args(argv)
     if args.command == "sizes":
         print(size_classes.sizes_table())
+        return 0
+    if args.command == "settings":
+        print(help_table(args.recipe))
         return 0
     try:
         if args.command == "rule":
@@ -65,14 +71,10 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
         if args.command == "layout":
             with open(args.fields, "wb") as f:
                 f.write(
-                    encode_fields(
-                        batch_layout(
-                            v, v.number("TOKENS_PER_UPDATE", least=1), v.number("MAX_TOKENS_PER_DEVICE", 4096, least=1)
-                        )
-                    )
+                    encode_fields(batch_layout(v, v.number("TOKENS_PER_UPDATE"), v.number("MAX_TOKENS_PER_DEVICE")))
                 )
             return 0
-        decided = plan_for(v, args.work, args.dry_run, fresh=v.get("REPROBE", "0") != "0")
+        decided = plan_for(v, args.work, args.dry_run, fresh=v.get("REPROBE") != "0")
         with open(args.fields, "wb") as f:
             f.write(encode_fields(fields(decided, v)))
     except PlanError as e:

@@ -25,7 +25,7 @@ def corpus_settings(v: Variables, speeds: Speeds) -> Sized:
     """The budget rule's settings for the corpora, at the budget the variables give (none at toy size)."""
     max_update = None if v.toy or not v.get("MAX_UPDATE") else int(v.get("MAX_UPDATE"))
     time_text = "" if v.toy or v.get("INIT") else v.get("TIME")
-    min_pairs = v.number("TOY_MIN_PAIRS", 1000) if v.toy else v.number("MIN_PAIRS", 10000)
+    min_pairs = v.number("TOY_MIN_PAIRS") if v.toy else v.number("MIN_PAIRS")
     if v.get("INIT"):  # fine-tuning's own lower bound, checked with what is held out (recipes/planner/finetuning.py)
         min_pairs = 0
     speed = None
@@ -86,10 +86,7 @@ class Tuning:
 def decide(v: Variables) -> Plan:
     """The plan for the recipe's variables (module docstring); PlanError names what cannot work."""
     check_settings(v)
-    precision = v.get("PRECISION", "fp32")
-    if precision not in ("fp32", "fp16", "bf16", "amp"):
-        raise PlanError(f"PRECISION={precision}: use fp32, fp16, bf16 or amp")
-    cap = v.number("MAX_TOKENS_PER_DEVICE", 4096, least=1)
+    cap = v.number("MAX_TOKENS_PER_DEVICE")
     speeds = Speeds(v, cap)
     found = corpus_settings(v, speeds)
     d = given_settings(v, found, cap)
@@ -165,7 +162,7 @@ def decide(v: Variables) -> Plan:
 
 def given_settings(v: Variables, found: Sized, cap: int) -> Decided:
     """The budget rule's settings with the variables given beside them, and the toy size's own."""
-    vocab_size = v.number("VOCAB_SIZE", found.vocab_size, least=1)
+    vocab_size = v.number("VOCAB_SIZE", found.vocab_size)
     joint = v.get("JOINT_VOCAB", "1" if found.joint else "0") == "1"
     arch, model_flags = found.arch, found.model_flags
     if v.get("ARCH") or v.get("MODEL_FLAGS"):  # the user's model: MODEL_FLAGS change ARCH's (the base model's)
@@ -177,20 +174,20 @@ def given_settings(v: Variables, found: Sized, cap: int) -> Decided:
         vocab_size,
         joint,
         list(shared(joint)),
-        v.number("TOKENS_PER_UPDATE", found.tokens_per_update, least=1),
+        v.number("TOKENS_PER_UPDATE", found.tokens_per_update),
         cap,
-        v.number("MAX_UPDATE", found.max_update, least=1),
+        v.number("MAX_UPDATE", found.max_update),
         v.number("WARMUP"),
-        v.number("SAVE_INTERVAL_UPDATES", least=1),
-        v.number("AVERAGE_LAST", 5, least=1),
+        v.number("SAVE_INTERVAL_UPDATES"),
+        v.number("AVERAGE_LAST"),
     )
     if v.toy:
-        d.arch, d.model_flags = v.get("TOY_ARCH", "vaswani_tiny"), v.get("TOY_MODEL_FLAGS")
-        d.vocab_size = v.number("TOY_VOCAB_SIZE", 1000, least=1)
-        d.max_update, d.warmup = v.number("TOY_MAX_UPDATE", 300, least=1), v.number("TOY_WARMUP", 100)
-        d.save_interval = v.number("TOY_SAVE_INTERVAL_UPDATES", 50, least=1)
-        d.tokens_per_update, d.cap = v.number("TOY_TOKENS_PER_UPDATE", 3000, least=1), 1500
-        d.average_last = v.number("TOY_AVERAGE_LAST", 3, least=1)
+        d.arch, d.model_flags = v.get("TOY_ARCH"), v.get("TOY_MODEL_FLAGS")
+        d.vocab_size = v.number("TOY_VOCAB_SIZE")
+        d.max_update, d.warmup = v.number("TOY_MAX_UPDATE"), v.number("TOY_WARMUP")
+        d.save_interval = v.number("TOY_SAVE_INTERVAL_UPDATES")
+        d.tokens_per_update, d.cap = v.number("TOY_TOKENS_PER_UPDATE"), 1500
+        d.average_last = v.number("TOY_AVERAGE_LAST")
     return d
 
 
@@ -210,17 +207,17 @@ def fine_tuning(v: Variables, found: Sized, d: Decided) -> Tuning:
     given_bleu = {"1": True, "0": False}.get(v.get("EVAL_BLEU"))
     if given_bleu is None:  # a small in-domain corpus, whatever is replayed beside it
         given_bleu = found.pairs < finetuning.SMALL
-    given = d.max_update if v.toy else v.number("MAX_UPDATE", least=1)
+    given = d.max_update if v.toy else v.number("MAX_UPDATE")
     pairs, target_tokens = found.pairs, found.target_tokens
     if v.get("REPLAY"):  # the epochs count the general pairs replayed too, or the parent's translations
-        replayed = round(float(v.get("REPLAY_RATIO", "1")) * pairs)
+        replayed = round(float(v.get("REPLAY_RATIO")) * pairs)
         pool = v.get("REPLAY") if v.get("REPLAY") != "parent" else v.get("REPLAY_SOURCES")
         if pool:
             replayed = min(count_lines(f"{pool}.{src}"), replayed)
         pairs, target_tokens = pairs + replayed, int(target_tokens * (pairs + replayed) / max(pairs, 1))
     tuning = finetuning.decide(pairs, target_tokens, given, None, given_bleu)
     if not v.toy:  # the toy size keeps its batch
-        d.tokens_per_update = v.number("TOKENS_PER_UPDATE", tuning.tokens_per_update, least=1)
+        d.tokens_per_update = v.number("TOKENS_PER_UPDATE", tuning.tokens_per_update)
     d.max_update = tuning.max_update
     try:
         read = parent.read_parent(v.get("INIT"), src, tgt, v.get("WORK"), v.get("TGT_TOKEN"))
@@ -248,10 +245,10 @@ def time_spent(
         d.model_flags,
         d.vocab_size,
         d.tokens_per_update,
-        int(v.get("GPUS", "0")),
-        int(v.get("CPU_WORKERS", "2")),
+        int(v.get("GPUS")),
+        int(v.get("CPU_WORKERS")),
         int(batch["DEVICES"]),
-        v.get("PRECISION", "fp32"),
+        v.get("PRECISION"),
         d.cap,
     )
     # beside TIME, a cap of its own (a fine-tuning's epochs, the updates past which the corpus repeats to no use) may
@@ -326,14 +323,14 @@ def batch_layout(v: Variables, tokens_per_update: int, cap: int) -> Dict[str, st
     """The training's machines, processes and batch (recipes/planner/layout.py) for the recipe's variables."""
     try:
         return layout.layout(
-            v.get("LAUNCH", "local"),
-            v.get("NNODES", "1"),
-            v.get("NODE_RANK", "0"),
+            v.get("LAUNCH"),
+            v.get("NNODES"),
+            v.get("NODE_RANK"),
             v.get("MASTER_ADDR"),
             v.get("MASTER_PORT"),
-            v.get("GPUS", "0"),
-            v.get("CPU_WORKERS", "2"),
-            v.get("DIST_TIMEOUT", "600"),
+            v.get("GPUS"),
+            v.get("CPU_WORKERS"),
+            v.get("DIST_TIMEOUT"),
             tokens_per_update,
             cap,
             real=v.get("DRY_RUN", "0") != "1",

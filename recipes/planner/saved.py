@@ -21,7 +21,7 @@ def decision_key(v: Variables) -> Dict:
     size of each corpus read. A plan held in WORK is read back while this is the same."""
     train = v.words("TRAIN")
     given = {
-        name: v.get(name) for name in sorted(v.values) if name in SETTINGS and name not in ("TRAIN", "VALID", "TEST")
+        name: v.given(name) for name in sorted(v.values) if name in SETTINGS and name not in ("TRAIN", "VALID", "TEST")
     }
     lines = {
         t: count_lines(c.tsv or c.source) for t, c in ((t, find_corpus(t, v.get("SRC"), v.get("TGT"))) for t in train)

@@ -24,11 +24,11 @@ class Speeds:
     speed, however the machine's load changes between them."""
 
     def __init__(self, v: Variables, cap: int):
-        self.gpus, self.cpu_workers = int(v.get("GPUS", "0")), int(v.get("CPU_WORKERS", "2"))
-        self.nodes = int(v.get("NNODES", "1") or 1)
+        self.gpus, self.cpu_workers = int(v.get("GPUS")), int(v.get("CPU_WORKERS"))
+        self.nodes = int(v.get("NNODES") or 1)
         per_node = self.gpus if self.gpus > 0 else self.cpu_workers
         self.devices = per_node * self.nodes
-        self.precision, self.cap, self.seen = v.get("PRECISION", "fp32"), cap, {}
+        self.precision, self.cap, self.seen = v.get("PRECISION"), cap, {}
         self.file = None
         if v.get("SPEED_FILE"):
             try:

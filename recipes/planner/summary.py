@@ -45,7 +45,7 @@ def summary(plan: Plan, v: Variables) -> List[str]:
     lines += [f"note: {n}" for n in plan.choice.get("notes", [])]
     devices = int(b.get("devices") or 1)
     share = b["tokens_per_update"] // devices
-    if int(v.get("GPUS", "0") or 0) > 0 and devices > 1 and share < SMALL_SHARE:
+    if int(v.get("GPUS") or 0) > 0 and devices > 1 and share < SMALL_SHARE:
         lines.append(
             f"note: each of the {devices} GPUs gets {share:,} tokens an update and computes little: fewer would do"
         )
@@ -56,7 +56,7 @@ def summary(plan: Plan, v: Variables) -> List[str]:
         )
     if v.get("EXPLAIN", "0") == "1":
         lines += ["why:", plan.choice["explain"], f"training: about {budget['training_time']}"]
-    if int(v.get("GPUS", "0")) == 0 and not v.get("TIME") and not v.toy and int(budget["training_seconds"]) > 8 * 3600:
+    if int(v.get("GPUS")) == 0 and not v.get("TIME") and not v.toy and int(budget["training_seconds"]) > 8 * 3600:
         lines.append(
             "more than a working day on CPU workers: TIME=8h picks what 8 hours train best here, or a GPU: GPUS=1"
         )

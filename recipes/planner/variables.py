@@ -6,22 +6,38 @@ from typing import Dict, List, Optional
 
 from preprocess.corpora import count_lines
 from recipes.planner.plan import PlanError
+from recipes.planner.settings import BY_NAME, DECLARED, PLANNING
 from transformer_plugin_cli.paper import number
 
 
+DECLARED_DEFAULT = object()  # Variables.number's default where none is given: the declared one
+
+
 class Variables:
-    """The recipe's variables as it hands them over: a value of '' is unset (the plan decides it)."""
+    """The recipe's variables as it hands them over: a value of '' is unset, and takes its declared default
+    (recipes/planner/settings.py), or the one the plan decides where none is declared."""
 
     def __init__(self, values: Dict[str, str]):
         self.values = values
 
-    def get(self, name: str, default: str = "") -> str:
+    def given(self, name: str) -> str:
+        """The value as handed over, '' where unset: whether the user (or the recipe's top) gave it."""
+        return self.values.get(name) or ""
+
+    def get(self, name: str, default: Optional[str] = None) -> str:
+        if default is None:
+            default = BY_NAME[name].default if name in BY_NAME else ""
         return self.values.get(name) or default
 
-    def number(self, name: str, default: Optional[int] = None, least: int = 0) -> Optional[int]:
-        text = self.get(name)
+    def number(self, name: str, default: object = DECLARED_DEFAULT, least: Optional[int] = None) -> Optional[int]:
+        """A whole number, at least the declared least; unset: ``default``, or the declared default (None if none)."""
+        declared = BY_NAME.get(name)
+        least = least if least is not None else declared.least if declared else 0
+        text = self.values.get(name) or ""
         if not text:
-            return default
+            if default is not DECLARED_DEFAULT:
+                return default
+            return int(declared.default) if declared and declared.default else None
         if not text.isdigit() or int(text) < least:
             raise PlanError(f"{name}={text}: a whole number{f' of {least} or more' if least else ''}")
         return int(text)
@@ -41,28 +57,21 @@ class Variables:
 
     @property
     def toy(self) -> bool:
-        return self.get("TOY", "0") == "1"
+        return self.get("TOY") == "1"
 
 
-# every variable that changes the plan's training; the others go to the stages as set (their own: MAX_WORDS, SEED,
-# ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the machines of one plan
-# apart (NODE_RANK)
-SETTINGS = tuple(
-    "TRAIN VALID TEST SRC TGT TOY INIT TGT_TOKEN REPLAY REPLAY_RATIO REPLAY_SOURCES TIME MAX_UPDATE SPEED_FILE "
-    "MIN_PAIRS FINETUNE_MIN_PAIRS VOCAB_SIZE JOINT_VOCAB ARCH MODEL_FLAGS "
-    "DROPOUT TOKENS_PER_UPDATE MAX_TOKENS_PER_DEVICE WARMUP FINETUNE_WARMUP SAVE_INTERVAL_UPDATES AVERAGE_LAST "
-    "EVAL_BLEU PATIENCE LABEL_SMOOTHING GPUS CPU_WORKERS PRECISION LAUNCH NNODES MASTER_ADDR "
-    "MASTER_PORT DIST_TIMEOUT TOY_ARCH TOY_MODEL_FLAGS TOY_VOCAB_SIZE TOY_MAX_UPDATE TOY_WARMUP "
-    "TOY_SAVE_INTERVAL_UPDATES TOY_TOKENS_PER_UPDATE TOY_AVERAGE_LAST TOY_MIN_PAIRS".split()
-)
+# every variable that changes the plan's training (settings.py: plans); the others go to the stages as set (their
+# own: MAX_WORDS, SEED, ...), are read afresh from the plan held (after training: BEAM, LENPEN, EXPORT), or tell the
+# machines of one plan apart (NODE_RANK)
+SETTINGS = PLANNING
 
 
 def check_settings(v: Variables) -> None:
     time_text = v.get("TIME")
-    given = v.get("MAX_UPDATE") or (v.get("TOY_MAX_UPDATE") if v.toy else "")
+    given = v.given("MAX_UPDATE") or (v.given("TOY_MAX_UPDATE") if v.toy else "")
     if time_text and given:
         raise PlanError(f"TIME={time_text} and MAX_UPDATE={given}: give one budget (TIME is turned into updates here)")
-    if time_text and v.get("NNODES", "1") != "1" and not v.get("SPEED_FILE"):
+    if time_text and v.get("NNODES") != "1" and not v.get("SPEED_FILE"):
         raise PlanError(
             f"TIME={time_text} is measured on this machine, and NNODES={v.get('NNODES')} machines must agree on the "
             "updates: give MAX_UPDATE, or SPEED_FILE (vaswani-speed-probe file, written on one of them), which all read"
@@ -117,3 +126,6 @@ def check_settings(v: Variables) -> None:
                 raise PlanError(
                     f"INIT={v.get('INIT')} and {name}={v.get(name)}: the model and its vocabulary are the parent's"
                 )
+    for s in DECLARED:  # the declared choices (PRECISION)
+        if s.choices and v.get(s.name) not in s.choices:
+            raise PlanError(f"{s.name}={v.get(s.name)}: use {', '.join(s.choices[:-1])} or {s.choices[-1]}")

@@ -1,0 +1,72 @@
+"""recipes/planner/settings.py, the one home of the parallel-text recipes' variables: each default the recipes show at
+their top is the declared one, each declared variable is read by the recipes it names, the stamps' list of settings
+is the declared list, --help lists them, and the plan reads its defaults and checks there."""
+
+import os
+import re
+import subprocess
+
+import pytest
+from helpers import REPO, user_env
+
+from recipes.engine.stamps import setting_names
+from recipes.planner.plan import PlanError
+from recipes.planner.settings import BY_NAME, DECLARED, help_table
+from recipes.planner.variables import SETTINGS, Variables, check_settings
+
+COMMON = os.path.join(REPO, "recipes", "parallel_text_common.sh")
+FILES = {
+    "parallel_text": [COMMON, os.path.join(REPO, "recipes", "parallel_text.sh")],
+    "finetune": [COMMON, os.path.join(REPO, "recipes", "finetune.sh")],
+}
+
+
+def shown(path):
+    """{NAME: default} of each ``NAME=${NAME:-default}`` of a recipe's file (the default as the shell sees it)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return dict(re.findall(r"(?<![\w$])([A-Z][A-Z0-9_]*)=\$\{\1:-(.*?)\}(?=[\s;]|$)", text, flags=re.M))
+
+
+@pytest.mark.parametrize("recipe", sorted(FILES))
+def test_the_recipes_top_shows_the_declared_defaults(recipe):
+    seen = {}
+    for path in FILES[recipe]:
+        for name, default in shown(path).items():
+            assert name in BY_NAME, f"{os.path.relpath(path, REPO)}: {name} is not declared in settings.py"
+            declared = BY_NAME[name]
+            assert recipe in declared.recipes, f"{name}: declared for {declared.recipes}, read by {recipe}"
+            assert default == (declared.shell or declared.default), f"{os.path.relpath(path, REPO)}: {name}"
+            seen[name] = default
+    assert set(seen) == {s.name for s in DECLARED if recipe in s.recipes}
+
+
+@pytest.mark.parametrize("recipe", sorted(FILES))
+def test_the_stamps_list_of_settings_is_the_declared_one(recipe):
+    assert setting_names(FILES[recipe]) == sorted(s.name for s in DECLARED if recipe in s.recipes)
+
+
+@pytest.mark.parametrize("recipe", sorted(FILES))
+def test_help_lists_every_variable_with_its_default(recipe):
+    proc = subprocess.run(
+        ["bash", f"recipes/{recipe}.sh", "--help"], cwd=REPO, env=user_env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert help_table(recipe) in proc.stdout
+    for s in DECLARED:
+        if recipe in s.recipes:
+            assert re.search(rf"^  {s.name} ", proc.stdout, flags=re.M), s.name
+    assert "  AVERAGE_LAST           [5] checkpoints averaged" in proc.stdout
+
+
+def test_the_plan_reads_its_defaults_and_checks_where_they_are_declared(monkeypatch):
+    v = Variables({"TOY": "1"})
+    assert v.get("PRECISION") == "fp32" and v.number("AVERAGE_LAST") == 5 and v.number("TOY_MAX_UPDATE") == 300
+    assert v.number("MAX_UPDATE") is None and v.given("TOY_MAX_UPDATE") == ""
+    with pytest.raises(PlanError, match=r"AVERAGE_LAST=0: a whole number of 1 or more"):
+        Variables({"AVERAGE_LAST": "0"}).number("AVERAGE_LAST")
+    with pytest.raises(PlanError, match=r"PRECISION=fp8: use fp32, fp16, bf16 or amp"):
+        check_settings(Variables({"PRECISION": "fp8"}))
+    monkeypatch.setitem(BY_NAME, "AVERAGE_LAST", BY_NAME["AVERAGE_LAST"].__class__("AVERAGE_LAST", "7", "h"))
+    assert Variables({}).number("AVERAGE_LAST") == 7  # read where it is declared, nowhere else
+    assert "TIME" in SETTINGS and "SEED" not in SETTINGS  # what decides another plan, and what goes to the stages
