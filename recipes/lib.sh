@@ -24,7 +24,8 @@ recipe_options() {
       --check) DRY_RUN=1; CHECK_ONLY=1 ;;
       --explain) EXPLAIN=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "$script" | sed '$d'
-        [ -z "${RECIPE_SETTINGS:-}" ] || { echo; "$PY" -m recipes.planner settings "$RECIPE_SETTINGS" 2> /dev/null || true; }
+        [ -z "${RECIPE_SETTINGS:-}" ] ||
+          { echo; "$PY" -m recipes.planner settings "$RECIPE_SETTINGS" 2> /dev/null || true; }
         exit 0 ;;
       *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
     esac
@@ -191,7 +192,7 @@ plan_read() {
 
 # plan_run [COMMAND ARGS...]: the recipe's plan (recipes/planner/), decided once in Python from the recipe's variables
 # (every name in capitals, handed over as data), its fields then set as variables (plan_read); it stops the recipe
-# before any work, naming what cannot work. COMMAND: decide (recipes/parallel_text.sh, the default) or layout (the
+# before any work, naming what cannot work. COMMAND: decide (parallel_text.sh and finetune.sh, the default) or layout (the
 # batch's layout alone: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY, MASTER_ADDR and MASTER_PORT).
 plan_run() {
   local fields status=0
