@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -35,6 +34,7 @@ sys.path.insert(0, REPO)
 
 from benchmarks.common import BIN, PLUGIN, print_table  # noqa: E402
 from benchmarks.process_memory import TreeMemory  # noqa: E402
+from recipes.planner.layout import free_port, worker_commands  # noqa: E402
 
 MAGIC = b"MMIDIDX\x00\x00"
 UINT16 = 8  # fairseq's dtype code for numpy.uint16
@@ -88,12 +88,6 @@ def write_data_bin(out: str, pairs: int, vocab: int = 32_000, src: str = "en", t
         json.dump(settings, f)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 MILESTONES = {
     "data loaded": re.compile(r"loaded [\d,]+ examples from: .*train\."),
     "batches made": re.compile(r"begin training epoch 1\b"),
@@ -139,27 +133,10 @@ def measure(data_bin: str, processes: int, log_path: str, extra_args: Sequence[s
     seen: Dict[str, float] = {}
     with open(log_path, "w") as log:
         procs = []
-        for rank in range(processes):
-            extra = (
-                []
-                if processes == 1
-                else [
-                    "--distributed-world-size",
-                    str(processes),
-                    "--distributed-rank",
-                    str(rank),
-                    "--distributed-backend",
-                    "gloo",
-                    "--ddp-backend",
-                    "legacy_ddp",
-                    "--distributed-no-spawn",
-                    "--distributed-init-method",
-                    f"tcp://127.0.0.1:{port}",
-                ]
-            )
+        for rank, command in enumerate(worker_commands(processes, common, str(port)) if processes > 1 else [common]):
             procs.append(
                 subprocess.Popen(
-                    common + extra,
+                    command,
                     env=env,
                     stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
                     stderr=subprocess.STDOUT,
