@@ -31,7 +31,12 @@ source "$REPO/recipes/parallel_text_common.sh"
 # ---- the published model to fine-tune (docs/finetune.md) ---------------------------
 INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
 NEEDED="INIT, TRAIN, SRC and TGT are needed: INIT=opus-mt-en-de TRAIN=corpus/train SRC=en TGT=de bash $0"
-if [ -z "$INIT" ] || [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then echo "$NEEDED" >&2; exit 2; fi
+if [ -z "$INIT" ] || [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
+  if [ "$DRY_RUN" = 0 ]; then echo "$NEEDED" >&2; exit 2; fi
+  echo "$NEEDED. Without them a dry run can only show what it reads:"
+  "$PY" -m recipes.planner settings finetune
+  exit 0
+fi
 corpus_sets
 FINETUNE_MIN_PAIRS=${FINETUNE_MIN_PAIRS:-}  # fewer training pairs, once dev and test are held out, stop it (100)
 TGT_TOKEN=${TGT_TOKEN:-}                   # a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary

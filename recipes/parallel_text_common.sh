@@ -2,6 +2,8 @@
 # share, sourced by both after lib.sh (not run): the corpus's, the budget's and the training's variables, and the
 # stages both declare (check, clean and split; encode; binarize; train; average; translate; score; report; export).
 # The recipe that sources it sets NEEDED (what it cannot run without) and checks it after.
+[ "${BASH_SOURCE[0]}" != "$0" ] || { echo "$0 is part of recipes/parallel_text.sh and recipes/finetune.sh: run one" \
+  "of them (--help)" >&2; exit 2; }
 RECIPE_SOURCES+=("${BASH_SOURCE[0]}")  # its settings' names, for the engine's stamps (lib.sh's run_stages)
 
 # ---- the corpus (each can be set in the environment) --------------------------------------------------

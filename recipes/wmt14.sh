@@ -15,6 +15,8 @@
 #           FROM is given, small archives in the real WMT14 layouts written by preprocess/wmt14.py.
 # Several machines: LAUNCH=torchrun or LAUNCH=slurm, see docs/several-machines.md.
 set -euo pipefail
+[ "${BASH_SOURCE[0]}" != "$0" ] || { echo "$0 is the body of recipes/wmt14_{en_de,en_fr}_{base,big}.sh: run one of" \
+  "them (--help)" >&2; exit 2; }
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$REPO/recipes/lib.sh"

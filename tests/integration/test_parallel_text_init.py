@@ -242,6 +242,8 @@ def test_a_directory_the_import_wrote_is_used_as_it_is(parent, corpus, cache, tm
         "--d-model 32",
     ):
         assert f" {flag} " in train, flag
+    # the disk's estimate counts the checkpoints at the parent's vocabulary, which the plan sets (VOCAB_SIZE)
+    assert re.search(r"^  stage 4: .* checkpoints: \d+ of .* \([\d,]+ parameters x 12 bytes\)", proc.stdout, re.M)
     assert os.listdir(tmp_path / "w") == ["plan.json"]
 
 

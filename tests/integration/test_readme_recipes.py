@@ -168,6 +168,21 @@ def test_a_failing_recipe_says_where(fresh_copy, script, variables, says):
     assert says in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("part", ["wmt14.sh", "parallel_text_common.sh"])
+def test_a_part_of_recipes_run_alone_names_the_recipes_to_run(fresh_copy, part):
+    """The files the recipes source, run as a recipe is, stop and say which recipes they are part of."""
+    proc = run(["bash", f"recipes/{part}", "--dry-run"], fresh_copy, user_env([]), timeout=60)
+    assert proc.returncode == 2 and f"recipes/{part} is " in proc.stderr and "run one" in proc.stderr, proc.stderr
+
+
+def test_finetune_without_its_variables_names_them_and_a_dry_run_shows_what_it_reads(fresh_copy):
+    dry = run(["bash", "recipes/finetune.sh", "--dry-run"], fresh_copy, user_env([]), timeout=60)
+    assert dry.returncode == 0 and "INIT, TRAIN, SRC and TGT are needed" in dry.stdout
+    assert re.search(r"^  REPLAY_RATIO +\[1\] ", dry.stdout, flags=re.M), dry.stdout
+    real = run(["bash", "recipes/finetune.sh"], fresh_copy, user_env([]), timeout=60)
+    assert real.returncode == 2 and "INIT, TRAIN, SRC and TGT are needed" in real.stderr
+
+
 # ---- the README's fairseq commands, on the data of the En-De recipe at toy size ------------------------------
 
 # the only changes made to the README's lines: toy size for what takes days
