@@ -9,7 +9,7 @@ binarises. One of the project's four packages, each importing only those below i
                              EVALB, reports, Table 3, exports, translation)
     transformer_plugin/      what fairseq's --user-dir loads: the paper's model, criterion, schedule
 
-Each module but corpora.py is a console script and runs with ``python -m preprocess.<module>``:
+Each module but corpora.py and cleaning.py is a console script and runs with ``python -m preprocess.<module>``:
 
     wmt14.py                vaswani-prepare-wmt14        WMT14 En-De / En-Fr: fetch, verify, extract, clean
     sentencepiece_vocab.py  vaswani-sentencepiece        train and apply a joint sentencepiece vocabulary
@@ -17,6 +17,7 @@ Each module but corpora.py is a console script and runs with ``python -m preproc
     debian_l10n.py          vaswani-prepare-debian-l10n  the learning benchmark's corpus (Debian's catalogues)
     parallel_text.py        vaswani-prepare-parallel-text  one's own parallel text: checked, cleaned, split
     corpora.py              (read by it and recipes/)       corpora as given: files, line counts, pairs, scripts
+    cleaning.py             (read by the three preparations)  the one cleaner: a rule set for each kind of text
     ptb.py                  vaswani-prepare-ptb          the WSJ trees, cleaned and linearised (Section 6.3)
     shards.py               vaswani-shard-text           the training text in N round-robin shards (SHARDS=N)
 

@@ -11,13 +11,13 @@ control messages, office, graphics and finance applications) into a parallel cor
    Python's gettext parser): the English msgid and its translation; for plural messages the
    singular; message contexts are dropped. A package without such catalogues, a damaged ``.deb``
    and an unreadable catalogue are errors naming the file;
-3. clean, counting every dropped pair by reason: untranslated (empty, or equal to the English),
-   fewer than ``--min-words`` or more than ``--max-words`` words on a side, a word-count ratio above
-   ``--max-ratio``, and duplicates. Whitespace is collapsed (multi-line messages become one line),
-   control characters are removed, and so are keyboard accelerator marks (LibreOffice's ``~``, and
-   an ``_`` before a letter where a string has exactly one, as GTK's). Two messages whose English
-   differs only in case and punctuation ("Open file" and "Open file...") are duplicates; the first
-   translation met, in package order, is kept;
+3. clean (the ``Gettext`` rules of preprocess/cleaning.py), counting every dropped pair by reason:
+   untranslated (empty, or equal to the English), fewer than ``--min-words`` or more than ``--max-words``
+   words on a side, a word-count ratio above ``--max-ratio``, and duplicates. Whitespace is collapsed
+   (multi-line messages become one line), control characters are removed, and so are keyboard accelerator
+   marks (LibreOffice's ``~``, and an ``_`` before a letter where a string has exactly one, as GTK's). Two
+   messages whose English differs only in case and punctuation ("Open file" and "Open file...") are
+   duplicates; the first translation met, in package order, is kept;
 4. split by a hash of that case- and punctuation-free English: the ``--test`` and ``--valid`` pairs
    with the lowest hashes, then the rest for training. The split does not depend on the package
    order, and no English sentence (nor a variant of it) is in two splits.
@@ -47,10 +47,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import unicodedata
 from collections import Counter
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from preprocess import cleaning
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import publish
 
@@ -159,36 +159,12 @@ def messages(data: bytes, name: str) -> Iterator[Tuple[str, str]]:
             yield key.split("\x04")[-1], translation  # "context\x04msgid"
 
 
-_SPACE = re.compile(r"\s+")
-_GTK_MNEMONIC = re.compile(r"_(?=\w)")
-
-
-def clean_text(text: str) -> str:
-    """One line: accelerator marks and control characters removed, whitespace collapsed."""
-    text = re.sub(r"~(?=\w)", "", text)
-    if len(_GTK_MNEMONIC.findall(text)) == 1:
-        text = _GTK_MNEMONIC.sub("", text)
-    text = "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
-    return _SPACE.sub(" ", text).strip()
+RULES = cleaning.Gettext  # this recipe's rule set (preprocess/cleaning.py)
 
 
 def duplicate_key(english: str) -> str:
     """English without case and punctuation: messages that agree here are one sentence."""
     return " ".join(re.findall(r"\w+", english.lower()))
-
-
-def check_pair(en: str, de: str, min_words: int, max_words: int, max_ratio: float) -> Optional[str]:
-    """None for a pair to keep, else the reason it is dropped."""
-    if not de or de == en:
-        return "untranslated"
-    n_en, n_de = len(en.split()), len(de.split())
-    if min(n_en, n_de) < min_words:
-        return "too short"
-    if max(n_en, n_de) > max_words:
-        return "too long"
-    if max(n_en, n_de) > max_ratio * min(n_en, n_de):
-        return "length ratio"
-    return None
 
 
 def split_of(keys: Sequence[str], valid: int, test: int) -> Dict[str, str]:
@@ -251,23 +227,27 @@ def prepare(
             log(f"{out}: already prepared from the same packages and settings")
             return previous
 
+    rules = RULES("en", lang, max_words, max_ratio, min_words)
     dropped, kept_per_package = Counter(), Counter()
+
+    def count_dropped(reason: str) -> None:
+        dropped[reason] += 1
+
     pairs: Dict[str, Tuple[str, str]] = {}  # duplicate key -> (en, de)
     for package, deb in files.items():
         count = 0
         for name, data in catalogues(deb, lang):
             count += 1
             for msgid, msgstr in messages(data, f"{deb}:{name}"):
-                en, de = clean_text(msgid), clean_text(msgstr)
-                reason = check_pair(en, de, min_words, max_words, max_ratio)
-                key = duplicate_key(en)
-                if reason is None and key in pairs:
-                    reason = "duplicate"
-                if reason is None:
-                    pairs[key] = (en, de)
-                    kept_per_package[package] += 1
+                pair = rules.clean(msgid, msgstr, note=count_dropped)
+                if pair is None:
+                    continue
+                key = duplicate_key(pair[0])
+                if key in pairs:
+                    count_dropped("duplicate")
                 else:
-                    dropped[reason] += 1
+                    pairs[key] = pair
+                    kept_per_package[package] += 1
         if count == 0:
             raise DataError(f"{deb}: package {package} has no {lang}/LC_MESSAGES/*.mo catalogues")
         log(f"{package} {identity[package]['version']}: {count} catalogues, {kept_per_package[package]} pairs kept")

@@ -9,8 +9,9 @@ and optional dev and test sets in the same forms. Nothing is dropped silently: `
    Unicode line or paragraph separator, a NEL or a NUL byte explains it: another reader splits lines
    there); a TSV line without exactly one tab; invalid UTF-8 (with ``--on-bad-bytes drop`` such pairs are
    dropped and counted instead).
-2. **Normalised, counted**: a byte-order mark, a carriage return at a line's end, control characters
-   (as a space), Unicode NFC, runs of white space.
+2. **Normalised, counted** (2. and 3. are the ``Opus`` rules of preprocess/cleaning.py): a byte-order
+   mark, a carriage return at a line's end, control characters (as a space), Unicode NFC, runs of white
+   space.
 3. **Dropped, counted**: an empty side; more than ``--max-words`` words on a side; a length ratio above
    ``--max-ratio`` (words, or characters for scripts written without spaces); the source equal to the
    target; a side whose letters are mostly not in the script of its language (the side's own script,
@@ -34,11 +35,11 @@ import contextlib
 import hashlib
 import os
 import sys
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from preprocess import cleaning
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import TMP_SUFFIX, publish
 from preprocess.corpora import (
@@ -48,14 +49,10 @@ from preprocess.corpora import (
     find_corpus,
     held_out_size,
     raw_pairs,
-    share_in,
     sides_scripts,
-    units,
 )
 
 FIRST = 10  # line numbers kept per reason
-LANGID_MIN_CHARS = 40
-LANGID_MIN_PROBABILITY = 0.9
 
 
 # ---- cleaning -----------------------------------------------------------------------------------------
@@ -74,51 +71,21 @@ class Report:
         if len(places) < FIRST:
             places.append(where)
 
+    def at(self, where: str) -> cleaning.Note:
+        """What notes a reason at ``where``."""
+        return lambda reason: self.note(reason, where)
+
     def as_dict(self) -> Dict:
         return {reason: {"count": n, "first": self.first.get(reason, [])} for reason, n in sorted(self.counts.items())}
 
 
-def normalise(text: str, report: Report, where: str) -> str:
-    """A side's text: BOM and a final carriage return dropped, control characters as spaces, NFC, single
-    spaces; each change counted."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-        report.note("byte-order mark removed", where)
-    if text.endswith("\r"):
-        text = text[:-1]
-        report.note("carriage return at the end removed", where)
-    cleaned = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
-    if cleaned != text:
-        report.note("control characters replaced by spaces", where)
-    nfc = unicodedata.normalize("NFC", cleaned)
-    if nfc != cleaned:
-        report.note("Unicode normalised (NFC)", where)
-    single = " ".join(nfc.split())
-    if single != nfc:
-        report.note("white space collapsed (runs, tabs, or at either end)", where)
-    return single
-
-
-class LanguageId:
-    """py3langid's model (langid.py's, shipped with the package), with normalised probabilities."""
-
-    def __init__(self, languages: Sequence[str]):
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        self.identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        self.known = set(self.identifier.nb_classes)
-        self.judged = [lang for lang in languages if lang in self.known]
-
-    def other(self, text: str, lang: str) -> Optional[str]:
-        """The other language ``text`` is in, if py3langid is sure of one; None to keep it."""
-        if lang not in self.known or len(text) < LANGID_MIN_CHARS:
-            return None
-        found, probability = self.identifier.classify(text)
-        return found if found != lang and probability >= LANGID_MIN_PROBABILITY else None
+RULES = cleaning.Opus  # this recipe's rule set (preprocess/cleaning.py)
 
 
 @dataclass
-class Rules:
+class Options:
+    """The cleaning's options as given (``--max-words``, ``--max-ratio``, ``--on-bad-bytes``, ``--no-langid``)."""
+
     src: str
     tgt: str
     max_words: int = 250
@@ -132,11 +99,7 @@ def sentence_hash(text: str, seed: int = 0) -> int:
 
 
 def clean_pairs(
-    corpora: Sequence[Corpus],
-    rules: Rules,
-    report: Report,
-    scripts: Tuple[Optional[str], Optional[str]],
-    langid: Optional[LanguageId],
+    corpora: Sequence[Corpus], rules: cleaning.Opus, on_bad_bytes: str, report: Report
 ) -> Iterator[Tuple[str, str, str]]:
     """(where, source, target) of every pair kept by the checks that need no other pair."""
     bad_bytes = []
@@ -146,45 +109,20 @@ def clean_pairs(
             try:
                 source, target = s.decode("utf-8"), t.decode("utf-8")
             except UnicodeDecodeError:
-                if rules.on_bad_bytes == "drop":
+                if on_bad_bytes == "drop":
                     report.note("invalid UTF-8", where)
                 else:
                     bad_bytes.append(where)
                 continue
-            source, target = normalise(source, report, where), normalise(target, report, where)
-            reason = check(source, target, rules, scripts, langid)
-            if reason:
-                report.note(reason, where)
-                continue
-            yield where, source, target
+            pair = rules.clean(source, target, note=report.at(where))
+            if pair is not None:
+                yield (where, *pair)
     if bad_bytes:
         raise CorpusError(
             f"{len(bad_bytes)} line{'s' * (len(bad_bytes) > 1)} not valid UTF-8 ({', '.join(bad_bytes[:FIRST])}"
             f"{', ...' if len(bad_bytes) > FIRST else ''}): convert the text to UTF-8 (iconv -f ...), or drop "
             "those pairs (ON_BAD_BYTES=drop, --on-bad-bytes drop)"
         )
-
-
-def check(source: str, target: str, rules: Rules, scripts, langid: Optional[LanguageId]) -> Optional[str]:
-    """None for a pair to keep, else why it is dropped."""
-    if not source or not target:
-        return "an empty side"
-    ns, nt = units(source, scripts[0]), units(target, scripts[1])
-    if max(ns, nt) > rules.max_words:
-        return f"more than {rules.max_words} words on a side"
-    if max(ns, nt) > rules.max_ratio * max(1, min(ns, nt)):
-        return f"length ratio above {rules.max_ratio:g}"
-    if source == target:
-        return "source equal to target"
-    for text, script, lang in ((source, scripts[0], rules.src), (target, scripts[1], rules.tgt)):
-        if script and share_in(text, script) < 0.5:
-            return f"a side mostly not in its script ({lang}: {script.lower()})"
-    if langid is not None:
-        for text, lang in ((source, rules.src), (target, rules.tgt)):
-            other = langid.other(text, lang)
-            if other:
-                return f"a side in another language ({lang} side: {other})"
-    return None
 
 
 # ---- prepare ---------------------------------------------------------------------------------------------
@@ -197,21 +135,22 @@ def prepare(
     out: str,
     valid: Sequence[str] = (),
     test: Sequence[str] = (),
-    rules: Optional[Rules] = None,
+    options: Optional[Options] = None,
     seed: int = 1,
     valid_size: Optional[int] = None,
     test_size: Optional[int] = None,
     log=print,
 ) -> Dict:
     """Check, clean, deduplicate and split; returns the report (also written as report.json/.md)."""
-    rules = rules or Rules(src, tgt)
+    options = options or Options(src, tgt)
     corpora = [find_corpus(spec, src, tgt) for spec in train]
     given = {"valid": [find_corpus(s, src, tgt) for s in valid], "test": [find_corpus(s, src, tgt) for s in test]}
     for corpus in [*corpora, *given["valid"], *given["test"]]:
         if not corpus.tsv:
             check_line_counts(corpus)
     scripts = sides_scripts(corpora)
-    langid = LanguageId([src, tgt]) if rules.langid else None
+    langid = cleaning.LanguageId([src, tgt]) if options.langid else None
+    rules = RULES(src, tgt, options.max_words, options.max_ratio, scripts, langid)
     os.makedirs(out, exist_ok=True)
     report = Report()
     held: Dict[str, List[Tuple[str, str]]] = {}
@@ -223,8 +162,8 @@ def prepare(
                     where = f"{corpus.spec}:{number}"
                     try:
                         pair = (
-                            normalise(s.decode("utf-8"), report, where),
-                            normalise(t.decode("utf-8"), report, where),
+                            rules.normalise(s.decode("utf-8"), src, report.at(where)),
+                            rules.normalise(t.decode("utf-8"), tgt, report.at(where)),
                         )
                     except UnicodeDecodeError:
                         raise CorpusError(
@@ -244,7 +183,7 @@ def prepare(
     kept = 0
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            for where, s, t in clean_pairs(corpora, rules, report, scripts, langid):
+            for where, s, t in clean_pairs(corpora, rules, options.on_bad_bytes, report):
                 key = sentence_hash(f"{s}\t{t}")
                 if key in seen_pairs:
                     report.note("a duplicate of an earlier pair", where)
@@ -327,7 +266,7 @@ def prepare(
         "langid": f"py3langid, {', '.join(langid.judged) or 'neither language known'}" if langid else "off",
         "pairs": dict(counts),
         "changes_and_drops": report.as_dict(),
-        "rules": {"max_words": rules.max_words, "max_ratio": rules.max_ratio, "on_bad_bytes": rules.on_bad_bytes},
+        "rules": {"max_words": options.max_words, "max_ratio": options.max_ratio, "on_bad_bytes": options.on_bad_bytes},
     }
     texts = [
         f"{split}.{lang}" for split in ("train", "valid", "test") for lang in (src, tgt)
@@ -564,7 +503,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        rules = Rules(args.src, args.tgt, args.max_words, args.max_ratio, args.on_bad_bytes, not args.no_langid)
+        options = Options(args.src, args.tgt, args.max_words, args.max_ratio, args.on_bad_bytes, not args.no_langid)
         prepare(
             args.train,
             args.src,
@@ -572,7 +511,7 @@ def main(argv=None) -> int:
             args.out,
             args.valid,
             args.test,
-            rules,
+            options,
             args.seed,
             args.valid_size,
             args.test_size,

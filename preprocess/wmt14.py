@@ -12,10 +12,10 @@
 2. extract the files each corpus needs (nothing else), every archive read to its end before any
    cleaning starts. An earlier extraction is reused only when made from an archive with the same md5,
    so a damaged, replaced or repaired archive is always read again;
-3. clean the training corpora, counting every dropped pair by reason: invalid UTF-8, an empty side,
-   more than ``--max-len`` words on a side, a length ratio above ``--max-ratio`` (as Moses'
-   clean-corpus-n). CRLF line ends are stripped and counted. Source and target files of different
-   lengths are an error naming both files;
+3. clean the training corpora (the ``Moses`` rules of preprocess/cleaning.py), counting every dropped
+   pair by reason: invalid UTF-8, an empty side, more than ``--max-len`` words on a side, a length ratio
+   above ``--max-ratio`` (as Moses' clean-corpus-n). CRLF line ends are stripped and counted. Source and
+   target files of different lengths are an error naming both files;
 4. normalise punctuation and Unicode as is standard (Moses' normalize-punctuation via sacremoses,
    control characters removed, whitespace collapsed) on training and dev text and on the test source;
 5. read dev (newstest2013) and test (newstest2014, the "full" release) from their SGML files as
@@ -49,6 +49,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from preprocess import cleaning
 from transformer_plugin_cli.console import console_script
 from transformer_plugin_cli.files import full_disk_error, publish, write_json
 
@@ -288,43 +289,25 @@ def extract(archive_path: str, members: Sequence[str], raw_dir: str, md5: str) -
     return out
 
 
-# ---- 3./4. clean and normalise ------------------------------------------------------------------
+# ---- 3./4. clean and normalise: preprocess/cleaning.py's MOSES rules ---------------------------------------
 
-_normalizers = {}
-
-
-def normalize(text: str, lang: str) -> str:
-    """Moses punctuation normalisation (sacremoses), control characters removed, whitespace collapsed."""
-    from sacremoses import MosesPunctNormalizer
-
-    if lang not in _normalizers:
-        _normalizers[lang] = MosesPunctNormalizer(lang, pre_replace_unicode_punct=True, post_remove_control_chars=True)
-    return " ".join(_normalizers[lang].normalize(text).split())
-
-
-DROP_REASONS = ("invalid_utf8", "empty", "too_long", "ratio")
-
-
-def clean_pair(src: bytes, tgt: bytes, langs: Tuple[str, str], max_len: int, max_ratio: float):
-    """(reason, None) for a dropped pair, or (None, (src, tgt)) normalised; ``src``/``tgt`` are raw lines."""
-    try:
-        texts = [line.rstrip(b"\n").rstrip(b"\r").decode("utf-8") for line in (src, tgt)]
-    except UnicodeDecodeError:
-        return "invalid_utf8", None
-    texts = [normalize(t, lang) for t, lang in zip(texts, langs)]
-    lengths = [len(t.split()) for t in texts]
-    if min(lengths) == 0:
-        return "empty", None
-    if max(lengths) > max_len:
-        return "too_long", None
-    if max(lengths) / min(lengths) > max_ratio:
-        return "ratio", None
-    return None, tuple(texts)
+RULES = cleaning.Moses  # this recipe's rule set
 
 
 def _clean_chunk(job):
-    pairs, langs, max_len, max_ratio = job
-    return [clean_pair(s, t, langs, max_len, max_ratio) for s, t in pairs]
+    """Each raw pair's (reason, None) where it is dropped, or (None, (source, target)) normalised."""
+    pairs, rules = job
+    cleaned = []
+    for raw in pairs:
+        try:
+            texts = [line.rstrip(b"\n").rstrip(b"\r").decode("utf-8") for line in raw]
+        except UnicodeDecodeError:
+            cleaned.append(("invalid_utf8", None))
+            continue
+        reasons: List[str] = []
+        kept = rules.clean(*texts, note=reasons.append)
+        cleaned.append((reasons[-1] if kept is None else None, kept))
+    return cleaned
 
 
 def read_pairs(src_path: str, tgt_path: str, chunk: int = 2_000) -> Iterator[List[Tuple[bytes, bytes]]]:
@@ -351,10 +334,10 @@ def read_pairs(src_path: str, tgt_path: str, chunk: int = 2_000) -> Iterator[Lis
 
 
 def clean_corpus(
-    src_path, tgt_path, out_src, out_tgt, langs, max_len=250, max_ratio=1.5, max_pairs=None, pool=None
+    src_path, tgt_path, out_src, out_tgt, rules: cleaning.Moses, max_pairs=None, pool=None
 ) -> Dict[str, int]:
     """Append the cleaned, normalised pairs of one corpus to the open files ``out_src``/``out_tgt``."""
-    counts = dict(read=0, kept=0, crlf=0, **{r: 0 for r in DROP_REASONS})
+    counts = dict(read=0, kept=0, crlf=0, **{r: 0 for r in RULES.reasons})
 
     def jobs():
         for pairs in read_pairs(src_path, tgt_path):
@@ -364,7 +347,7 @@ def clean_corpus(
                     return
             counts["read"] += len(pairs)
             counts["crlf"] += sum(s.endswith(b"\r\n") or t.endswith(b"\r\n") for s, t in pairs)
-            yield pairs, langs, max_len, max_ratio
+            yield pairs, rules
 
     results = pool.imap(_clean_chunk, jobs()) if pool else map(_clean_chunk, jobs())
     for chunk in results:
@@ -375,7 +358,7 @@ def clean_corpus(
                 out_src.write(texts[0] + "\n")
                 out_tgt.write(texts[1] + "\n")
                 counts["kept"] += 1
-    assert counts["kept"] + sum(counts[r] for r in DROP_REASONS) == counts["read"]
+    assert counts["kept"] + sum(counts[r] for r in RULES.reasons) == counts["read"]
     return counts
 
 
@@ -468,6 +451,7 @@ def prepare(
     spec = PAIRS[pair]
     valid = valid_corpus(pair, from_dir)
     src, tgt = pair.split("-")
+    rules = RULES(src, tgt, max_len, max_ratio)
     raw = os.path.join(out, "raw")
     os.makedirs(out, exist_ok=True)
     report = {"pair": pair, "archives": {}, "train": {}, "max_len": max_len, "max_ratio": max_ratio}
@@ -507,9 +491,9 @@ def prepare(
         ):
             for corpus in spec["train"]:
                 src_file, tgt_file = member_files(corpus, (src, tgt))
-                counts = clean_corpus(src_file, tgt_file, fs, ft, (src, tgt), max_len, max_ratio, max_pairs, pool)
+                counts = clean_corpus(src_file, tgt_file, fs, ft, rules, max_pairs, pool)
                 report["train"][corpus.name] = counts
-                dropped = ", ".join(f"{r} {counts[r]:,}" for r in DROP_REASONS)
+                dropped = ", ".join(f"{r} {counts[r]:,}" for r in RULES.reasons)
                 log(
                     f"{corpus.name}: read {counts['read']:,} pairs, kept {counts['kept']:,}; dropped: {dropped};"
                     f" CRLF line ends stripped: {counts['crlf']:,}"
@@ -518,7 +502,7 @@ def prepare(
         if pool:
             pool.close()
             pool.join()
-    totals = {k: sum(c[k] for c in report["train"].values()) for k in ("read", "kept", "crlf", *DROP_REASONS)}
+    totals = {k: sum(c[k] for c in report["train"].values()) for k in ("read", "kept", "crlf", *RULES.reasons)}
     report["train_total"] = totals
 
     valid_files = member_files(valid, (src, tgt))
@@ -528,11 +512,11 @@ def prepare(
     _check_parallel("valid", *valid_files, valid_src, valid_tgt)
     _check_parallel("test", *test_files, test_src, test_ref)
     texts = {
-        f"valid.{src}": [normalize(s, src) for s in valid_src],
-        f"valid.{tgt}": [normalize(s, tgt) for s in valid_tgt],
+        f"valid.{src}": [rules.normalise(s, src) for s in valid_src],
+        f"valid.{tgt}": [rules.normalise(s, tgt) for s in valid_tgt],
         f"valid.ref.{tgt}": valid_tgt,
-        f"test.{src}": [normalize(s, src) for s in test_src],
-        f"test.{tgt}": [normalize(s, tgt) for s in test_ref],
+        f"test.{src}": [rules.normalise(s, src) for s in test_src],
+        f"test.{tgt}": [rules.normalise(s, tgt) for s in test_ref],
         f"test.ref.{tgt}": test_ref,
     }
     report["valid"] = {"corpus": valid.name, "archive": valid.archive, "pairs": len(valid_src)}
@@ -540,7 +524,7 @@ def prepare(
     publish(out, texts, report, written=[f"train.{src}", f"train.{tgt}"])  # all made: now under their final names
     log(
         f"train: kept {totals['kept']:,} of {totals['read']:,} pairs"
-        f" ({', '.join(f'{r} {totals[r]:,}' for r in DROP_REASONS)} dropped);"
+        f" ({', '.join(f'{r} {totals[r]:,}' for r in RULES.reasons)} dropped);"
         f" valid {len(valid_src):,} ({valid.name}, {valid.archive}); test {len(test_src):,} ({spec['test_src'].name})"
     )
     return report

@@ -443,14 +443,12 @@ def real_english_german(n=None):
 
     from preprocess import debian_l10n
 
-    pairs = []
+    pairs, rules = [], debian_l10n.RULES("en", "de")
     for path in sorted(glob.glob(os.path.join(CATALOGUES, "*.mo"))):
         with open(path, "rb") as f:
             data = f.read()
         try:
-            pairs += [
-                (debian_l10n.clean_text(en), debian_l10n.clean_text(de)) for en, de in debian_l10n.messages(data, path)
-            ]
+            pairs += [(rules.normalise(en), rules.normalise(de)) for en, de in debian_l10n.messages(data, path)]
         except debian_l10n.DataError:
             continue  # a catalogue in another encoding
     pairs = [(en, de) for en, de in pairs if en and de and en != de]

@@ -11,7 +11,7 @@ from preprocess import parallel_text as pt
 
 
 def prepare(tmp_path, train, **kw):
-    kw.setdefault("rules", pt.Rules("en", "de", langid=False))
+    kw.setdefault("options", pt.Options("en", "de", langid=False))
     return pt.prepare(
         train if isinstance(train, list) else [train], "en", "de", str(tmp_path / "out"), log=lambda *_: None, **kw
     )
@@ -58,7 +58,7 @@ def test_invalid_utf8_is_refused_with_its_lines_or_dropped_and_counted(tmp_path)
     prefix = corpus(tmp_path, pairs)
     with pytest.raises(pt.CorpusError, match=rf"1 line not valid UTF-8 \({prefix}:5\).*ON_BAD_BYTES=drop"):
         prepare(tmp_path, prefix)
-    report = prepare(tmp_path, prefix, rules=pt.Rules("en", "de", on_bad_bytes="drop", langid=False))
+    report = prepare(tmp_path, prefix, options=pt.Options("en", "de", on_bad_bytes="drop", langid=False))
     assert report["changes_and_drops"]["invalid UTF-8"] == {"count": 1, "first": [f"{prefix}:5"]}
 
 
@@ -104,7 +104,7 @@ def test_sides_in_another_language_or_script_are_dropped(tmp_path):
     )  # German on the English side
     pairs[6] = (ENGLISH[1], "Сохраните документ, прежде чем закрыть его.")  # Russian on the German side
     prefix = corpus(tmp_path, pairs)
-    drops = prepare(tmp_path, prefix, rules=pt.Rules("en", "de"))["changes_and_drops"]
+    drops = prepare(tmp_path, prefix, options=pt.Options("en", "de"))["changes_and_drops"]
     assert drops["a side in another language (en side: de)"]["first"] == [f"{prefix}:6"]
     assert drops["a side mostly not in its script (de: latin)"]["first"] == [f"{prefix}:7"]
 

@@ -116,8 +116,8 @@ def test_cleaning_counts_every_dropped_pair(tmp_path):
 
 
 def test_normalisation():
-    assert wmt14.normalize("„Hallo“ ,  sagte\u00a0er\x07…", "de") == '"Hallo" , sagte er...'
-    assert wmt14.normalize("l’eau  «x»", "fr") == 'l\'eau "x"'
+    assert wmt14.RULES("en", "de").normalise("„Hallo“ ,  sagte\u00a0er\x07…", "de") == '"Hallo" , sagte er...'
+    assert wmt14.RULES("en", "fr").normalise("l’eau  «x»", "fr") == 'l\'eau "x"'
 
 
 def test_line_count_mismatch_names_both_files(toy_en_de, tmp_path, capsys):
