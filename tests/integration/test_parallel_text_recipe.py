@@ -39,10 +39,10 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module", autouse=True)
 def probed(tmp_path_factory):
-    """This module's speed figures, kept where the recipe reads them: the full-size models of its dry runs are known
-    (helpers.known_speed_figures), and the toy models are probed for real, once."""
+    """This module's speed figures, kept where the recipe reads them: the full-size models of its dry runs and the toy
+    model are known (helpers.known_speed_figures); the TIME test probes the toy model for real (REPROBE=1)."""
     cache = tmp_path_factory.mktemp("cache")
-    known_speed_figures(cache, vocab=500)
+    known_speed_figures(cache, vocab=500, toy_vocab=500)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache))
         yield cache
@@ -392,9 +392,9 @@ def test_without_a_corpus_a_dry_run_shows_the_settings_by_size_and_a_run_stops(t
 
 
 def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
-    """TIME=3m at toy size: the toy model probed here (or read back: this module's other toy runs probe it too), the
-    updates that fit, fairseq's stop at TIME; the same TIME again reads the figure back, and with REPROBE=1 measures
-    again; a TIME beside a MAX_UPDATE, or that is no duration, is refused."""
+    """TIME=3m at toy size: the toy model's figure read back (this module's), the updates that fit, fairseq's stop at
+    TIME; the same TIME again reads the figure back, and with REPROBE=1 the probe measures it here, for real; a TIME
+    beside a MAX_UPDATE, or that is no duration, is refused."""
     proc = run_recipe(
         "parallel_text.sh",
         tmp_path / "w",
