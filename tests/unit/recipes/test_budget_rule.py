@@ -226,19 +226,10 @@ def test_a_fairseq_log_reads_as_its_validation_curve(tmp_path):
     assert t["rise"] == pytest.approx(0.5) and t["end"] == 5.0
 
 
-def test_the_fitted_rows_lie_within_the_fit_and_the_constants_are_the_fit():
-    """The constants budget_rule.py holds are what benchmarks/budget_fit.py fits to benchmarks/records/budgets/*.json
-    and Table 3; every fitted Table 3 row within 0.15 bits."""
-    pytest.importorskip("scipy")
-    fitted = budget_fit.fit(RECORDS)
-    k = fitted["constants"]
-    for name in budget_fit.MAIN + budget_fit.EARLY + budget_fit.TURN:
-        assert getattr(law.FIT, name) == pytest.approx(getattr(k, name), rel=2e-3, abs=2e-3), name
-    for name, floor in fitted["floors"].items():
-        assert law.FLOORS[name] == pytest.approx(floor, abs=2e-3) and floor >= 0
-    assert law.FIT_RMS["budget runs"] == pytest.approx(fitted["rms budget runs"], abs=2e-3)
-    assert law.FIT_RMS["Table 3"] == pytest.approx(fitted["rms Table 3"], abs=2e-3)
-    assert law.FIT_RMS["curves"] == pytest.approx(fitted["rms curves"], abs=2e-3)
+def test_the_fitted_rows_lie_within_the_fit():
+    """Every fitted Table 3 row within 0.15 bits of the constants budget/law.py holds (that they are the fit of
+    benchmarks/records: tests/unit/benchmarks/test_doc_tables.py)."""
+    assert all(floor >= 0 for floor in law.FLOORS.values())
     for point in budget_fit.table3_points():
         assert abs(fitted_floor_wmt(point) - point["loss"]) <= 0.15, point["name"]
 
