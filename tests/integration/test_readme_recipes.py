@@ -302,3 +302,23 @@ def test_the_docs_are_reference_pages_and_history_is_the_changelogs():
             ["git", "cat-file", "--batch-check"], input="\n".join(commits), cwd=REPO, capture_output=True, text=True
         ).stdout
         assert "missing" not in known, known
+
+
+def test_each_reference_page_is_short_and_undated():
+    """A page under docs/ has at most 250 lines and says what holds: a date only in a table whose column says
+    "measured" (when a figure was measured); history is git's and CHANGELOG.md's."""
+    for name in sorted(os.listdir(os.path.join(REPO, "docs"))):
+        if not name.endswith(".md"):
+            continue
+        with open(os.path.join(REPO, "docs", name), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        assert len(lines) <= 250, f"docs/{name}: {len(lines)} lines; split it"
+        header = ""
+        for number, line in enumerate(lines, 1):
+            header = (
+                line if line.startswith("|") and not header.startswith("|") else header if line.startswith("|") else ""
+            )
+            dated = re.search(r"\b20\d\d-[01]\d-[0-3]\d\b", line)
+            assert not dated or "measured" in header.lower(), (
+                f"docs/{name}:{number}: a date, {dated[0]}, outside a measured column"
+            )
