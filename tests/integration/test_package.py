@@ -157,6 +157,7 @@ def test_the_top_level_is_the_designs():
     modules = sorted(f for f in os.listdir(os.path.join(REPO, "preprocess")) if f.endswith(".py"))
     assert modules == [
         "__init__.py",
+        "cleaning.py",
         "corpora.py",
         "debian_l10n.py",
         "parallel_text.py",
