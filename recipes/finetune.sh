@@ -90,31 +90,31 @@ elif [ -n "$REPLAY" ]; then
 fi
 
 # ---- 2. the parent imported, and the text in its sentencepiece pieces -----------------------------------------
-if [ "$PARENT_KIND" = marian ]; then
-  data_stage --writes "$PARENT_DIR" 2p "import the parent $INIT (vaswani-import-marian)" \
-    "$PY" -m transformer_plugin_cli.serving.import_marian "$INIT" "$PARENT_DIR" --source-lang "$SRC" --target-lang "$TGT" --force
+if [ "$PLAN_PARENT_KIND" = marian ]; then
+  data_stage --writes "$PLAN_PARENT_DIR" 2p "import the parent $INIT (vaswani-import-marian)" \
+    "$PY" -m transformer_plugin_cli.serving.import_marian "$INIT" "$PLAN_PARENT_DIR" --source-lang "$SRC" --target-lang "$TGT" --force
 fi
-SRC_SPM=$PARENT_SRC_SPM; TGT_SPM=$PARENT_TGT_SPM
+SRC_SPM=$PLAN_PARENT_SRC_SPM; TGT_SPM=$PLAN_PARENT_TGT_SPM
 # a multilingual parent: its >>xx<< for TGT before every source sentence, one id of its dictionary
-PREFIX_ARGS=(); [ -z "$PARENT_TGT_TOKEN" ] || PREFIX_ARGS=(--prefix "$PARENT_TGT_TOKEN")
+PREFIX_ARGS=(); [ -z "$PLAN_PARENT_TGT_TOKEN" ] || PREFIX_ARGS=(--prefix "$PLAN_PARENT_TGT_TOKEN")
 if [ "$REPLAY" = parent ]; then  # the parent's own translations of those sources, mixed into the training text
   data_stage 2d "encode the sources drawn into the parent's pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$SRC_SPM" --inputs "$DATA/distilled/sources.$SRC" \
       --outputs "$DATA/distilled/sources.sp.$SRC" --threads "$(cores)" "${PREFIX_ARGS[@]}"
-  data_stage 2e "translate them with the parent (fairseq-interactive: ${DECODING[*]})" \
-    capture "$DATA/distilled/parent.out" fairseq-interactive "$PARENT_DIR" --user-dir "$REPO/transformer_plugin" \
-      --path "$PARENT_CHECKPOINT" --source-lang "$SRC" --target-lang "$TGT" --input "$DATA/distilled/sources.sp.$SRC" \
-      "${DECODING[@]}" --post-process sentencepiece --buffer-size 1024 --batch-size 128 --skip-invalid-size-inputs-valid-test
+  data_stage 2e "translate them with the parent (fairseq-interactive: ${PLAN_DECODING[*]})" \
+    capture "$DATA/distilled/parent.out" fairseq-interactive "$PLAN_PARENT_DIR" --user-dir "$REPO/transformer_plugin" \
+      --path "$PLAN_PARENT_CHECKPOINT" --source-lang "$SRC" --target-lang "$TGT" --input "$DATA/distilled/sources.sp.$SRC" \
+      "${PLAN_DECODING[@]}" --post-process sentencepiece --buffer-size 1024 --batch-size 128 --skip-invalid-size-inputs-valid-test
   data_stage --writes "$TRAIN_TEXT.$SRC" --writes "$TRAIN_TEXT.$TGT" 2f "the training text with the parent's translations in it" \
     "$PY" -m preprocess.parallel_text distilled --train "$DATA/train" --src "$SRC" --tgt "$TGT" \
       --sources "$DATA/distilled/sources.$SRC" --translations "$DATA/distilled/parent.out" --out "$TRAIN_TEXT"
 fi
 # how many pieces the parent's dictionary lacks (fairseq's <unk>), in $SPM/unknown.SIDE.json, and the lines longer than
 # the parent's positions, which training and validation leave out
-encode_stage "$SRC" "$SRC_SPM" --dictionary "$PARENT_SRC_DICT" --unknown-report "$SPM/unknown.$SRC.json" \
-  --positions "$PARENT_SOURCE_POSITIONS" "${PREFIX_ARGS[@]}"
-encode_stage "$TGT" "$TGT_SPM" --dictionary "$PARENT_TGT_DICT" --unknown-report "$SPM/unknown.$TGT.json" \
-  --positions "$PARENT_TARGET_POSITIONS"
+encode_stage "$SRC" "$SRC_SPM" --dictionary "$PLAN_PARENT_SRC_DICT" --unknown-report "$SPM/unknown.$SRC.json" \
+  --positions "$PLAN_PARENT_SOURCE_POSITIONS" "${PREFIX_ARGS[@]}"
+encode_stage "$TGT" "$TGT_SPM" --dictionary "$PLAN_PARENT_TGT_DICT" --unknown-report "$SPM/unknown.$TGT.json" \
+  --positions "$PLAN_PARENT_TARGET_POSITIONS"
 # PARENT_TEST: a test set of the parent's own domain, translated by the parent before fine-tuning (3s-3t) and by the
 # fine-tuned model after (7p-7q): what fine-tuning forgets, with the paired bootstrap of the change
 if [ -n "$PARENT_TEST" ]; then
@@ -127,25 +127,25 @@ if [ -n "$PARENT_TEST" ]; then
 fi
 
 # ---- 3. binarize with the parent's dictionaries; the parent scored before fine-tuning ----------------------------
-binarize_stages 3 "$(cores)" --srcdict "$PARENT_SRC_DICT" --tgtdict "$PARENT_TGT_DICT"  # SHARDS=N: N data-bins (lib.sh)
+binarize_stages 3 "$(cores)" --srcdict "$PLAN_PARENT_SRC_DICT" --tgtdict "$PLAN_PARENT_TGT_DICT"  # SHARDS=N: N data-bins (lib.sh)
 PARENT_TEST_BIN="$WORK/parent-test-bin"
 if [ -n "$PARENT_TEST" ]; then
   data_stage 3r "fairseq-preprocess the parent's test set with its dictionaries" \
     fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" --testpref "$SPM/parent_test.sp" \
-      --srcdict "$PARENT_SRC_DICT" --tgtdict "$PARENT_TGT_DICT" --destdir "$PARENT_TEST_BIN" --workers "$(cores)"
+      --srcdict "$PLAN_PARENT_SRC_DICT" --tgtdict "$PLAN_PARENT_TGT_DICT" --destdir "$PARENT_TEST_BIN" --workers "$(cores)"
 fi
 if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 long_lines
 # the parent on this test set, before fine-tuning: what fine-tuning gains
 translate_stage 3p "fairseq-generate the test set with the parent, before fine-tuning" \
-  "$EVAL_DATA" "$PARENT_CHECKPOINT" "$OUT/generate.parent.test.out"
+  "$EVAL_DATA" "$PLAN_PARENT_CHECKPOINT" "$OUT/generate.parent.test.out"
 stage 3q "sacreBLEU and chrF of the parent on the test set" \
   "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent.test.out" \
     --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.parent.test.txt" --json "$OUT/scores.parent.json" \
     --label "$SRC-$TGT, the parent $INIT before fine-tuning" --paper "no paper figure: your corpus"
 if [ -n "$PARENT_TEST" ]; then  # the parent on its own test set, before fine-tuning
   translate_stage 3s "fairseq-generate the parent's test set with the parent, before fine-tuning" \
-    "$PARENT_TEST_BIN" "$PARENT_CHECKPOINT" "$OUT/generate.parent_test.before.out"
+    "$PARENT_TEST_BIN" "$PLAN_PARENT_CHECKPOINT" "$OUT/generate.parent_test.before.out"
   stage 3t "sacreBLEU and chrF of the parent on its test set" \
     "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent_test.before.out" \
       --reference "$PARENT_TEST.$TGT" --hypotheses-out "$OUT/hypotheses.parent_test.before.txt" \
@@ -156,8 +156,8 @@ fi
 # ---- 4. fine-tuning: the parent's weights; fairseq starts optimizer, scheduler, meters and data afresh, and resumes
 # from checkpoint_last.pt --------------------------------------------------------------------------------------------
 train_args
-TRAIN_ARGS+=(--finetune-from-model "$PARENT_CHECKPOINT" --skip-invalid-size-inputs-valid-test)
-train_stage 4 "fairseq-train --arch $ARCH, at most $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
+TRAIN_ARGS+=(--finetune-from-model "$PLAN_PARENT_CHECKPOINT" --skip-invalid-size-inputs-valid-test)
+train_stage 4 "fairseq-train --arch $PLAN_ARCH, at most $PLAN_MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation: against the parent (the paired bootstrap of the gain, its 95% interval) -------------------
 model_stages
@@ -179,7 +179,7 @@ report_stage "${REPORT_ARGS[@]}"
 
 # ---- 9. exports: a multilingual parent's >>xx<< token, which the Transformers model card says to put before every
 # source sentence ------------------------------------------------------------------------------------------------
-HF_TOKEN_ARGS=(); [ -z "${PARENT_TGT_TOKEN:-}" ] || HF_TOKEN_ARGS=(--target-token "$PARENT_TGT_TOKEN")
+HF_TOKEN_ARGS=(); [ -z "${PLAN_PARENT_TGT_TOKEN:-}" ] || HF_TOKEN_ARGS=(--target-token "$PLAN_PARENT_TGT_TOKEN")
 export_stages "${HF_TOKEN_ARGS[@]}"
 
 run_stages  # every stage above decided before any work, then run in order

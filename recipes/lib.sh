@@ -175,11 +175,11 @@ precision_args() {
 }
 
 # plan_read FILE: the fields a plan wrote to FILE (NUL-separated records: s NAME VALUE, or a NAME COUNT WORD...) set
-# as the recipe's variables, scalars and arrays: read as data, never evaluated as code.
+# as PLAN_* variables, scalars and arrays: read as data, never evaluated as code, and never one of the user's.
 plan_read() {
   local kind name count value words
   while IFS= read -r -d '' kind && IFS= read -r -d '' name; do
-    [[ $name =~ ^[A-Z][A-Z0-9_]*$ ]] || { echo "$1: '$name' is not a variable of the recipe" >&2; exit 2; }
+    [[ $name =~ ^PLAN_[A-Z0-9_]+$ ]] || { echo "$1: '$name' is not a field of the plan (PLAN_*)" >&2; exit 2; }
     if [ "$kind" = s ]; then
       IFS= read -r -d '' value && printf -v "$name" '%s' "$value"
     else
@@ -191,9 +191,10 @@ plan_read() {
 }
 
 # plan_run [COMMAND ARGS...]: the recipe's plan (recipes/planner/), decided once in Python from the recipe's variables
-# (every name in capitals, handed over as data), its fields then set as variables (plan_read); it stops the recipe
-# before any work, naming what cannot work. COMMAND: decide (parallel_text.sh and finetune.sh, the default) or layout (the
-# batch's layout alone: PER_NODE, DEVICES, UPDATE_FREQ, MAX_TOKENS, BATCH_SUMMARY, MASTER_ADDR and MASTER_PORT).
+# (every name in capitals, handed over as data), its fields then set as PLAN_* variables (plan_read: PLAN_MAX_UPDATE,
+# PLAN_ARCH, ...), the user's own left as given; it stops the recipe before any work, naming what cannot work.
+# COMMAND: decide (parallel_text.sh and finetune.sh, the default) or layout (the batch's layout alone: PLAN_PER_NODE,
+# PLAN_DEVICES, PLAN_UPDATE_FREQ, PLAN_MAX_TOKENS, PLAN_BATCH_SUMMARY, PLAN_MASTER_ADDR and PLAN_MASTER_PORT).
 plan_run() {
   local fields status=0
   fields=$(mktemp)
@@ -204,7 +205,7 @@ plan_run() {
   rm -f "$fields"
 }
 
-# train_stage ID TITLE LOG FAIRSEQ_TRAIN_ARGS...: fairseq-train with PER_NODE processes on each of NNODES machines
+# train_stage ID TITLE LOG FAIRSEQ_TRAIN_ARGS...: fairseq-train with PLAN_PER_NODE processes on each of NNODES machines
 # (GPUS GPUs; GPUS=0: CPU_WORKERS processes, gloo). LAUNCH=local: fairseq's own processes, or the engine's CPU
 # workers; torchrun: the recipe on every machine, nodes other than 0 stop after training; slurm: the recipe is the
 # batch script, srun starts the tasks. The machines wait for each other at most DIST_TIMEOUT seconds (rendezvous,
@@ -221,17 +222,17 @@ train_stage() {
     local) if [ "$GPUS" -eq 0 ]; then stage "$id" "$title, $CPU_WORKERS CPU workers" train_workers "$CPU_WORKERS" "$log" fairseq-train "$@"
       else stage "$id" "$title, $GPUS GPUs" train_workers 1 "$log" fairseq-train "$@" --distributed-world-size "$GPUS"; fi ;;
     torchrun)
-      stage "$id" "$title, $NNODES machines x $PER_NODE $kind (torchrun, node $NODE_RANK)" \
+      stage "$id" "$title, $NNODES machines x $PLAN_PER_NODE $kind (torchrun, node $NODE_RANK)" \
         launch_training "$TRAIN_LOG" \
-          "$PY" -m torch.distributed.run --nnodes "$NNODES" --nproc-per-node "$PER_NODE" --node-rank "$NODE_RANK" \
-            --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" --rdzv-conf "timeout=$DIST_TIMEOUT" \
-            "$(command -v fairseq-train || echo fairseq-train)" "$@" --distributed-world-size "$DEVICES" \
+          "$PY" -m torch.distributed.run --nnodes "$NNODES" --nproc-per-node "$PLAN_PER_NODE" --node-rank "$NODE_RANK" \
+            --master-addr "$PLAN_MASTER_ADDR" --master-port "$PLAN_MASTER_PORT" --rdzv-conf "timeout=$DIST_TIMEOUT" \
+            "$(command -v fairseq-train || echo fairseq-train)" "$@" --distributed-world-size "$PLAN_DEVICES" \
             "${worker_args[@]}" "${wait_args[@]}"
       [ "$NODE_RANK" = 0 ] || { run_stages; echo "node $NODE_RANK: training done; node 0 averages, generates and scores"; exit 0; } ;;
     slurm)
-      stage "$id" "$title, $NNODES machines x $PER_NODE $kind (srun)" launch_training "$log" \
-        srun --nodes "$NNODES" --ntasks-per-node "$PER_NODE" --kill-on-bad-exit=1 \
-          fairseq-train "$@" --distributed-world-size "$DEVICES" --distributed-port "$MASTER_PORT" \
+      stage "$id" "$title, $NNODES machines x $PLAN_PER_NODE $kind (srun)" launch_training "$log" \
+        srun --nodes "$NNODES" --ntasks-per-node "$PLAN_PER_NODE" --kill-on-bad-exit=1 \
+          fairseq-train "$@" --distributed-world-size "$PLAN_DEVICES" --distributed-port "$PLAN_MASTER_PORT" \
           "${worker_args[@]}" "${wait_args[@]}" ;;
   esac
 }

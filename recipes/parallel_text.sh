@@ -62,16 +62,16 @@ prepare_stage
 TRAIN_TEXT="$DATA/train"
 
 # ---- 2. sentencepiece, on a sample of SPM_SAMPLE sentences --------------------------------------------------
-SPM_ARGS=(--vocab-size "$VOCAB_SIZE" --model-type "$SPM_TYPE" --input-sentence-size "$SPM_SAMPLE"
+SPM_ARGS=(--vocab-size "$PLAN_VOCAB_SIZE" --model-type "$PLAN_SPM_TYPE" --input-sentence-size "$SPM_SAMPLE"
   --vocab-size-name "$([ "$TOY" != 1 ] || echo TOY_)VOCAB_SIZE" --input-sentence-size-name SPM_SAMPLE)
-if [ "$JOINT_VOCAB" = 1 ]; then
-  data_stage 2a "joint sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces" \
+if [ "$PLAN_JOINT_VOCAB" = 1 ]; then
+  data_stage 2a "joint sentencepiece $PLAN_SPM_TYPE vocabulary of $PLAN_VOCAB_SIZE pieces" \
     "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$SRC" "$DATA/train.$TGT" \
       --model-prefix "$SPM/spm" "${SPM_ARGS[@]}"
   SRC_SPM="$SPM/spm.model"; TGT_SPM="$SPM/spm.model"
 else
   for side in "$SRC" "$TGT"; do
-    data_stage "2a-$side" "sentencepiece $SPM_TYPE vocabulary of $VOCAB_SIZE pieces for $side" \
+    data_stage "2a-$side" "sentencepiece $PLAN_SPM_TYPE vocabulary of $PLAN_VOCAB_SIZE pieces for $side" \
       "$PY" -m preprocess.sentencepiece_vocab train --inputs "$DATA/train.$side" --model-prefix "$SPM/spm.$side" "${SPM_ARGS[@]}"
   done
   SRC_SPM="$SPM/spm.$SRC.model"; TGT_SPM="$SPM/spm.$TGT.model"
@@ -80,13 +80,13 @@ encode_stage "$SRC" "$SRC_SPM"
 encode_stage "$TGT" "$TGT_SPM"
 
 # ---- 3. binarize ---------------------------------------------------------------------------------------------
-DICT_ARGS=(); [ "$JOINT_VOCAB" != 1 ] || DICT_ARGS=(--joined-dictionary)
+DICT_ARGS=(); [ "$PLAN_JOINT_VOCAB" != 1 ] || DICT_ARGS=(--joined-dictionary)
 binarize_stages 3 "$(cores)" "${DICT_ARGS[@]}"  # SHARDS=N: N data-bins, one dictionary (lib.sh)
 if [ "${DATA_ONLY:-0}" = 1 ]; then run_stages; echo "DATA_ONLY=1: the data is ready in $TRAIN_DATA"; exit 0; fi
 
 # ---- 4. training ----------------------------------------------------------------------------------------------
 train_args
-train_stage 4 "fairseq-train --arch $ARCH, at most $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
+train_stage 4 "fairseq-train --arch $PLAN_ARCH, at most $PLAN_MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 
 # ---- 5.-8. evaluation ------------------------------------------------------------------------------------------
 long_lines

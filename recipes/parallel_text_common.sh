@@ -50,15 +50,15 @@ corpus_sets() {
 absolute() { local -n sets=$1; local i; for i in "${!sets[@]}"; do sets[i]=$(realpath -ms -- "${sets[i]}"); done; }
 
 # prepare_stage: stage 1, the corpora checked, cleaned and split (preprocess/parallel_text.py; report in
-# $DATA/report.md), dev and test held out of TRAIN where not given (the plan's HELD_OUT_ARGS)
+# $DATA/report.md), dev and test held out of TRAIN where not given (PLAN_HELD_OUT_ARGS)
 prepare_stage() {
   local args=(--train "${TRAIN_SETS[@]}" --src "$SRC" --tgt "$TGT" --out "$DATA" --max-words "$MAX_WORDS"
     --max-ratio "$MAX_RATIO" --on-bad-bytes "$ON_BAD_BYTES" --seed "$SEED") reads=() file
   [ ${#VALID_SETS[@]} = 0 ] || args+=(--valid "${VALID_SETS[@]}")
   [ ${#TEST_SETS[@]} = 0 ] || args+=(--test "${TEST_SETS[@]}")
-  args+=("${HELD_OUT_ARGS[@]}")
+  args+=("${PLAN_HELD_OUT_ARGS[@]}")
   [ "$LANGID" = 1 ] || args+=(--no-langid)
-  for file in "${INPUT_FILES[@]}"; do reads+=(--reads "$file"); done  # the corpora's files, digested
+  for file in "${PLAN_INPUT_FILES[@]}"; do reads+=(--reads "$file"); done  # the corpora's files, digested
   data_stage "${reads[@]}" 1 "check, clean and split $TRAIN" "$PY" -m preprocess.parallel_text prepare "${args[@]}"
 }
 
@@ -70,54 +70,54 @@ encode_stage() {
       --inputs "$TRAIN_TEXT.$side" "$DATA"/{valid,test}."$side" --outputs "$SPM"/{train,valid,test}.sp."$side" --threads "$(cores)" "${@:3}"
 }
 
-# DECODING: the paper's beam search, Section 6.1 (BEAM, LENPEN: the plan's)
+# PLAN_DECODING: the paper's beam search, Section 6.1 (BEAM, LENPEN: the plan's)
 # every test line is translated, however long: fairseq refuses a sentence longer than the task's and the model's
 # positions (1,024), and the model's sinusoids extrapolate (Section 3.5); learned ones stop at theirs
 long_lines() {
   LONG_LINES=(--max-source-positions 100000 --max-target-positions 100000)
-  [[ $MODEL_FLAGS == *learned* ]] || LONG_LINES+=(--model-overrides "{'max_source_positions': 100000, 'max_target_positions': 100000}")
+  [[ $PLAN_MODEL_FLAGS == *learned* ]] || LONG_LINES+=(--model-overrides "{'max_source_positions': 100000, 'max_target_positions': 100000}")
 }
 # translate_stage ID TITLE DATA_BIN CHECKPOINT OUTPUT: fairseq-generate DATA_BIN's test set with CHECKPOINT, decoded
-# by DECODING, every line however long, into OUTPUT (the test set, the parent's test set; before and after training)
+# by PLAN_DECODING, every line however long, into OUTPUT (the test set, the parent's test set; before and after training)
 translate_stage() {
   stage "$1" "$2" capture "$5" \
     fairseq-generate "$3" --user-dir "$REPO/transformer_plugin" --path "$4" --gen-subset test \
-      "${DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
+      "${PLAN_DECODING[@]}" --post-process sentencepiece --batch-size 128 "${LONG_LINES[@]}"
 }
 
 # train_args: TRAIN_ARGS, fairseq-train's arguments for stage 4. Validations and checkpoints every
 # SAVE_INTERVAL_UPDATES only: fairseq's defaults add one at every epoch's end, which TIME would not count and PATIENCE
-# would (early stopping then spans fewer updates than PATIENCE intervals). TRAINING: the paper's Adam, Eq. (3) over
-# WARMUP updates and label smoothing, Sections 5.3-5.4 (the plan's).
+# would (early stopping then spans fewer updates than PATIENCE intervals). PLAN_TRAINING: the paper's Adam, Eq. (3) over
+# PLAN_WARMUP updates and label smoothing, Sections 5.3-5.4 (the plan's).
 train_args() {
   local no_epoch_ends=1000000
-  TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin" --arch "$ARCH" "${MODEL_ARGS[@]}" --dropout "$DROPOUT" "${SHARE_ARGS[@]}"
-    "${TRAINING[@]}" "${PEAK_WARMUP_ARGS[@]}" --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
-    --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
-    --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints --validate-interval "$no_epoch_ends" --save-interval "$no_epoch_ends"
-    --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")"
-    "${PRECISION_ARGS[@]}" "${STOP_TIME_ARGS[@]}")
-  [ "$PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PATIENCE")
-  if [ "$EVAL_BLEU" = 1 ]; then
+  TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin" --arch "$PLAN_ARCH" "${PLAN_MODEL_ARGS[@]}" --dropout "$PLAN_DROPOUT" "${PLAN_SHARE_ARGS[@]}"
+    "${PLAN_TRAINING[@]}" "${PLAN_PEAK_WARMUP_ARGS[@]}" --max-tokens "$PLAN_MAX_TOKENS" --update-freq "$PLAN_UPDATE_FREQ" --max-update "$PLAN_MAX_UPDATE" --seed "$SEED"
+    --save-dir "$CKPT" --save-interval-updates "$PLAN_SAVE_INTERVAL_UPDATES" --keep-interval-updates "$PLAN_AVERAGE_LAST"
+    --validate-interval-updates "$PLAN_SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints --validate-interval "$no_epoch_ends" --save-interval "$no_epoch_ends"
+    --log-format json --log-interval "$(log_interval "$PLAN_MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")"
+    "${PRECISION_ARGS[@]}" "${PLAN_STOP_TIME_ARGS[@]}")
+  [ "$PLAN_PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PLAN_PATIENCE")
+  if [ "$PLAN_EVAL_BLEU" = 1 ]; then
     TRAIN_ARGS+=(--eval-bleu --eval-bleu-args '{"beam": 4, "lenpen": 0.6, "max_len_a": 1, "max_len_b": 50}'
       --eval-bleu-remove-bpe sentencepiece --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
   fi
   [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 }
 
-# model_stages: stage 5, the last AVERAGE_LAST checkpoints averaged into MODEL_PATH, or (HANDED_OVER=best: a small
+# model_stages: stage 5, the last PLAN_AVERAGE_LAST checkpoints averaged into MODEL_PATH, or (PLAN_HANDED_OVER=best: a small
 # corpus fine-tuned, whose last checkpoints may all have overfitted it) the checkpoint of the best dev BLEU; stage 6,
 # the test set translated with it
 model_stages() {
-  if [ "$HANDED_OVER" = best ]; then
+  if [ "$PLAN_HANDED_OVER" = best ]; then
     MODEL_PATH="$CKPT/checkpoint_best.pt"; MODEL_LABEL="the checkpoint of the best dev BLEU"
   else
-    MODEL_PATH="$CKPT/average.pt"; MODEL_LABEL="average of the last $AVERAGE_LAST checkpoints"
-    stage 5 "average the last $AVERAGE_LAST checkpoints (fewer if training stopped early)" \
+    MODEL_PATH="$CKPT/average.pt"; MODEL_LABEL="average of the last $PLAN_AVERAGE_LAST checkpoints"
+    stage 5 "average the last $PLAN_AVERAGE_LAST checkpoints (fewer if training stopped early)" \
       "$PY" -m transformer_plugin_cli.tools.average_checkpoints --inputs "$CKPT" \
-        --num-update-checkpoints "$AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
+        --num-update-checkpoints "$PLAN_AVERAGE_LAST" --or-fewer --output "$MODEL_PATH"
   fi
-  translate_stage 6 "fairseq-generate the test set: ${DECODING[*]}" "$EVAL_DATA" "$MODEL_PATH" "$OUT/generate.test.out"
+  translate_stage 6 "fairseq-generate the test set: ${PLAN_DECODING[*]}" "$EVAL_DATA" "$MODEL_PATH" "$OUT/generate.test.out"
 }
 
 # score_stage [ARGS...]: stage 7, sacreBLEU and chrF of the test set (ARGS: a baseline to compare with)
@@ -133,7 +133,7 @@ report_stage() {
   stage 8 "report with learning curves, Eq. (3) and attention maps" \
     "$PY" -m transformer_plugin_cli.tools.report --train-log "$TRAIN_LOG" --out-dir "$OUT" \
       --scores "$MODEL_LABEL=$OUT/scores.test.json" "$@" --checkpoint "$MODEL_PATH" --data "$EVAL_DATA" \
-      --title "$SRC-$TGT: $ARCH on $TRAIN" --note "$PAIRS lines, $SIZE_CLASS, vocabulary $VOCAB_SIZE, $BATCH_SUMMARY"
+      --title "$SRC-$TGT: $PLAN_ARCH on $TRAIN" --note "$PLAN_PAIRS lines, $PLAN_SIZE_CLASS, vocabulary $PLAN_VOCAB_SIZE, $PLAN_BATCH_SUMMARY"
 }
 
 # export_stages [ARGS...]: stage 9, the exports EXPORT names (ARGS: the Hugging Face export's own)

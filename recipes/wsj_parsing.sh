@@ -51,7 +51,7 @@ fi
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipes/planner/layout.py)
 precision_args "$PRECISION"
-echo "WSJ parsing ($SETTING): $BATCH_SUMMARY"
+echo "WSJ parsing ($SETTING): $PLAN_BATCH_SUMMARY"
 
 if [ -z "$TREEBANK" ]; then
   if [ "$TOY" != 1 ]; then
@@ -86,7 +86,7 @@ paper_flags TRAINING training --warmup-updates "$WARMUP" --label-smoothing "$LAB
 TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
   --arch "$ARCH" --share-decoder-input-output-embed --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT"
   "${TRAINING[@]}"
-  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
+  --max-tokens "$PLAN_MAX_TOKENS" --update-freq "$PLAN_UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
   --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")" "${PRECISION_ARGS[@]}")

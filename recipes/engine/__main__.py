@@ -15,20 +15,31 @@ from recipes.engine.stamps import Context, DigestCache, setting_names
 
 def main_run(args) -> int:
     stages, variables, sources = read_plan(sys.stdin.buffer.read())
+
+    def planned(name: str) -> str:  # the plan's value (lib.sh's plan_run: PLAN_NAME), else the recipe's own
+        return variables.get(f"PLAN_{name}", variables.get(name, ""))
+
+    # the recipe's settings and what its plan decided (PLAN_*), so that a changed stage names the one that changed
     settings = {name: variables.get(name, "") for name in setting_names(sources)}
+    settings.update({name: value for name, value in variables.items() if name.startswith("PLAN_")})
     ctx = Context(args.work, args.repo, args.python, args.launch, args.node_rank, int(args.dist_timeout), settings)
     ctx.digest_cache = DigestCache(os.path.join(ctx.stamp_dir, "digests.json"))  # each node its own
-    layout_vars = {k: variables.get(k, "") for k in ("MASTER_ADDR", "MASTER_PORT", "DIST_TIMEOUT", "NNODES")}
+    layout_vars = {
+        "MASTER_ADDR": planned("MASTER_ADDR"),
+        "MASTER_PORT": planned("MASTER_PORT"),
+        "DIST_TIMEOUT": variables.get("DIST_TIMEOUT", ""),
+        "NNODES": variables.get("NNODES", ""),
+    }
     runner = Runner(
         stages,
         ctx,
         args.dry_run,
         layout_vars,
         gpus=int(variables.get("GPUS") or 0),
-        per_node=int(variables.get("PER_NODE") or 1),
+        per_node=int(planned("PER_NODE") or 1),
         grace=args.grace,
         parent_pid=args.parent_pid,
-        vocabulary=variables.get("VOCAB_SIZE", ""),
+        vocabulary=planned("VOCAB_SIZE"),
     )
     return runner.run(check_only=args.check)
 

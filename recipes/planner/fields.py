@@ -1,5 +1,6 @@
-"""The plan as the recipe reads it back: its variables, scalars and arrays, as NUL-separated records (lib.sh's
-``plan_read``), never as shell code."""
+"""The plan as the recipe reads it back: its fields, scalars and arrays, as NUL-separated records (lib.sh's
+``plan_read``), never as shell code. Each reaches the recipe as ``PLAN_<NAME>`` (``PLAN_MAX_UPDATE``, ``PLAN_ARCH``):
+what the plan decided has names of its own, and the variables the user set keep the values the user gave them."""
 
 from typing import Dict
 
@@ -7,8 +8,12 @@ from recipes.planner.plan import Plan
 from recipes.planner.variables import Variables
 
 
+PREFIX = "PLAN_"  # every field's, as the recipe reads it
+
+
 def fields(plan: Plan, v: Variables) -> Dict[str, object]:
-    """The plan as the recipe's variables: a name and a string, or a list of words (a bash array)."""
+    """The plan's fields: a name (``PREFIX`` added as the recipe reads it) and a string, or a list of words (a bash
+    array)."""
     m, b, s, budget = plan.model, plan.batch, plan.schedule, plan.budget
     p = plan.parent or {}
     found: Dict[str, object] = {
@@ -49,11 +54,11 @@ def fields(plan: Plan, v: Variables) -> Dict[str, object]:
 
 
 def encode_fields(found: Dict[str, object]) -> bytes:
-    """``s NAME VALUE`` and ``a NAME COUNT WORD...`` records, NUL-separated: what lib.sh's plan_run reads."""
+    """``s PLAN_NAME VALUE`` and ``a PLAN_NAME COUNT WORD...`` records, NUL-separated: what lib.sh's plan_run reads."""
     out = []
     for name, value in found.items():
         if isinstance(value, list):
-            out += ["a", name, str(len(value)), *value]
+            out += ["a", PREFIX + name, str(len(value)), *value]
         else:
-            out += ["s", name, str(value)]
+            out += ["s", PREFIX + name, str(value)]
     return b"".join(w.encode("utf-8", "surrogateescape") + b"\0" for w in out)

@@ -111,8 +111,8 @@ def test_a_rerun_skips_every_stage_and_a_changed_setting_stops_before_training(t
     changed = run_recipe("parallel_text.sh", work, TRAIN=str(corpus / "train"), **dict(TOY, TOY_VOCAB_SIZE="400"))
     assert changed.returncode == 3
     assert (
-        "stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (VOCAB_SIZE was "
-        "500, now 400, in stage 2a)"
+        "stage 4 (training) was done, but stage 3, whose outputs it reads ($WORK/data-bin), is redone (PLAN_VOCAB_SIZE "
+        "was 500, now 400, in stage 2a)"
     ) in changed.stderr
 
 

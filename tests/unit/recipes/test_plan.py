@@ -149,8 +149,9 @@ def test_a_dry_run_leaves_the_plan_of_a_run_begun_and_says_what_would_change(tmp
 
 
 def test_the_recipe_reads_the_plan_as_data_never_as_code(tmp_path):
-    """lib.sh's plan_read sets each field as a variable, arrays as arrays; a value that is shell code stays a value,
-    and a field whose name is not a variable's stops the recipe."""
+    """lib.sh's plan_read sets each field as a PLAN_* variable, arrays as arrays, and leaves the user's variables as
+    they were; a value that is shell code stays a value, and a record that names no field of the plan (PLAN_*: a user's
+    variable, say, or no name at all) stops the recipe."""
     import subprocess
 
     from helpers import REPO
@@ -159,14 +160,15 @@ def test_the_recipe_reads_the_plan_as_data_never_as_code(tmp_path):
     path = tmp_path / "fields"
     path.write_bytes(encode_fields(fields))
     script = (
-        f'source "{REPO}/recipes/lib.sh"; plan_read "$1"; '
-        'printf "%s|" "$MODEL_FLAGS" "${#MODEL_ARGS[@]}" "${MODEL_ARGS[2]}" "$X"'
+        f'source "{REPO}/recipes/lib.sh"; MODEL_FLAGS=mine; plan_read "$1"; '
+        'printf "%s|" "$PLAN_MODEL_FLAGS" "${#PLAN_MODEL_ARGS[@]}" "${PLAN_MODEL_ARGS[2]}" "$PLAN_X" "$MODEL_FLAGS"'
     )
     done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
-    assert done.stdout == "--d-model 256 $(touch pwned)|4|a b|`id`|" and not (tmp_path / "pwned").exists()
-    path.write_bytes(encode_fields({"PATH; rm": "x"}))
-    done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode == 2 and "'PATH; rm' is not a variable of the recipe" in done.stderr
+    assert done.stdout == "--d-model 256 $(touch pwned)|4|a b|`id`|mine|" and not (tmp_path / "pwned").exists()
+    for name in ("PATH; rm", "MAX_UPDATE"):
+        path.write_bytes(b"s\0" + name.encode() + b"\0x\0")
+        done = subprocess.run(["bash", "-c", script, "s", str(path)], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 2 and f"'{name}' is not a field of the plan (PLAN_*)" in done.stderr
 
 
 def test_what_comes_after_training_is_read_afresh_from_a_plan_held(tmp_path, slower):
