@@ -9,12 +9,15 @@ Each block lies between a line that names this command and its end line, in:
 - recipes/planner/budget/law.py (``fit``): the constants, FIT, FLOORS and FIT_RMS;
 - docs/budget-rule.md: the constants with what they give (``constants``), the Table 3 rows held out of the fit
   against their prediction (``held-out rows``), and the runs taken past their lowest dev loss beside the rule's
-  lowest (``turn``).
+  lowest (``turn``);
+- docs/benchmarks-finetuning.md: the budget runs, the rule's pick against the candidates beside it (``budget runs``,
+  benchmarks/records/budgets/*.json).
 
 tests/unit/benchmarks/test_doc_tables.py fails where a file differs from what this writes.
 """
 
 import argparse
+import json
 import math
 import os
 import re
@@ -157,11 +160,54 @@ def turn_block(found: Dict) -> List[str]:
     return lines
 
 
+# the budget runs' table (docs/benchmarks-finetuning.md): each candidate of benchmarks/budgets.py in the page's words
+BUDGET_PAGE = os.path.join("docs", "benchmarks-finetuning.md")
+BUDGET_CORPORA = {"de_77k": "EN-DE", "ru_22k": "EN-RU"}
+BUDGETS = ("20m", "1h", "200m")
+BUDGET_CANDIDATES = {
+    "short": "the short budget's own: N=3, d_model 256, BPE 8k, 4,096 tokens an update",
+    "N=2": "N=2",
+    "BPE2k": "a vocabulary of 2,000",
+    "2k-tokens": "2,048 tokens an update",
+    "class": "the small class's",
+    "N=2+2k-tokens": "N=2 and 2,048 tokens an update",
+    "N=2+2k-tokens+P0": "the same without dropout (P_drop 0: not a candidate)",
+}
+
+
+def budget_cell(run: Dict) -> str:
+    if run["refused"]:
+        return f"refused ({run['updates']} updates fit)"
+    bleu = f"**{run['bleu']:.2f}**" if run["is_pick"] else f"{run['bleu']:.2f}"
+    updates = f"{run['updates']:,}"
+    if run["stopped_at"]:
+        updates = f"{run['stopped_at']:,} of {updates}, stopped early"
+    return f"{bleu} / {run['chrf']:.2f} / {run['valid_nll']:.2f} ({updates})"
+
+
+def budgets_block(found: Dict) -> List[str]:
+    runs = {}
+    for name in BUDGET_CORPORA:
+        with open(os.path.join(REPO, "benchmarks", "records", "budgets", f"{name}.json"), encoding="utf-8") as f:
+            for run in json.load(f):
+                runs[run["candidate"], run["corpus"], run["budget"]] = run
+    columns = [(c, b) for c in BUDGET_CORPORA for b in BUDGETS]
+    lines = [
+        "| candidate | " + " | ".join(f"{BUDGET_CORPORA[c]} {b}" for c, b in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
+    for candidate, words in BUDGET_CANDIDATES.items():
+        cells = [budget_cell(runs[candidate, c, b]) if (candidate, c, b) in runs else "" for c, b in columns]
+        lines.append(f"| {words} | " + " | ".join(cells) + " |")
+    return lines
+
+
 BLOCKS: Dict[Tuple[str, str], Callable[[Dict], List[str]]] = {
     (LAW, "fit"): law_block,
     (PAGE, "constants"): constants_block,
     (PAGE, "held-out rows"): held_out_block,
     (PAGE, "turn"): turn_block,
+    (BUDGET_PAGE, "budget runs"): budgets_block,
 }
 
 
