@@ -338,6 +338,119 @@ def probe_all(settings: Sequence[Dict[str, str]], core: int) -> None:
         os.sched_setaffinity(0, everywhere)
 
 
+def _say_moved(corpus: Corpus, results: Sequence[Result], pairs: int) -> None:
+    moved = sorted({r.pairs for r in results if r.corpus == corpus.name and r.pairs not in (None, pairs)})
+    if moved:
+        print(
+            f"{corpus.name}: {pairs} training pairs now; results measured on {', '.join(map(str, moved))} are "
+            "kept (the table says which)",
+            flush=True,
+        )
+
+
+def _pick_at(corpus: Corpus, budget: str, results: Sequence[Result], core: int) -> Tuple[Dict[str, str], int, str]:
+    """The rule's pick at ``budget``, at the compute it gave where the record's runs were measured: the pick, the dev
+    set's tokens, and the TIME here."""
+    pick, valid_tokens = rule_pick(corpus, budget, core)
+    here = calibrated(budget, [r for r in results if r.corpus == corpus.name], core, valid_tokens)
+    if here != budget:
+        print(
+            f"{corpus.name}, TIME={budget}: {here} of this machine's core, the compute that {budget} gave "
+            "where the record's runs were measured",
+            flush=True,
+        )
+        pick, valid_tokens = rule_pick(corpus, here, core)
+    return pick, valid_tokens, here
+
+
+def _add_pick(corpus: Corpus, everyone: Dict[str, Dict[str, str]], names: List[str], pick: Dict[str, str]) -> None:
+    """The rule's pick among the candidates: where it picks none of those asked for, it runs beside them."""
+    if pick in everyone.values():
+        return
+    known = [k for k, x in candidates(corpus).items() if x == pick]
+    model = Model.from_flags(pick["ARCH"], pick["MODEL_FLAGS"])
+    name = (
+        known[0]
+        if known
+        else f"rule's N={model.encoder_layers} d{model.d_model} {pick['TOKENS_PER_UPDATE']} P{pick['DROPOUT']}"
+    )
+    everyone[name] = pick
+    names.append(name)
+
+
+def _todo(
+    corpus: Corpus,
+    budget: str,
+    here: str,
+    names: Sequence[str],
+    everyone: Dict[str, Dict[str, str]],
+    pick: Dict[str, str],
+    results: Sequence[Result],
+    core: int,
+    valid_tokens: int,
+    pairs: int,
+) -> List[Result]:
+    """The runs of ``budget`` not yet measured, each with the updates its TIME gives it (or why it is refused)."""
+    todo = []
+    for name in names:
+        settings = everyone[name]
+        if any((r.corpus, r.budget, r.candidate) == (corpus.name, budget, name) for r in results):
+            continue  # measured already, its mark set by the caller
+        updates, refused = updates_for(settings, here, core, valid_tokens)
+        todo.append(
+            Result(
+                corpus.name,
+                budget,
+                name,
+                settings,
+                updates,
+                refused,
+                is_pick=[PICK] if settings == pick else [],
+                measured=time.strftime("%Y-%m-%d"),
+                pairs=pairs,
+                time="" if here == budget else here,
+            )
+        )
+    if not any(r.is_pick for r in todo) and not any(
+        r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)
+    ):
+        raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")
+    return todo
+
+
+def _train_side_by_side(
+    corpus: Corpus,
+    budget: str,
+    pending: Sequence[Result],
+    cores: "queue.Queue[int]",
+    workers: int,
+    work_root: str,
+    recipe: str,
+    results: List[Result],
+    record: str,
+) -> None:
+    """``pending`` trained by the recipe, ``workers`` at a time, each on a core of its own; each result added to
+    ``results`` and saved in ``record`` as it comes."""
+
+    def one(r: Result) -> Result:
+        core = cores.get()
+        try:
+            r.__dict__.update(run_recipe(corpus, budget, r.candidate, r.settings, r.updates, work_root, core, recipe))
+        finally:
+            cores.put(core)
+        print(
+            f"  {corpus.name} {budget} {r.candidate}: BLEU {r.bleu}, chrF {r.chrf}, valid nll {r.valid_nll}",
+            flush=True,
+        )
+        return r
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        for r in pool.map(one, pending):
+            results.append(r)
+            save(record, results)
+    save(record, results)
+
+
 def run(
     corpora: Sequence[Corpus],
     budgets: Sequence[str],
@@ -360,13 +473,7 @@ def run(
     results = [r for r in load(record) if r.bleu is not None or r.refused]  # what a stopped run finished
     for corpus in corpora:
         pairs = corpus.pairs()
-        moved = sorted({r.pairs for r in results if r.corpus == corpus.name and r.pairs not in (None, pairs)})
-        if moved:
-            print(
-                f"{corpus.name}: {pairs} training pairs now; results measured on {', '.join(map(str, moved))} are "
-                "kept (the table says which)",
-                flush=True,
-            )
+        _say_moved(corpus, results, pairs)
         everyone = candidates(corpus)
         if only:
             everyone = {k: v for k, v in everyone.items() if k in only}
@@ -374,51 +481,12 @@ def run(
         print(f"{corpus.name}: the candidates' speed on one core", flush=True)
         probe_all(list(everyone.values()), mine[0])
         for budget in budgets:
-            pick, valid_tokens = rule_pick(corpus, budget, mine[0])
-            here = calibrated(budget, [r for r in results if r.corpus == corpus.name], mine[0], valid_tokens)
-            if here != budget:
-                print(
-                    f"{corpus.name}, TIME={budget}: {here} of this machine's core, the compute that {budget} gave "
-                    "where the record's runs were measured",
-                    flush=True,
-                )
-                pick, valid_tokens = rule_pick(corpus, here, mine[0])
-            if pick not in everyone.values():  # the rule picks none of those asked for: it runs beside them
-                known = [k for k, x in candidates(corpus).items() if x == pick]
-                model = Model.from_flags(pick["ARCH"], pick["MODEL_FLAGS"])
-                said = (
-                    f"rule's N={model.encoder_layers} d{model.d_model} {pick['TOKENS_PER_UPDATE']} P{pick['DROPOUT']}"
-                )
-                name = known[0] if known else said
-                everyone[name] = pick
-                names.append(name)
+            pick, valid_tokens, here = _pick_at(corpus, budget, results, mine[0])
+            _add_pick(corpus, everyone, names, pick)
             for r in results:  # the rule's pick now, for every run measured (a rule revised since moves the mark)
                 if (r.corpus, r.budget) == (corpus.name, budget):
                     r.is_pick = [PICK] if r.settings == pick else []
-            todo = []
-            for name in names:
-                settings = everyone[name]
-                if any((r.corpus, r.budget, r.candidate) == (corpus.name, budget, name) for r in results):
-                    continue  # measured already, its mark set above
-                updates, refused = updates_for(settings, here, mine[0], valid_tokens)
-                todo.append(
-                    Result(
-                        corpus.name,
-                        budget,
-                        name,
-                        settings,
-                        updates,
-                        refused,
-                        is_pick=[PICK] if settings == pick else [],
-                        measured=time.strftime("%Y-%m-%d"),
-                        pairs=pairs,
-                        time="" if here == budget else here,
-                    )
-                )
-            if not any(r.is_pick for r in todo) and not any(
-                r.is_pick for r in results if (r.corpus, r.budget) == (corpus.name, budget)
-            ):
-                raise RuntimeError(f"TIME={budget} on {corpus.name} picks {pick}, which is none of the candidates")
+            todo = _todo(corpus, budget, here, names, everyone, pick, results, mine[0], valid_tokens, pairs)
             # the pick first: the measurement the rule stands on, should the runs stop before the others
             pending = sorted((r for r in todo if not r.refused), key=lambda r: not r.is_pick)
             results.extend(r for r in todo if r.refused)
@@ -427,26 +495,7 @@ def run(
                 + ", ".join(f"{r.candidate} ({r.updates} updates)" for r in pending),
                 flush=True,
             )
-
-            def one(r: Result) -> Result:
-                core = cores.get()
-                try:
-                    r.__dict__.update(
-                        run_recipe(corpus, budget, r.candidate, r.settings, r.updates, work_root, core, recipe)
-                    )
-                finally:
-                    cores.put(core)
-                print(
-                    f"  {corpus.name} {budget} {r.candidate}: BLEU {r.bleu}, chrF {r.chrf}, valid nll {r.valid_nll}",
-                    flush=True,
-                )
-                return r
-
-            with concurrent.futures.ThreadPoolExecutor(max_workers=len(mine)) as pool:
-                for r in pool.map(one, pending):
-                    results.append(r)
-                    save(record, results)
-            save(record, results)
+            _train_side_by_side(corpus, budget, pending, cores, len(mine), work_root, recipe, results, record)
             # of those --only names: a run resumed with fewer candidates finds the others' results too
             names = [
                 n
