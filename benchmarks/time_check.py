@@ -62,6 +62,73 @@ def fairseq_speed(train_log: str) -> Dict[str, Optional[float]]:
     }
 
 
+def _timed_run(
+    corpus: Corpus,
+    name: str,
+    s: Dict[str, str],
+    data: str,
+    work: str,
+    updates: int,
+    layout: Dict[str, str],
+    gpus: int,
+    cpu_workers: int,
+    precision: str,
+) -> Dict[str, object]:
+    """One candidate trained by the recipe on a copy of the data stages' ``data``: what its probe said an update would
+    take against what fairseq-train took, and its scores."""
+    run = os.path.join(work, name.replace(" ", "_").replace("=", ""))
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(data, run, symlinks=True)
+    log = run + ".log"
+    t0 = time.time()
+    recipe(
+        corpus,
+        s,
+        run,
+        log,
+        {
+            **layout,
+            "MAX_UPDATE": str(updates),
+            "PATIENCE": "0",
+            "SAVE_INTERVAL_UPDATES": str(updates),
+            "AVERAGE_LAST": "1",
+        },
+    )
+    whole = time.time() - t0
+    probe = layout_probe(
+        s["ARCH"],
+        s["MODEL_FLAGS"],
+        int(s["VOCAB_SIZE"]),
+        int(s["TOKENS_PER_UPDATE"]),
+        gpus,
+        cpu_workers,
+        precision=precision,
+    )
+    kept = seconds_per_update(probe)  # read back: the recipe's probe measured it
+    with open(log, encoding="utf-8", errors="replace") as f:
+        said = [line.strip() for line in f if line.startswith("time: training")]
+    ours = fairseq_speed(os.path.join(run, "train.log"))
+    with open(os.path.join(run, "results", "scores.test.json")) as f:
+        scores = json.load(f)
+    print(
+        f"{name}: probe {kept['seconds']:.4f} s an update, fairseq {ours['seconds']:.4f} "
+        f"({ours['wpb']:.0f} target tokens an update of {probe.tokens_per_update}); {said[-1] if said else ''}",
+        flush=True,
+    )
+    return {
+        "candidate": name,
+        "settings": s,
+        "probe_seconds": float(kept["seconds"]),
+        "probe_cached": bool(kept.get("cached")),
+        "probe_tokens": probe.tokens_per_update,
+        "fairseq": ours,
+        "recipe_said": said[-1] if said else "",
+        "recipe_seconds": whole,
+        "bleu": scores["sacrebleu"],
+        "chrf": scores["chrf"],
+    }
+
+
 def check(
     corpus: Corpus,
     names: Sequence[str],
@@ -95,60 +162,7 @@ def check(
     if data_only:
         return rows
     for name in names:
-        s = everyone[name]
-        run = os.path.join(work, name.replace(" ", "_").replace("=", ""))
-        shutil.rmtree(run, ignore_errors=True)
-        shutil.copytree(data, run, symlinks=True)
-        log = run + ".log"
-        t0 = time.time()
-        recipe(
-            corpus,
-            s,
-            run,
-            log,
-            {
-                **layout,
-                "MAX_UPDATE": str(updates),
-                "PATIENCE": "0",
-                "SAVE_INTERVAL_UPDATES": str(updates),
-                "AVERAGE_LAST": "1",
-            },
-        )
-        whole = time.time() - t0
-        probe = layout_probe(
-            s["ARCH"],
-            s["MODEL_FLAGS"],
-            int(s["VOCAB_SIZE"]),
-            int(s["TOKENS_PER_UPDATE"]),
-            gpus,
-            cpu_workers,
-            precision=precision,
-        )
-        kept = seconds_per_update(probe)  # read back: the recipe's probe measured it
-        with open(log, encoding="utf-8", errors="replace") as f:
-            said = [line.strip() for line in f if line.startswith("time: training")]
-        ours = fairseq_speed(os.path.join(run, "train.log"))
-        with open(os.path.join(run, "results", "scores.test.json")) as f:
-            scores = json.load(f)
-        rows.append(
-            {
-                "candidate": name,
-                "settings": s,
-                "probe_seconds": float(kept["seconds"]),
-                "probe_cached": bool(kept.get("cached")),
-                "probe_tokens": probe.tokens_per_update,
-                "fairseq": ours,
-                "recipe_said": said[-1] if said else "",
-                "recipe_seconds": whole,
-                "bleu": scores["sacrebleu"],
-                "chrf": scores["chrf"],
-            }
-        )
-        print(
-            f"{name}: probe {kept['seconds']:.4f} s an update, fairseq {ours['seconds']:.4f} "
-            f"({ours['wpb']:.0f} target tokens an update of {probe.tokens_per_update}); {said[-1] if said else ''}",
-            flush=True,
-        )
+        rows.append(_timed_run(corpus, name, everyone[name], data, work, updates, layout, gpus, cpu_workers, precision))
     return rows
 
 
