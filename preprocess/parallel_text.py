@@ -128,6 +128,120 @@ def clean_pairs(
 # ---- prepare ---------------------------------------------------------------------------------------------
 
 
+SPLITS = ("train", "valid", "test")
+
+
+def given_sets(
+    given: Dict[str, List[Corpus]], rules: cleaning.Opus, report: Report
+) -> Dict[str, List[Tuple[str, str]]]:
+    """The dev and test sets given (VALID, TEST): normalised, deduplicated, never filtered by length; invalid UTF-8
+    refused, naming the line."""
+    held: Dict[str, List[Tuple[str, str]]] = {}
+    for split in ("valid", "test"):
+        if not given[split]:
+            continue
+        seen, kept = set(), []
+        for corpus in given[split]:
+            for number, s, t in raw_pairs(corpus):
+                where = f"{corpus.spec}:{number}"
+                try:
+                    pair = (
+                        rules.normalise(s.decode("utf-8"), rules.src, report.at(where)),
+                        rules.normalise(t.decode("utf-8"), rules.tgt, report.at(where)),
+                    )
+                except UnicodeDecodeError:
+                    raise CorpusError(
+                        f"{where}: not valid UTF-8 (a {split} set is never filtered: convert it)"
+                    ) from None
+                if not (pair[0] and pair[1]):
+                    report.note(f"an empty side ({split} set)", where)
+                elif pair in seen:
+                    report.note(f"a duplicate of an earlier pair ({split} set)", where)
+                else:
+                    seen.add(pair)
+                    kept.append(pair)
+        held[split] = kept
+    return held
+
+
+def cleaned_once(corpora: Sequence[Corpus], rules: cleaning.Opus, on_bad_bytes: str, report: Report, tmp: str) -> int:
+    """Pass 1: the training pairs cleaned, without exact duplicates, into ``tmp`` (``where<TAB>source<TAB>target``);
+    how many."""
+    seen_pairs = set()
+    kept = 0
+    with open(tmp, "w", encoding="utf-8") as f:
+        for where, s, t in clean_pairs(corpora, rules, on_bad_bytes, report):
+            key = sentence_hash(f"{s}\t{t}")
+            if key in seen_pairs:
+                report.note("a duplicate of an earlier pair", where)
+                continue
+            seen_pairs.add(key)
+            f.write(f"{where}\t{s}\t{t}\n")
+            kept += 1
+    return kept
+
+
+def held_out_sources(tmp: str, sizes: Dict[str, int], held: Dict, seed: int) -> Dict[int, str]:
+    """The split of each held-out source's hash, where a dev or test set is not given: the pairs whose source hashes
+    lowest (by ``seed``), the test set's first."""
+    if set(held) == {"valid", "test"}:
+        return {}
+    ranked = []
+    with open(tmp, encoding="utf-8") as f:
+        for line in f:
+            _, s, _ = line.rstrip("\n").split("\t")
+            ranked.append(sentence_hash(s, seed))
+    wanted = sum(sizes[split] for split in ("valid", "test") if split not in held)
+    unique = sorted(set(ranked))
+    if wanted >= len(unique):
+        raise CorpusError(
+            f"only {len(unique)} distinct sources after cleaning: too few to hold out {wanted} for "
+            "dev and test (give VALID and TEST)"
+        )
+    return {h: ("test" if "test" not in held and i < sizes["test"] else "valid") for i, h in enumerate(unique[:wanted])}
+
+
+def write_splits(
+    out: str, tmp: str, held: Dict, first: Dict[int, str], seed: int, src: str, tgt: str, report: Report
+) -> Counter:
+    """Pass 2: the given sets, then each kept pair into its split, under temporary names; the pairs of each split.
+    One pair per held-out source; a training pair whose source is a dev or test source goes nowhere."""
+    held_sources = {s for split in held for s, _ in held[split]}
+    outputs = {
+        f"{split}.{lang}": open(os.path.join(out, f"{split}.{lang}{TMP_SUFFIX}"), "w", encoding="utf-8")
+        for split in SPLITS
+        for lang in (src, tgt)
+    }
+    counts = Counter()
+    try:
+        for split in held:
+            for s, t in held[split]:
+                outputs[f"{split}.{src}"].write(s + "\n")
+                outputs[f"{split}.{tgt}"].write(t + "\n")
+                counts[split] += 1
+        taken = set()
+        with open(tmp, encoding="utf-8") as f:
+            for line in f:
+                where, s, t = line.rstrip("\n").split("\t")
+                split = first.get(sentence_hash(s, seed)) if first else None
+                if split is not None:
+                    if s in taken:  # one pair per held-out source; its other translations go nowhere
+                        report.note("another translation of a held-out source", where)
+                        continue
+                    taken.add(s)
+                elif s in held_sources:
+                    report.note("source in the dev or test set", where)
+                    continue
+                split = split or "train"
+                outputs[f"{split}.{src}"].write(s + "\n")
+                outputs[f"{split}.{tgt}"].write(t + "\n")
+                counts[split] += 1
+    finally:
+        for handle in outputs.values():
+            handle.close()
+    return counts
+
+
 def prepare(
     train: Sequence[str],
     src: str,
@@ -153,105 +267,18 @@ def prepare(
     rules = RULES(src, tgt, options.max_words, options.max_ratio, scripts, langid)
     os.makedirs(out, exist_ok=True)
     report = Report()
-    held: Dict[str, List[Tuple[str, str]]] = {}
-    for split in ("valid", "test"):  # given sets: normalised, deduplicated, never filtered by length
-        if given[split]:
-            seen, kept = set(), []
-            for corpus in given[split]:
-                for number, s, t in raw_pairs(corpus):
-                    where = f"{corpus.spec}:{number}"
-                    try:
-                        pair = (
-                            rules.normalise(s.decode("utf-8"), src, report.at(where)),
-                            rules.normalise(t.decode("utf-8"), tgt, report.at(where)),
-                        )
-                    except UnicodeDecodeError:
-                        raise CorpusError(
-                            f"{where}: not valid UTF-8 (a {split} set is never filtered: convert it)"
-                        ) from None
-                    if not (pair[0] and pair[1]):
-                        report.note(f"an empty side ({split} set)", where)
-                    elif pair in seen:
-                        report.note(f"a duplicate of an earlier pair ({split} set)", where)
-                    else:
-                        seen.add(pair)
-                        kept.append(pair)
-            held[split] = kept
-    # pass 1: clean, drop duplicates, keep the pairs in a temporary file
+    held = given_sets(given, rules, report)
     tmp = os.path.join(out, "pairs" + TMP_SUFFIX)
-    seen_pairs = set()
-    kept = 0
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for where, s, t in clean_pairs(corpora, rules, options.on_bad_bytes, report):
-                key = sentence_hash(f"{s}\t{t}")
-                if key in seen_pairs:
-                    report.note("a duplicate of an earlier pair", where)
-                    continue
-                seen_pairs.add(key)
-                f.write(f"{where}\t{s}\t{t}\n")
-                kept += 1
-        del seen_pairs
+        kept = cleaned_once(corpora, rules, options.on_bad_bytes, report, tmp)
         sizes = {
             split: len(held[split]) if split in held else held_out_size(kept, size)
             for split, size in (("valid", valid_size), ("test", test_size))
         }
-        # the held-out sources: given, or the pairs whose source hashes lowest (by --seed)
-        if set(held) != {"valid", "test"}:
-            ranked = []
-            with open(tmp, encoding="utf-8") as f:
-                for line in f:
-                    _, s, _ = line.rstrip("\n").split("\t")
-                    ranked.append(sentence_hash(s, seed))
-            wanted = sum(sizes[split] for split in ("valid", "test") if split not in held)
-            unique = sorted(set(ranked))
-            if wanted >= len(unique):
-                raise CorpusError(
-                    f"only {len(unique)} distinct sources after cleaning: too few to hold out {wanted} for "
-                    "dev and test (give VALID and TEST)"
-                )
-            first = {
-                h: ("test" if "test" not in held and i < sizes["test"] else "valid")
-                for i, h in enumerate(unique[:wanted])
-            }
-            del ranked, unique
-        else:
-            first = {}
-        held_sources = {s for split in held for s, _ in held[split]}
-        outputs = {
-            f"{split}.{lang}": open(os.path.join(out, f"{split}.{lang}{TMP_SUFFIX}"), "w", encoding="utf-8")
-            for split in ("train", "valid", "test")
-            for lang in (src, tgt)
-        }
-        counts = Counter()
-        try:
-            for split in held:
-                for s, t in held[split]:
-                    outputs[f"{split}.{src}"].write(s + "\n")
-                    outputs[f"{split}.{tgt}"].write(t + "\n")
-                    counts[split] += 1
-            taken = set()
-            with open(tmp, encoding="utf-8") as f:
-                for line in f:
-                    where, s, t = line.rstrip("\n").split("\t")
-                    split = first.get(sentence_hash(s, seed)) if first else None
-                    if split is not None:
-                        if s in taken:  # one pair per held-out source; its other translations go nowhere
-                            report.note("another translation of a held-out source", where)
-                            continue
-                        taken.add(s)
-                    elif s in held_sources:
-                        report.note("source in the dev or test set", where)
-                        continue
-                    split = split or "train"
-                    outputs[f"{split}.{src}"].write(s + "\n")
-                    outputs[f"{split}.{tgt}"].write(t + "\n")
-                    counts[split] += 1
-        finally:
-            for handle in outputs.values():
-                handle.close()
+        first = held_out_sources(tmp, sizes, held, seed)
+        counts = write_splits(out, tmp, held, first, seed, src, tgt, report)
     except BaseException:
-        for name in ["pairs", *(f"{split}.{lang}" for split in ("train", "valid", "test") for lang in (src, tgt))]:
+        for name in ["pairs", *(f"{split}.{lang}" for split in SPLITS for lang in (src, tgt))]:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(out, name + TMP_SUFFIX))
         raise
@@ -268,9 +295,7 @@ def prepare(
         "changes_and_drops": report.as_dict(),
         "rules": {"max_words": options.max_words, "max_ratio": options.max_ratio, "on_bad_bytes": options.on_bad_bytes},
     }
-    texts = [
-        f"{split}.{lang}" for split in ("train", "valid", "test") for lang in (src, tgt)
-    ]  # written above, under .tmp
+    texts = [f"{split}.{lang}" for split in SPLITS for lang in (src, tgt)]  # written above, under .tmp
     publish(out, {"report.md": report_text(result).rstrip("\n").split("\n")}, result, written=texts)
     log(report_text(result))
     return result
