@@ -3,9 +3,10 @@ and the Python they run, above ``preprocess`` (which it reads corpora with) and 
 loaded by fairseq's ``--user-dir``.
 
     planner/                what a run trains, decided before any work (python -m recipes.planner)
+        settings.py             every variable of parallel_text.sh and finetune.sh, declared once
         decide.py               the plan of a run of parallel_text.sh or finetune.sh, from its variables
         variables.py            the recipe's variables as handed over, and their checks
-        plan.py                 the plan itself; saved.py: held in WORK; fields.py: read back by the recipe
+        plan.py                 the plan itself; saved.py: held in WORK; fields.py: read back by the recipe (PLAN_*)
         summary.py              the lines a recipe prints of its plan
         speeds.py               the training machines' speed as the plan reads it
         budget/                 the budget rule: the model, dropout, batch and updates a budget gets (its __init__)
@@ -17,5 +18,8 @@ loaded by fairseq's ``--user-dir``.
         layout.py               machines, processes and batch of a training
         model.py                a model's flags: its sizes and parameters, as the paper counts them
     engine/                 the stages: stamps, the decision for every stage before any work, their processes
+
+A recipe for another dataset: a script here on lib.sh's stages (wsj_parsing.sh is the shortest), and its data's
+preparation in preprocess/ with a rule set of preprocess/cleaning.py.
     records.py              what lib.sh hands to Python (stages, variables, files), read as data
 """
