@@ -4,6 +4,8 @@ loaded by fairseq's ``--user-dir``.
 
     planner/                what a run trains, decided before any work (python -m recipes.planner)
         settings.py             every variable of parallel_text.sh and finetune.sh, declared once
+        paper_settings.py       ... and of the paper's recipes (wmt14_*.sh, wsj_parsing.sh), once per default
+        declarations.py         both, as each recipe's --help lists them
         decide.py               the plan of a run of parallel_text.sh or finetune.sh, from its variables
         variables.py            the recipe's variables as handed over, and their checks
         plan.py                 the plan itself; saved.py: held in WORK; fields.py: read back by the recipe (PLAN_*)

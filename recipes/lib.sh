@@ -12,8 +12,8 @@ banner() { printf '\n==== %s ====\n' "$*"; }
 
 # recipe_options SCRIPT ARGS...: --dry-run (exports DRY_RUN=1); --check decides every stage, runs none, and exits 3
 # if a real run would stop (wmt14_table3.sh asks it of every row); --explain (EXPLAIN=1): a recipe that picks settings
-# says why, beside its short account; -h/--help prints SCRIPT's header comment, and where the recipe names its
-# declared settings (RECIPE_SETTINGS: recipes/planner/settings.py) every variable with its default.
+# says why, beside its short account; -h/--help prints SCRIPT's header comment, and where its variables are declared
+# (recipes/planner/settings.py and paper_settings.py, under RECIPE_SETTINGS or SCRIPT's name) each with its default.
 recipe_options() {
   local script=$1 arg
   shift
@@ -24,8 +24,8 @@ recipe_options() {
       --check) DRY_RUN=1; CHECK_ONLY=1 ;;
       --explain) EXPLAIN=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "$script" | sed '$d'
-        [ -z "${RECIPE_SETTINGS:-}" ] ||
-          { echo; "$PY" -m recipes.planner settings "$RECIPE_SETTINGS" 2> /dev/null || true; }
+        local table && table=$("$PY" -m recipes.planner settings "${RECIPE_SETTINGS:-$(basename "$script" .sh)}" 2> /dev/null) &&
+          printf '\n%s\n' "$table"
         exit 0 ;;
       *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
     esac

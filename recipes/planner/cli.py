@@ -14,7 +14,7 @@ from recipes.planner.decide import batch_layout, corpus_settings
 from recipes.planner.fields import encode_fields, fields
 from recipes.planner.plan import PlanError
 from recipes.planner.saved import plan_for
-from recipes.planner.settings import DECLARED, help_table
+from recipes.planner.declarations import help_table, recipes
 from recipes.planner.speeds import Speeds
 from recipes.planner.variables import Variables, check_settings
 from recipes.records import read_records
@@ -25,7 +25,7 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sizes", help="the settings of each size class")
     help_of = sub.add_parser("settings", help="the variables a recipe reads, their defaults and help (its --help)")
-    help_of.add_argument("recipe", choices=sorted({r for s in DECLARED for r in s.recipes}))
+    help_of.add_argument("recipe", choices=recipes())
     d = sub.add_parser("decide", help="the plan of a run, from the recipe's variables on stdin")
     r = sub.add_parser("rule", help="the budget rule's settings for corpora and a budget, as JSON (the benchmarks')")
     r.add_argument("--train", nargs="+", required=True, help="PREFIX (PREFIX.SRC and PREFIX.TGT) or a .tsv file, each")

@@ -159,14 +159,3 @@ DECLARED: Tuple[Setting, ...] = (
 BY_NAME: Dict[str, Setting] = {s.name: s for s in DECLARED}
 # the variables whose change decides another plan: the plan's key (recipes/planner/saved.py)
 PLANNING = tuple(s.name for s in DECLARED if s.plans)
-
-
-def help_table(recipe: str) -> str:
-    """The variables ``recipe`` reads, with their defaults and help: its ``--help``."""
-    rows = [s for s in DECLARED if recipe in s.recipes]
-    width = max(len(s.name) for s in rows)
-    lines = [f"Variables of recipes/{recipe}.sh (empty: the plan decides; recipes/planner/settings.py):"]
-    for s in rows:
-        default = "" if s.shell else s.default  # a default the shell computes is said in the help
-        lines.append(f"  {s.name:<{width}}  {f'[{default}] ' if default else ''}{s.help}")
-    return "\n".join(lines)

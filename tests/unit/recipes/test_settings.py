@@ -1,6 +1,7 @@
-"""recipes/planner/settings.py, the one home of the parallel-text recipes' variables: each default the recipes show at
-their top is the declared one, each declared variable is read by the recipes it names, the stamps' list of settings
-is the declared list, --help lists them, and the plan reads its defaults and checks there."""
+"""recipes/planner/settings.py and paper_settings.py, the one home of the recipes' variables: each default a recipe
+shows at its top is the one declared for it, each declared variable is read by the recipes it names, the stamps' list
+of settings is the declared list, --help lists them, and the parallel-text recipes' plan reads its defaults and checks
+there."""
 
 import os
 import re
@@ -11,39 +12,48 @@ from helpers import REPO, user_env
 
 from recipes.engine.stamps import setting_names
 from recipes.planner.plan import PlanError
-from recipes.planner.settings import BY_NAME, DECLARED, help_table
+from recipes.planner.declarations import declared, help_table
+from recipes.planner.settings import BY_NAME
 from recipes.planner.variables import SETTINGS, Variables, check_settings
 
 COMMON = os.path.join(REPO, "recipes", "parallel_text_common.sh")
+WMT14 = os.path.join(REPO, "recipes", "wmt14.sh")
 FILES = {
     "parallel_text": [COMMON, os.path.join(REPO, "recipes", "parallel_text.sh")],
     "finetune": [COMMON, os.path.join(REPO, "recipes", "finetune.sh")],
+    **{
+        name: [os.path.join(REPO, "recipes", f"{name}.sh"), WMT14]
+        for name in ("wmt14_en_de_base", "wmt14_en_de_big", "wmt14_en_fr_base", "wmt14_en_fr_big")
+    },
+    "wsj_parsing": [os.path.join(REPO, "recipes", "wsj_parsing.sh")],
 }
 
 
 def shown(path):
-    """{NAME: default} of each ``NAME=${NAME:-default}`` of a recipe's file (the default as the shell sees it)."""
+    """{NAME: default} of each ``NAME=${NAME:-default}`` (at toy size ``NAME=${TOY_NAME:-default}``, TOY_NAME's) of a
+    recipe's file, the default as the shell sees it; of two, the last (the one that holds once both have run)."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    return dict(re.findall(r"(?<![\w$])([A-Z][A-Z0-9_]*)=\$\{\1:-(.*?)\}(?=[\s;]|$)", text, flags=re.M))
+    found = re.findall(r"(?<![\w$])([A-Z][A-Z0-9_]*)=\$\{((?:TOY_)?\1):-(.*?)\}(?=[\s;]|$)", text, flags=re.M)
+    return {variable: default for _, variable, default in found}
 
 
 @pytest.mark.parametrize("recipe", sorted(FILES))
 def test_the_recipes_top_shows_the_declared_defaults(recipe):
+    mine = {s.name: s for s in declared(recipe)}
+    assert len(mine) == len(declared(recipe)), f"{recipe}: a variable declared twice for it"
     seen = {}
     for path in FILES[recipe]:
         for name, default in shown(path).items():
-            assert name in BY_NAME, f"{os.path.relpath(path, REPO)}: {name} is not declared in settings.py"
-            declared = BY_NAME[name]
-            assert recipe in declared.recipes, f"{name}: declared for {declared.recipes}, read by {recipe}"
-            assert default == (declared.shell or declared.default), f"{os.path.relpath(path, REPO)}: {name}"
+            assert name in mine, f"{os.path.relpath(path, REPO)}: {name} is not declared for {recipe}"
+            assert default == (mine[name].shell or mine[name].default), f"{os.path.relpath(path, REPO)}: {name}"
             seen[name] = default
-    assert set(seen) == {s.name for s in DECLARED if recipe in s.recipes}
+    assert set(seen) == set(mine)
 
 
-@pytest.mark.parametrize("recipe", sorted(FILES))
+@pytest.mark.parametrize("recipe", ["parallel_text", "finetune"])  # the paper's recipes' stamps also name TOY_*'s
 def test_the_stamps_list_of_settings_is_the_declared_one(recipe):
-    assert setting_names(FILES[recipe]) == sorted(s.name for s in DECLARED if recipe in s.recipes)
+    assert setting_names(FILES[recipe]) == sorted(s.name for s in declared(recipe))
 
 
 @pytest.mark.parametrize("recipe", sorted(FILES))
@@ -53,10 +63,10 @@ def test_help_lists_every_variable_with_its_default(recipe):
     )
     assert proc.returncode == 0, proc.stderr
     assert help_table(recipe) in proc.stdout
-    for s in DECLARED:
-        if recipe in s.recipes:
-            assert re.search(rf"^  {s.name} ", proc.stdout, flags=re.M), s.name
-    assert "  AVERAGE_LAST           [5] checkpoints averaged" in proc.stdout
+    for s in declared(recipe):
+        assert re.search(rf"^  {s.name} ", proc.stdout, flags=re.M), s.name
+    average = {"wmt14_en_de_big": "20", "wmt14_en_fr_big": "20"}.get(recipe, "5")  # each recipe's own default
+    assert re.search(rf"^  AVERAGE_LAST +\[{average}\] ", proc.stdout, flags=re.M)
 
 
 def test_the_plan_reads_its_defaults_and_checks_where_they_are_declared(monkeypatch):
