@@ -376,7 +376,7 @@ def known_speed_figures(cache, vocab: int, parents=(), toy_vocab=None) -> None:
     a model for about 15 seconds of 2 cores, each as the best of REMEASURE_TRIES probes (so that two close predictions
     are not measured again); the probe
     itself is timed for real by tests/unit/recipes/test_speed_probe.py, in a recipe by test_parallel_text_recipe.py's
-    TIME test (REPROBE=1) and, for a parent, by test_parallel_text_init.py. Each real probe beside the other tests
+    REPROBE test (e2e) and, for a parent, by test_parallel_text_init.py. Each real probe beside the other tests
     is a busy machine's, three times over (recipes/planner/speed/busy_cores.py): seconds of the suite each."""
     import json
 
