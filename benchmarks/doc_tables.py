@@ -17,14 +17,14 @@ tests/unit/benchmarks/test_doc_tables.py fails where a file differs from what th
 """
 
 import argparse
-import json
 import math
 import os
 import re
 import sys
 from typing import Callable, Dict, List, Tuple
 
-from benchmarks import budget_fit
+from benchmarks import budget_fit, budget_record
+from benchmarks.budget_record import Result
 from recipes.planner.budget import law
 from recipes.planner.budget.candidates import parameters
 from transformer_plugin_cli.tools.table3 import ROWS
@@ -175,22 +175,18 @@ BUDGET_CANDIDATES = {
 }
 
 
-def budget_cell(run: Dict) -> str:
-    if run["refused"]:
-        return f"refused ({run['updates']} updates fit)"
-    bleu = f"**{run['bleu']:.2f}**" if run["is_pick"] else f"{run['bleu']:.2f}"
-    updates = f"{run['updates']:,}"
-    if run["stopped_at"]:
-        updates = f"{run['stopped_at']:,} of {updates}, stopped early"
-    return f"{bleu} / {run['chrf']:.2f} / {run['valid_nll']:.2f} ({updates})"
+def budget_cell(run: Result) -> str:
+    if run.refused:
+        return f"refused ({run.updates} updates fit)"
+    bleu = f"**{run.bleu:.2f}**" if run.is_pick else f"{run.bleu:.2f}"
+    updates = f"{run.updates:,}"
+    if run.stopped_at:
+        updates = f"{run.stopped_at:,} of {updates}, stopped early"
+    return f"{bleu} / {run.chrf:.2f} / {run.valid_nll:.2f} ({updates})"
 
 
 def budgets_block(found: Dict) -> List[str]:
-    runs = {}
-    for name in BUDGET_CORPORA:
-        with open(os.path.join(REPO, "benchmarks", "records", "budgets", f"{name}.json"), encoding="utf-8") as f:
-            for run in json.load(f):
-                runs[run["candidate"], run["corpus"], run["budget"]] = run
+    runs = {(r.candidate, r.corpus, r.budget): r for record in RECORDS for r in budget_record.load(record)}
     columns = [(c, b) for c in BUDGET_CORPORA for b in BUDGETS]
     lines = [
         "| candidate | " + " | ".join(f"{BUDGET_CORPORA[c]} {b}" for c, b in columns) + " |",
