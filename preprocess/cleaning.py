@@ -41,8 +41,6 @@ class RuleSet:
     max_words: int
     max_ratio: float
 
-    name = ""
-
     def normalise(self, text: str, lang: str, note: Note = ignore) -> str:
         raise NotImplementedError
 
@@ -73,7 +71,6 @@ class Moses(RuleSet):
     max_words: int = 250
     max_ratio: float = 1.5
 
-    name = "moses"
     reasons = ("invalid_utf8", "empty", "too_long", "ratio")  # the report's keys, in its order
 
     def normalise(self, text: str, lang: str, note: Note = ignore) -> str:
@@ -129,8 +126,6 @@ class Opus(RuleSet):
     max_ratio: float = 3.0
     scripts: Tuple[Optional[str], Optional[str]] = (None, None)
     langid: Optional[LanguageId] = None
-
-    name = "opus"
 
     def normalise(self, text: str, lang: str, note: Note = ignore) -> str:
         """A byte-order mark and a final carriage return dropped, control characters as spaces, NFC, single
@@ -189,8 +184,6 @@ class Gettext(RuleSet):
     max_ratio: float = 3.0
     min_words: int = 3
 
-    name = "gettext"
-
     def normalise(self, text: str, lang: str = "", note: Note = ignore) -> str:
         text = re.sub(r"~(?=\w)", "", text)
         if len(_GTK_MNEMONIC.findall(text)) == 1:
@@ -209,6 +202,3 @@ class Gettext(RuleSet):
         if max(n_source, n_target) > self.max_ratio * min(n_source, n_target):
             return "length ratio"
         return None
-
-
-RULE_SETS = {rules.name: rules for rules in (Moses, Opus, Gettext)}

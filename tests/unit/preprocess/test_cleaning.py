@@ -9,7 +9,6 @@ from preprocess import cleaning, debian_l10n, parallel_text, wmt14
 
 def test_each_preparation_names_its_rule_set():
     assert (wmt14.RULES, parallel_text.RULES, debian_l10n.RULES) == (cleaning.Moses, cleaning.Opus, cleaning.Gettext)
-    assert cleaning.RULE_SETS == {"moses": cleaning.Moses, "opus": cleaning.Opus, "gettext": cleaning.Gettext}
 
 
 @pytest.mark.parametrize(
