@@ -6,7 +6,7 @@ it. The recipes' tops show the same defaults for people to read (``NAME=${NAME:-
 lists them (``python -m recipes.planner settings RECIPE``). These recipes plan only their batch's layout
 (recipes/planner/layout.py): what is declared here goes to their stages as set."""
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 from recipes.planner.settings import Setting
 
@@ -17,7 +17,7 @@ BOTH = WMT14 + WSJ
 TOY_SIZE = '$([ "$TOY" = 1 ] && echo 0 || gpu_count)'
 
 
-def _set(name: str, default: str, help: str, recipes: Tuple[str, ...], shell: str = None) -> Setting:
+def _set(name: str, default: str, help: str, recipes: Tuple[str, ...], shell: Optional[str] = None) -> Setting:
     return Setting(name, default, help, recipes=recipes, plans=False, shell=shell)
 
 
