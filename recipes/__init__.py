@@ -5,7 +5,7 @@ loaded by fairseq's ``--user-dir``.
     planner/                what a run trains, decided before any work (python -m recipes.planner)
         settings.py             every variable of parallel_text.sh and finetune.sh, declared once
         paper_settings.py       ... and of the paper's recipes (wmt14_*.sh, wsj_parsing.sh), once per default
-        declarations.py         both, as each recipe's --help lists them
+        declarations.py         both, by recipe: its --help, its checks (PRECISION), its stamps' settings
         decide.py               the plan of a run of parallel_text.sh or finetune.sh, from its variables
         variables.py            the recipe's variables as handed over, and their checks
         plan.py                 the plan itself; saved.py: held in WORK; fields.py: read back by the recipe (PLAN_*)
@@ -21,7 +21,8 @@ loaded by fairseq's ``--user-dir``.
         model.py                a model's flags: its sizes and parameters, as the paper counts them
     engine/                 the stages: stamps, the decision for every stage before any work, their processes
 
-A recipe for another dataset: a script here on lib.sh's stages (wsj_parsing.sh is the shortest), and its data's
-preparation in preprocess/ with a rule set of preprocess/cleaning.py.
+A recipe for another dataset: a script here on lib.sh's stages (wsj_parsing.sh is the shortest), its variables
+declared in planner/paper_settings.py, and its data's preparation in preprocess/ with a rule set of
+preprocess/cleaning.py.
     records.py              what lib.sh hands to Python (stages, variables, files), read as data
 """

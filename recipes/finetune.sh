@@ -64,7 +64,6 @@ INIT=$(realpath -ms -- "$INIT")            # as the corpus: a rerun from elsewhe
 # run trains as it began. fairseq's --stop-time-hours stops training at TIME in any case.
 plan_run
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-precision_args "$PRECISION"
 
 # ---- 1. check, clean, split; REPLAY: REPLAY_RATIO general pairs an in-domain pair, drawn by SEED, none a dev or test
 # source ----------------------------------------------------------------------------------------------------------

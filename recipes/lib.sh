@@ -6,7 +6,6 @@
 PY=${VENV_PYTHON:-python}
 REPO=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 RECIPE_PLAN=()  # the stages declared since the last run_stages, as the engine reads them (NUL-separated)
-RECIPE_SOURCES=()  # files of settings a recipe sources (recipes/parallel_text_common.sh): the engine reads their names
 
 banner() { printf '\n==== %s ====\n' "$*"; }
 
@@ -24,7 +23,7 @@ recipe_options() {
       --check) DRY_RUN=1; CHECK_ONLY=1 ;;
       --explain) EXPLAIN=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "$script" | sed '$d'
-        local table && table=$("$PY" -m recipes.planner settings "${RECIPE_SETTINGS:-$(basename "$script" .sh)}" 2> /dev/null) &&
+        local table && table=$("$PY" -m recipes.planner settings "$(recipe_name)" 2> /dev/null) &&
           printf '\n%s\n' "$table"
         exit 0 ;;
       *) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
@@ -34,6 +33,10 @@ recipe_options() {
   EXPLAIN=${EXPLAIN:-0}
   require_environment
 }
+
+# recipe_name: the name the running recipe's variables are declared under (recipes/planner/declarations.py):
+# RECIPE_SETTINGS, or the script's (wmt14_en_de_base).
+recipe_name() { echo "${RECIPE_SETTINGS:-$(basename "$0" .sh)}"; }
 
 # require_environment: the Python environment that `make install` made, or the recipe stops before any stage,
 # saying what it lacks and how to go on (in a dry run too).
@@ -87,10 +90,10 @@ recipe_variables() {
 # run_stages: the stages declared so far, decided and run (or shown) by the engine, which says what failed.
 run_stages() {
   local file sources=() status=0
-  for file in "${BASH_SOURCE[@]}" "${RECIPE_SOURCES[@]}"; do  # the recipe's files, not this one: its settings' names
+  for file in "${BASH_SOURCE[@]}"; do  # the recipe's files, not this one: a recipe not declared, its settings' names
     [ "$file" = "${BASH_SOURCE[0]}" ] || sources+=(source "$file")
   done
-  "$PY" -m recipes.engine run --work "$WORK" --repo "$REPO" --python "$PY" \
+  "$PY" -m recipes.engine run --recipe "$(recipe_name)" --work "$WORK" --repo "$REPO" --python "$PY" \
     --launch "${LAUNCH:-local}" --node-rank "${NODE_RANK:-0}" --dist-timeout "${DIST_TIMEOUT:-600}" --parent-pid $$ \
     $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) $([ "${CHECK_ONLY:-0}" = 0 ] || echo --check) < <(
       printf '%s\0' "${RECIPE_PLAN[@]}" "${sources[@]}"
@@ -165,15 +168,6 @@ cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
 # gpu_count: the GPUs nvidia-smi lists on this machine (0 without one)
 gpu_count() { (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU' || true; }
 
-# precision_args PRECISION: PRECISION_ARGS for fp32 (the paper), fp16, bf16 or amp (docs/precision.md)
-precision_args() {
-  case $1 in
-    fp32) PRECISION_ARGS=() ;;
-    fp16 | bf16 | amp) PRECISION_ARGS=(--"$1") ;;
-    *) echo "PRECISION=$1: use fp32, fp16, bf16 or amp" >&2; exit 2 ;;
-  esac
-}
-
 # plan_read FILE: the fields a plan wrote to FILE (NUL-separated records: s NAME VALUE, or a NAME COUNT WORD...) set
 # as PLAN_* variables, scalars and arrays: read as data, never evaluated as code, and never one of the user's.
 plan_read() {
@@ -194,11 +188,13 @@ plan_read() {
 # (every name in capitals, handed over as data), its fields then set as PLAN_* variables (plan_read: PLAN_MAX_UPDATE,
 # PLAN_ARCH, ...), the user's own left as given; it stops the recipe before any work, naming what cannot work.
 # COMMAND: decide (parallel_text.sh and finetune.sh, the default) or layout (the batch's layout alone: PLAN_PER_NODE,
-# PLAN_DEVICES, PLAN_UPDATE_FREQ, PLAN_MAX_TOKENS, PLAN_BATCH_SUMMARY, PLAN_MASTER_ADDR and PLAN_MASTER_PORT).
+# PLAN_DEVICES, PLAN_UPDATE_FREQ, PLAN_MAX_TOKENS, PLAN_BATCH_SUMMARY, PLAN_MASTER_ADDR, PLAN_MASTER_PORT, and
+# PLAN_PRECISION_ARGS, fairseq-train's flags for PRECISION). Both check the choices declared for the recipe (PRECISION).
 plan_run() {
   local fields status=0
   fields=$(mktemp)
-  "$PY" -m recipes.planner "${@:-decide}" --work "$WORK" --fields "$fields" $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) \
+  "$PY" -m recipes.planner "${@:-decide}" --recipe "$(recipe_name)" --work "$WORK" --fields "$fields" \
+    $([ "${DRY_RUN:-0}" = 0 ] || echo --dry-run) \
     < <(recipe_variables) || status=$?
   [ $status -eq 0 ] || { rm -f "$fields"; exit $status; }
   plan_read "$fields"

@@ -55,7 +55,6 @@ ARCH=${ARCH:-}; MODEL_FLAGS=${MODEL_FLAGS:-}   # the model; MODEL_FLAGS alone: v
 # --explain, and WORK/plan.json). fairseq's --stop-time-hours stops training at TIME in any case.
 plan_run
 DATA="$WORK/data"; SPM="$WORK/spm"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
-precision_args "$PRECISION"
 
 # ---- 1. check, clean, split ------------------------------------------------------------------------------
 prepare_stage

@@ -4,7 +4,6 @@
 # The recipe that sources it sets NEEDED (what it cannot run without) and checks it after.
 [ "${BASH_SOURCE[0]}" != "$0" ] || { echo "$0 is part of recipes/parallel_text.sh and recipes/finetune.sh: run one" \
   "of them (--help)" >&2; exit 2; }
-RECIPE_SOURCES+=("${BASH_SOURCE[0]}")  # its settings' names, for the engine's stamps (lib.sh's run_stages)
 
 # ---- the corpus (each can be set in the environment) --------------------------------------------------
 TRAIN=${TRAIN:-}                           # training corpora, colon-separated (as fairseq's data): PREFIX or a .tsv
@@ -96,7 +95,7 @@ train_args() {
     --save-dir "$CKPT" --save-interval-updates "$PLAN_SAVE_INTERVAL_UPDATES" --keep-interval-updates "$PLAN_AVERAGE_LAST"
     --validate-interval-updates "$PLAN_SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints --validate-interval "$no_epoch_ends" --save-interval "$no_epoch_ends"
     --log-format json --log-interval "$(log_interval "$PLAN_MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")"
-    "${PRECISION_ARGS[@]}" "${PLAN_STOP_TIME_ARGS[@]}")
+    "${PLAN_PRECISION_ARGS[@]}" "${PLAN_STOP_TIME_ARGS[@]}")
   [ "$PLAN_PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PLAN_PATIENCE")
   if [ "$PLAN_EVAL_BLEU" = 1 ]; then
     TRAIN_ARGS+=(--eval-bleu --eval-bleu-args '{"beam": 4, "lenpen": 0.6, "max_len_a": 1, "max_len_b": 50}'

@@ -63,7 +63,6 @@ RUN="$WORK/$CONFIG"; CKPT="$RUN/checkpoints"; OUT="$RUN/results"
 
 # ---- batch size: --max-tokens x devices x --update-freq ~ TOKENS_PER_UPDATE --------------------
 plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipes/planner/layout.py)
-precision_args "$PRECISION"
 echo "$PAIR $CONFIG: $PLAN_BATCH_SUMMARY (paper: ~25,000)"
 
 # ---- 1.-3. data (once: with LAUNCH=torchrun, machines other than NODE_RANK=0 wait for node 0's) -------
@@ -108,7 +107,7 @@ TRAIN_ARGS=("$TRAIN_DATA" --user-dir "$REPO/transformer_plugin"
   --max-tokens "$PLAN_MAX_TOKENS" --update-freq "$PLAN_UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
-  --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")" "${PRECISION_ARGS[@]}")
+  --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")" "${PLAN_PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 read -r -a EXTRA <<< "$EXTRA_TRAIN_ARGS"
 TRAIN_ARGS+=("${EXTRA[@]}")

@@ -50,7 +50,6 @@ fi
 
 DATA="$WORK/data"; BIN="$WORK/data-bin"; CKPT="$WORK/checkpoints"; OUT="$WORK/results"
 plan_run layout  # the batch of TOKENS_PER_UPDATE on these machines (recipes/planner/layout.py)
-precision_args "$PRECISION"
 echo "WSJ parsing ($SETTING): $PLAN_BATCH_SUMMARY"
 
 if [ -z "$TREEBANK" ]; then
@@ -89,7 +88,7 @@ TRAIN_ARGS=("$BIN" --user-dir "$REPO/transformer_plugin" --task translation
   --max-tokens "$PLAN_MAX_TOKENS" --update-freq "$PLAN_UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
   --save-dir "$CKPT" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVERAGE_LAST"
   --validate-interval-updates "$SAVE_INTERVAL_UPDATES" --no-epoch-checkpoints
-  --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")" "${PRECISION_ARGS[@]}")
+  --log-format json --log-interval "$(log_interval "$MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")" "${PLAN_PRECISION_ARGS[@]}")
 [ "$TOY" = 0 ] || TRAIN_ARGS+=(--num-workers 0)
 train_stage 3 "fairseq-train --arch $ARCH, $MAX_UPDATE updates" "$WORK/train.log" "${TRAIN_ARGS[@]}"
 

@@ -1,16 +1,23 @@
 """The engine's command line, as recipes/lib.sh runs it:
 
-python -m recipes.engine run --work W --repo R --python PY ... < PLAN
+python -m recipes.engine run --recipe NAME --work W --repo R --python PY ... < PLAN
 """
 
 import argparse
 import os
 import signal
 import sys
-from typing import Sequence
+from typing import List, Sequence
 
 from recipes.engine.runner import Runner, read_plan, say
 from recipes.engine.stamps import Context, DigestCache, setting_names
+from recipes.planner.declarations import declared, recipes
+
+
+def recipe_settings(recipe: str, sources: Sequence[str]) -> List[str]:
+    """The names of the recipe's settings, recorded in its stamps: those declared for it (recipes/planner/), or for a
+    recipe on lib.sh that declares none, those its sources let the environment set."""
+    return sorted({s.name for s in declared(recipe)}) if recipe in recipes() else setting_names(sources)
 
 
 def main_run(args) -> int:
@@ -20,7 +27,7 @@ def main_run(args) -> int:
         return variables.get(f"PLAN_{name}", variables.get(name, ""))
 
     # the recipe's settings and what its plan decided (PLAN_*), so that a changed stage names the one that changed
-    settings = {name: variables.get(name, "") for name in setting_names(sources)}
+    settings = {name: variables.get(name, "") for name in recipe_settings(args.recipe, sources)}
     settings.update({name: value for name, value in variables.items() if name.startswith("PLAN_")})
     ctx = Context(args.work, args.repo, args.python, args.launch, args.node_rank, int(args.dist_timeout), settings)
     ctx.digest_cache = DigestCache(os.path.join(ctx.stamp_dir, "digests.json"))  # each node its own
@@ -49,6 +56,9 @@ def parse(argv: Sequence[str]):
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="check every stage of the plan on stdin, then run (or show) them in order")
     run.add_argument("--work", required=True)
+    run.add_argument(
+        "--recipe", default="", help="its name: its declared variables are the stamps' settings (else its sources')"
+    )
     run.add_argument("--repo", required=True)
     run.add_argument("--python", default="python")
     run.add_argument("--launch", default="local")

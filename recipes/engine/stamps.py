@@ -273,7 +273,8 @@ def digest(real: str, cache: Optional[DigestCache] = None) -> str:
 
 def setting_names(sources: Sequence[str]) -> List[str]:
     """The variables a recipe lets the environment set, from its source files: ``NAME=${NAME:-default}``,
-    or ``NAME=${TOY_NAME:-default}`` at toy size."""
+    or ``NAME=${TOY_NAME:-default}`` at toy size. For a recipe on lib.sh whose variables are not declared in
+    recipes/planner/ (a user's own); the project's recipes' are (``python -m recipes.engine run --recipe``)."""
     names = set()
     for source in sources:
         with contextlib.suppress(OSError):

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from preprocess.corpora import CorpusError
 from recipes.planner import plan
@@ -14,9 +14,10 @@ from recipes.planner.decide import batch_layout, corpus_settings
 from recipes.planner.fields import encode_fields, fields
 from recipes.planner.plan import PlanError
 from recipes.planner.saved import plan_for
-from recipes.planner.declarations import help_table, recipes
+from recipes.planner.declarations import declared, help_table, recipes
 from recipes.planner.speeds import Speeds
-from recipes.planner.variables import Variables, check_settings
+from recipes.planner.settings import precision_args
+from recipes.planner.variables import Variables, check_choices, check_settings
 from recipes.records import read_records
 
 
@@ -41,6 +42,7 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
         p.add_argument("--work", required=True)
         p.add_argument("--fields", required=True, help="where the plan's fields go, as the recipe reads them")
         p.add_argument("--dry-run", action="store_true")
+        p.add_argument("--recipe", default="", help="the recipe's name, whose declared variables are checked")
     args = parser.parse_args(argv)
     if args.command == "sizes":
         print(size_classes.sizes_table())
@@ -69,10 +71,14 @@ def command_line(argv: Optional[Sequence[str]] = None) -> int:  # not main(): no
             return 0
         v = Variables(read_records(sys.stdin.buffer.read())[1])  # lib.sh's records, as the engine reads them
         if args.command == "layout":
+            if args.recipe in recipes():
+                check_choices(v, declared(args.recipe))
+            found: Dict[str, object] = dict(
+                batch_layout(v, v.number("TOKENS_PER_UPDATE"), v.number("MAX_TOKENS_PER_DEVICE"))
+            )
+            found["PRECISION_ARGS"] = precision_args(v.get("PRECISION"))
             with open(args.fields, "wb") as f:
-                f.write(
-                    encode_fields(batch_layout(v, v.number("TOKENS_PER_UPDATE"), v.number("MAX_TOKENS_PER_DEVICE")))
-                )
+                f.write(encode_fields(found))
             return 0
         decided = plan_for(v, args.work, args.dry_run, fresh=v.get("REPROBE") != "0")
         with open(args.fields, "wb") as f:

@@ -5,6 +5,7 @@ what the plan decided has names of its own, and the variables the user set keep 
 from typing import Dict
 
 from recipes.planner.plan import Plan
+from recipes.planner.settings import precision_args
 from recipes.planner.variables import Variables
 
 
@@ -29,6 +30,7 @@ def fields(plan: Plan, v: Variables) -> Dict[str, object]:
         "MAX_TOKENS_PER_DEVICE": str(b["max_tokens_per_device"]),
         "MAX_UPDATE": str(budget["max_update"]),
         "STOP_TIME_ARGS": budget["stop"],
+        "PRECISION_ARGS": precision_args(v.get("PRECISION")),
         "WARMUP": str(s["warmup"]),
         "PEAK_WARMUP_ARGS": ["--peak-warmup-updates", str(s["peak_warmup"])] if s["peak_warmup"] else [],
         "SAVE_INTERVAL_UPDATES": str(s["save_interval_updates"]),

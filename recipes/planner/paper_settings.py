@@ -8,7 +8,7 @@ lists them (``python -m recipes.planner settings RECIPE``). These recipes plan o
 
 from typing import Optional, Tuple
 
-from recipes.planner.settings import Setting
+from recipes.planner.settings import PRECISIONS, Setting
 
 DE_BASE, DE_BIG, FR_BASE, FR_BIG = "wmt14_en_de_base", "wmt14_en_de_big", "wmt14_en_fr_base", "wmt14_en_fr_big"
 WMT14 = (DE_BASE, DE_BIG, FR_BASE, FR_BIG)
@@ -17,8 +17,8 @@ BOTH = WMT14 + WSJ
 TOY_SIZE = '$([ "$TOY" = 1 ] && echo 0 || gpu_count)'
 
 
-def _set(name: str, default: str, help: str, recipes: Tuple[str, ...], shell: Optional[str] = None) -> Setting:
-    return Setting(name, default, help, recipes=recipes, plans=False, shell=shell)
+def _set(name: str, default: str, help: str, recipes: Tuple[str, ...], shell: Optional[str] = None, **kw) -> Setting:
+    return Setting(name, default, help, recipes=recipes, plans=False, shell=shell, **kw)
 
 
 PAPER_DECLARED: Tuple[Setting, ...] = (
@@ -94,7 +94,7 @@ PAPER_DECLARED: Tuple[Setting, ...] = (
     # ---- the machines
     _set("GPUS", "0", "GPUs per machine (0: CPU workers); unset: this machine's, 0 at toy size", BOTH, shell=TOY_SIZE),
     _set("CPU_WORKERS", "2", "data-parallel processes per machine when GPUS=0", BOTH),
-    _set("PRECISION", "fp32", "fp32 (the paper), fp16, bf16 or amp", BOTH),
+    _set("PRECISION", "fp32", "fp32 (the paper), fp16, bf16 or amp", BOTH, choices=PRECISIONS),
     _set("LAUNCH", "local", "local, torchrun or slurm (docs/several-machines.md)", BOTH),
     _set("NNODES", "1", "machines", BOTH),
     _set("NODE_RANK", "0", "this machine's number, with LAUNCH=torchrun", BOTH),

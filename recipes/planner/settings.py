@@ -9,7 +9,7 @@ recipe's own default where it computes one (this machine's GPUs), ``default`` th
 """
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 BOTH = ("parallel_text", "finetune")
 
@@ -31,6 +31,13 @@ def _whole(name: str, default: str, help: str, least: int = 0, **kw) -> Setting:
     return Setting(name, default, help, whole=True, least=least, **kw)
 
 
+def precision_args(precision: str) -> List[str]:
+    """fairseq-train's flags for a PRECISION (docs/precision.md): none for fp32 (the paper), else --fp16, --bf16 or
+    --amp."""
+    return [] if precision == "fp32" else [f"--{precision}"]
+
+
+PRECISIONS = ("fp32", "fp16", "bf16", "amp")
 FINETUNE = ("finetune",)
 FROM_NOTHING = ("parallel_text",)
 DECLARED: Tuple[Setting, ...] = (
@@ -66,7 +73,7 @@ DECLARED: Tuple[Setting, ...] = (
         shell='$([ "$TOY" = 1 ] && echo 0 || gpu_count)',
     ),
     Setting("CPU_WORKERS", "2", "data-parallel processes per machine when GPUS=0"),
-    Setting("PRECISION", "fp32", "fp32 (the paper), fp16, bf16 or amp", choices=("fp32", "fp16", "bf16", "amp")),
+    Setting("PRECISION", "fp32", "fp32 (the paper), fp16, bf16 or amp", choices=PRECISIONS),
     Setting("LAUNCH", "local", "local, torchrun or slurm (docs/several-machines.md)"),
     Setting("NNODES", "1", "machines"),
     Setting("NODE_RANK", "0", "this machine's number, with LAUNCH=torchrun", plans=False),

@@ -2,11 +2,11 @@
 stops the plan before any work, naming the variables."""
 
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from preprocess.corpora import count_lines
 from recipes.planner.plan import PlanError
-from recipes.planner.settings import BY_NAME, DECLARED, PLANNING
+from recipes.planner.settings import BY_NAME, DECLARED, PLANNING, Setting
 from transformer_plugin_cli.paper import number
 
 
@@ -126,6 +126,12 @@ def check_settings(v: Variables) -> None:
                 raise PlanError(
                     f"INIT={v.get('INIT')} and {name}={v.get(name)}: the model and its vocabulary are the parent's"
                 )
-    for s in DECLARED:  # the declared choices (PRECISION)
-        if s.choices and v.get(s.name) not in s.choices:
-            raise PlanError(f"{s.name}={v.get(s.name)}: use {', '.join(s.choices[:-1])} or {s.choices[-1]}")
+    check_choices(v, DECLARED)
+
+
+def check_choices(v: Variables, settings: Sequence[Setting]) -> None:
+    """Each of ``settings`` that declares its choices (PRECISION) has one of them."""
+    for s in settings:
+        value = v.values.get(s.name) or s.default
+        if s.choices and value not in s.choices:
+            raise PlanError(f"{s.name}={value}: use {', '.join(s.choices[:-1])} or {s.choices[-1]}")

@@ -154,15 +154,6 @@ def test_the_recipes_do_not_read_the_makefiles_python(tmp_path):
     assert log == ["data", "vocab 300", "train 10", "score"]
 
 
-def test_precision_names_give_fairseq_train_flags():
-    script = (
-        f'source "{REPO}/recipes/lib.sh"; '
-        'for p in fp32 fp16 bf16 amp; do precision_args $p; echo "$p:${PRECISION_ARGS[*]:-}"; done'
-    )
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
-    assert proc.stdout.split() == ["fp32:", "fp16:--fp16", "bf16:--bf16", "amp:--amp"], proc.stderr
-
-
 def test_a_recipe_outside_the_projects_environment_says_how_to_go_on(tmp_path):
     """No environment activated: the `python` on PATH lacks fairseq. The recipe stops before any stage."""
     fake = tmp_path / "bin"

@@ -10,11 +10,12 @@ import subprocess
 import pytest
 from helpers import REPO, user_env
 
+from recipes.engine.__main__ import recipe_settings
 from recipes.engine.stamps import setting_names
 from recipes.planner.plan import PlanError
 from recipes.planner.declarations import declared, help_table
-from recipes.planner.settings import BY_NAME
-from recipes.planner.variables import SETTINGS, Variables, check_settings
+from recipes.planner.settings import BY_NAME, PRECISIONS, precision_args
+from recipes.planner.variables import SETTINGS, Variables, check_choices, check_settings
 
 COMMON = os.path.join(REPO, "recipes", "parallel_text_common.sh")
 WMT14 = os.path.join(REPO, "recipes", "wmt14.sh")
@@ -51,9 +52,18 @@ def test_the_recipes_top_shows_the_declared_defaults(recipe):
     assert set(seen) == set(mine)
 
 
-@pytest.mark.parametrize("recipe", ["parallel_text", "finetune"])  # the paper's recipes' stamps also name TOY_*'s
+@pytest.mark.parametrize("recipe", sorted(FILES))
 def test_the_stamps_list_of_settings_is_the_declared_one(recipe):
-    assert setting_names(FILES[recipe]) == sorted(s.name for s in declared(recipe))
+    assert recipe_settings(recipe, FILES[recipe]) == sorted({s.name for s in declared(recipe)})
+    assert set(setting_names(FILES[recipe])) <= set(recipe_settings(recipe, FILES[recipe]))  # the top's, and TOY_*
+    assert recipe_settings("my_recipe", FILES[recipe]) == setting_names(FILES[recipe])  # a recipe not declared
+
+
+def test_precision_names_give_fairseq_train_flags():
+    assert [precision_args(p) for p in PRECISIONS] == [[], ["--fp16"], ["--bf16"], ["--amp"]]
+    with pytest.raises(PlanError, match=r"PRECISION=fp8: use fp32, fp16, bf16 or amp"):
+        check_choices(Variables({"PRECISION": "fp8"}), declared("wsj_parsing"))
+    check_choices(Variables({"PRECISION": ""}), declared("wsj_parsing"))  # unset: fp32
 
 
 @pytest.mark.parametrize("recipe", sorted(FILES))
