@@ -16,6 +16,7 @@ runs, and beside each ``--curve`` (the curves fitted are those named, else every
 import argparse
 import glob
 import json
+import itertools
 import math
 import os
 import sys
@@ -122,6 +123,23 @@ def ablation_points() -> List[Dict]:
 
 def predicted(constants: law.Constants, floor: float, point: Dict) -> float:
     return predictions.loss_at(point["candidate"], point["updates"], point["epoch"], floor, constants)
+
+
+def ranking_error(constants: law.Constants, floors: Dict[str, float], records: Sequence[str]) -> Dict[str, float]:
+    """The rule's own error in ranking two candidates, in bits, at each scale it rests on: on the budget runs, the
+    largest predicted gap between two runs of one corpus and budget that the prediction ranks the wrong way round; at
+    Table 3's scale, the rms of the rows held out of the fit. Candidates predicted closer are within the rule's own
+    error of each other (budget/choosing.py's ties)."""
+    by: Dict[str, List[Dict]] = {}
+    for x in runs(records):
+        by.setdefault(" ".join(x["name"].split()[:2]), []).append(x)
+    worst = 0.0
+    for a, b in (pair for group in by.values() for pair in itertools.combinations(group, 2)):
+        gap = predicted(constants, floors[a["corpus"]], a) - predicted(constants, floors[b["corpus"]], b)
+        if gap * (a["loss"] - b["loss"]) < 0:
+            worst = max(worst, abs(gap))
+    held = [predicted(constants, floors["wmt14_en_de"], x) - x["loss"] for x in test_points()]
+    return {"budget runs": worst, "Table 3": math.sqrt(sum(r * r for r in held) / len(held))}
 
 
 def epochs_at(one: Dict, updates: float) -> float:
@@ -261,6 +279,7 @@ def _fit_from(start: law.Constants, records: Sequence[str], curves: Sequence[str
         "rms curves": rms(past) if past else 0.0,
         "points": len(main_points) + len(ablation_points()) + len(past),
         "test": test,
+        "ranking error": ranking_error(constants, floors, records),
     }
 
 

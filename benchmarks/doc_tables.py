@@ -6,12 +6,14 @@
 
 Each block lies between a line that names this command and its end line, in:
 
-- recipes/planner/budget/law.py (``fit``): the constants, FIT, FLOORS and FIT_RMS;
+- recipes/planner/budget/law.py (``fit``): the constants, FIT, FLOORS, FIT_RMS and RANKING_ERROR;
 - docs/budget-rule.md: the constants with what they give (``constants``), the Table 3 rows held out of the fit
   against their prediction (``held-out rows``), and the runs taken past their lowest dev loss beside the rule's
   lowest (``turn``);
 - docs/benchmarks-finetuning.md: the budget runs, the rule's pick against the candidates beside it (``budget runs``,
-  benchmarks/records/budgets/*.json).
+  benchmarks/records/budgets/*.json);
+- docs/budget-picks.md: the rule's picks by corpus, budget and machine (``picks``, benchmarks/picks_table.py), planned
+  with law.py as it stands: after a refit that changes law.py, the command runs once more to plan with the new fit.
 
 tests/unit/benchmarks/test_doc_tables.py fails where a file differs from what this writes.
 """
@@ -20,10 +22,11 @@ import argparse
 import math
 import os
 import re
+import subprocess
 import sys
 from typing import Callable, Dict, List, Tuple
 
-from benchmarks import budget_fit, budget_record
+from benchmarks import budget_fit, budget_record, picks_table
 from benchmarks.budget_record import Result
 from recipes.planner.budget import law
 from recipes.planner.budget.candidates import parameters
@@ -78,6 +81,11 @@ def law_block(found: Dict) -> List[str]:
         "",
         "",
         f"FIT_RMS = {{{rms}}}  # bits, over the points fitted",
+        "",
+        "",
+        "# bits: the rule's own error in ranking two candidates (budget_fit.ranking_error): the largest predicted gap",
+        "# of two budget runs ranked the wrong way round, and the rms of the rows held out of Table 3",
+        "RANKING_ERROR = {" + ", ".join(f'"{n}": {x:.3f}' for n, x in found["ranking error"].items()) + "}",
     ]
 
 
@@ -109,6 +117,13 @@ def constants_block(found: Dict) -> List[str]:
             "rms over the points",
             ", ".join(f"{found[f'rms {n}']:.2f} bits ({n})" for n in ("budget runs", "ablation", "Table 3", "curves")),
             f"{found['points']} points",
+        ),
+        (
+            "the rule's own error (ties)",
+            f"{found['ranking error']['budget runs']:.2f} bits under 1M pairs (the largest predicted gap of two "
+            f"budget runs ranked the wrong way round), {found['ranking error']['Table 3']:.3f} at 1M or more (the "
+            "held-out rows' rms)",
+            "the budget runs of one corpus and budget; the rows held out of Table 3",
         ),
     ]
     return ["| constants | fitted | fitted to |", "|---|---|---|", *(f"| {a} | {b} | {c} |" for a, b, c in rows)]
@@ -162,6 +177,7 @@ def turn_block(found: Dict) -> List[str]:
 
 # the budget runs' table (docs/benchmarks-finetuning.md): each candidate of benchmarks/budgets.py in the page's words
 BUDGET_PAGE = os.path.join("docs", "benchmarks-finetuning.md")
+PICKS_PAGE = os.path.join("docs", "budget-picks.md")
 BUDGET_CORPORA = {"de_77k": "EN-DE", "ru_22k": "EN-RU"}
 BUDGETS = ("20m", "1h", "200m")
 BUDGET_CANDIDATES = {
@@ -204,6 +220,7 @@ BLOCKS: Dict[Tuple[str, str], Callable[[Dict], List[str]]] = {
     (PAGE, "held-out rows"): held_out_block,
     (PAGE, "turn"): turn_block,
     (BUDGET_PAGE, "budget runs"): budgets_block,
+    (PICKS_PAGE, "picks"): picks_table.picks_block,
 }
 
 
@@ -242,6 +259,8 @@ def main(argv=None) -> int:
             with open(os.path.join(REPO, path), "w", encoding="utf-8") as f:
                 f.write(new)
             print(f"{path}: written")
+    if LAW in differ and not args.check:  # the picks were planned with the fit before this one: plan them again
+        return subprocess.call([sys.executable, "-m", "benchmarks.doc_tables"], cwd=REPO)
     if args.check and differ:
         print(f"{', '.join(differ)}: not what the records give; run {COMMAND}", file=sys.stderr)
         return 1

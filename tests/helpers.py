@@ -1,6 +1,7 @@
 """Helpers shared by the tests: small fairseq objects and models, and running fairseq's tools and the recipes."""
 
 import gzip
+import math
 import os
 import re
 import shlex
@@ -432,6 +433,57 @@ def speed_file(path, busy=""):
     return write_speed_file(
         str(path), models, "cuda", "bf16", 4096, 32000, None, None, speed=speed, progress=lambda line: None
     )
+
+
+def flops_speed_file(path, device="cuda", **kw):
+    """A speed file from FLOPs (benchmarks/flops_speed.py): an H100 in bf16, or ``device="cpu"`` of ``peak_flops``."""
+    from benchmarks import flops_speed
+
+    return flops_speed.write(str(path), device, **kw)
+
+
+# ---- the budget rule's properties ------------------------------------------------------------------------
+
+
+class Sweep:
+    """The properties of the picks as one budget grows on one corpus and machine: the lowest prediction of the pick's
+    model never rises and its parameters never fall; the pick is that lowest, or a tie within the rule's own error
+    broken and said, or the batch of the smaller budgets' picks kept and said; no device gets less than its least
+    share (``least``), nor the batch falls (TIME: ``batch_never_falls``); no prediction goes below the floor; the
+    lines stay under 120 characters and the picked line names what its prediction rests on."""
+
+    def __init__(self, pairs, devices=1, least=None, batch_never_falls=True):
+        self.pairs, self.devices, self.least, self.batch_never_falls = pairs, devices, least, batch_never_falls
+        self.lowest, self.size, self.tokens, self.loss = math.inf, 0.0, 0, math.inf
+
+    def holds(self, found, budget):
+        from recipes.planner.budget.evidence import ranking_error
+
+        pick = next(o for o in found.plan["options"] if o["picked"])
+        loss, said = pick["predicted_valid_loss_bits"], (self.pairs, budget, found.budget, found.notes)
+        mine = [  # a candidate of which no update fits has no prediction (None)
+            o["predicted_valid_loss_bits"]
+            for o in found.plan["options"]
+            if o["limited"] != "not probed" and (o["arch"], o["model_flags"]) == (found.arch, found.model_flags)
+        ]
+        lowest = min(x for x in mine if x is not None)
+        assert lowest <= self.lowest + 1e-9 and pick["parameters_millions"] >= self.size - 1e-9, said
+        tie = loss <= lowest + ranking_error(self.pairs) + 1e-9 and any(n.startswith("tie: ") for n in found.notes)
+        kept = any(n.endswith(f"kept the smaller budgets' batch, {found.tokens_per_update:,}") for n in found.notes)
+        assert loss == lowest or tie or kept, said
+        if self.least:
+            assert found.tokens_per_update // self.devices >= self.least(found.arch, found.model_flags), said
+        assert found.tokens_per_update >= self.tokens or not self.batch_never_falls, said
+        floor = found.plan["floor_bits"]
+        assert all(
+            o["predicted_valid_loss_bits"] is None or o["predicted_valid_loss_bits"] > floor
+            for o in found.plan["options"]
+        )
+        assert len(f"picked: {found.budget}") < 120 and all(len(f"note: {n}") < 120 for n in found.notes), said
+        assert pick["evidence"] in ("measured", "from the paper", "extrapolated")
+        assert found.budget.endswith(f" bits, {pick['evidence']})")
+        self.lowest, self.size, self.tokens = lowest, pick["parameters_millions"], found.tokens_per_update
+        self.loss = loss
 
 
 # ---- real text -----------------------------------------------------------------------------------------

@@ -8,10 +8,11 @@ from typing import Dict, List, Optional
 from preprocess.corpora import CorpusError, count_lines, find_corpus
 from recipes.planner import finetuning, layout, parent
 from recipes.planner.budget import rule
+from recipes.planner.budget.candidates import Candidate
 from recipes.planner.budget.size_classes import Sized
 from recipes.planner.model import shared
 from recipes.planner.plan import Plan, PlanError
-from recipes.planner.probe_arithmetic import BudgetError
+from recipes.planner.probe_arithmetic import BudgetError, parse_time
 from recipes.planner.speed import machine, probing, time_budget
 from recipes.planner.speeds import Speeds
 from recipes.planner.summary import summary
@@ -34,7 +35,7 @@ def corpus_settings(v: Variables, speeds: Speeds) -> Sized:
             raise PlanError(f"error: {time_budget.no_cuda(time_text)}")
         speed = speeds.of
     try:
-        return rule.settings(
+        found = rule.settings(
             v.words("TRAIN"),
             v.get("SRC"),
             v.get("TGT"),
@@ -47,9 +48,29 @@ def corpus_settings(v: Variables, speeds: Speeds) -> Sized:
             speeds.cap,
             speeds.lower_bound,
             speeds.remeasure if speed else None,
+            least_share=speeds.least_share,
         )
     except (CorpusError, BudgetError) as e:
         raise PlanError(f"error: {e}") from None
+    if time_text:
+        found.notes += fewer_devices(found, speeds, time_text)
+    return found
+
+
+def fewer_devices(found: Sized, speeds: Speeds, time_text: str) -> List[str]:
+    """Where the pick ends before its TIME (its lowest, or what the corpus can teach), the fewest GPUs that train the
+    same model, batch and updates within TIME: these devices are more than the budget can use."""
+    pick = next(o for o in found.plan["options"] if o["picked"])
+    if not pick["limited"] or speeds.gpus == 0 or speeds.devices == 1:
+        return []
+    c = Candidate("", found.arch, found.model_flags, found.dropout, found.tokens_per_update)
+    fewest = speeds.fewest_devices(c, found.vocab_size, found.max_update, parse_time(time_text), found.valid_tokens)
+    if fewest >= speeds.devices:
+        return []
+    what = f"{fewest} GPUs" if fewest > 1 else "1 GPU"
+    if fewest > speeds.gpus:
+        what = f"{-(-fewest // speeds.gpus)} machines of {speeds.gpus} GPUs"
+    return [f"{what} (of {speeds.devices}) would train the same model within TIME={time_text}"]
 
 
 @dataclass

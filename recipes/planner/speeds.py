@@ -4,9 +4,10 @@
 import dataclasses
 from typing import Dict, List, Optional
 
-from recipes.planner.budget import candidates
+from recipes.planner.budget import busy_share, candidates
 from recipes.planner.model import Model
 from recipes.planner.plan import PlanError
+from recipes.planner.probe_arithmetic import training_time
 from recipes.planner.speed import probe_cache, probing, speed_file
 from recipes.planner.variables import Variables
 
@@ -127,6 +128,44 @@ class Speeds:
     def of(self, candidate, vocab_size: int) -> float:
         """A candidate's seconds an update, laid out as the recipe lays out its training."""
         return float(self.measured(self.probe(candidate, vocab_size))["seconds"])
+
+    def least_share(self, arch: str, model_flags: str) -> int:
+        """The fewest tokens an update a device of the training computes a model's update well with
+        (budget/busy_share.py): from the speed file, where its seconds a token stop falling steeply; without one, on a
+        GPU the paper's share, on CPU workers (whose seconds a token the probe scales as flat) the least share a speed
+        file times."""
+        if self.file:
+            table = self.file.model(arch, model_flags)["seconds"]
+            return busy_share.busy_share(
+                lambda share: self.file.seconds(arch, model_flags, share), [int(k) for k in table]
+            )
+        return busy_share.PAPER_SHARE if self.gpus > 0 else min(speed_file.SHARES)
+
+    def on_devices(self, candidate, vocab_size: int, devices: int) -> float:
+        """A GPU candidate's seconds an update laid out over ``devices`` GPUs (machines of GPUS each): from the speed
+        file, all-reduce included; without one, this layout's figure scaled per token (a device given at least its
+        least share computes about as fast a token with more)."""
+        if not self.file:
+            return self.of(candidate, vocab_size) * self.devices / devices
+        arch, flags = candidate.arch, candidate.model_flags
+        params = Model.from_flags(arch, flags).parameters(vocab_size)
+        nodes = -(-devices // self.gpus)
+        share = candidate.tokens_per_update / devices
+        return self.file.seconds(arch, flags, share) + self.file.all_reduce_seconds(params, devices, nodes)
+
+    def fewest_devices(self, candidate, vocab_size: int, updates: int, seconds: int, valid_tokens: int) -> int:
+        """The fewest GPUs (1, 2, 4, ... up to a machine's GPUS, then whole machines) that train ``updates`` of
+        ``candidate`` within ``seconds``, validations included; these machines' where none fewer does."""
+        counts = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n < self.gpus] + [
+            self.gpus * k for k in range(1, self.nodes + 1)
+        ]
+        for n in counts:
+            if n >= self.devices:
+                break
+            per_update = self.on_devices(candidate, vocab_size, n)
+            if training_time(updates, per_update, candidate.tokens_per_update, valid_tokens) <= seconds:
+                return n
+        return self.devices
 
     def busy(self) -> List[str]:
         """The figures this plan rests on that a busy machine measured."""

@@ -4,7 +4,7 @@ its curve comes from; the speed file (``vaswani-speed-probe file``) times every 
 
 import functools
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from recipes.planner.model import Model, shared
 
@@ -57,19 +57,29 @@ def _parameters(arch: str, model_flags: str, vocab_size: int, joint: bool) -> fl
     return Model(arch, (*model.words, *shared(joint))).parameters(vocab_size, biases=False) / 1e6
 
 
-def candidate_batches(devices: int = 1, max_tokens_per_device: int = 4096) -> Tuple[int, ...]:
+def candidate_batches(devices: int = 1, max_tokens_per_device: int = 4096, least_share: int = 0) -> Tuple[int, ...]:
     """Tokens an update: BATCHES, and on several devices one and two micro-batches of each where that passes 25,000
-    (Ott et al. 2018 trained at 400,000 on 128 GPUs)."""
+    (Ott et al. 2018 trained at 400,000 on 128 GPUs); none that gives a device fewer than ``least_share`` tokens
+    (budget/busy_share.py), and where that leaves none of them, the least that does and twice it."""
     more = [devices * max_tokens_per_device * m for m in (1, 2)] if devices > 1 else []
-    return tuple(sorted({*BATCHES, *(b for b in more if b > max(BATCHES))}))
+    found = {*BATCHES, *(b for b in more if b > max(BATCHES))}
+    least = devices * least_share
+    if least > max(found):
+        found |= {least, 2 * least}
+    return tuple(sorted(b for b in found if b >= least))
 
 
-def candidates(devices: int = 1, max_tokens_per_device: int = 4096) -> List[Candidate]:
-    """Every model of MODELS at each of DROPOUTS and each batch: from the cheapest model to the costliest."""
+def candidates(
+    devices: int = 1, max_tokens_per_device: int = 4096, least_share: Optional[Callable[[str, str], int]] = None
+) -> List[Candidate]:
+    """Every model of MODELS at each of DROPOUTS and each batch: from the cheapest model to the costliest.
+    ``least_share``: the fewest tokens an update a device of the training computes a model's update well with (its
+    arch and flags; budget/busy_share.py), or None: no least."""
     found = []
     for arch, flags, source in MODELS:
+        least = least_share(arch, flags) if least_share else 0
         for dropout in DROPOUTS:
-            for tokens in candidate_batches(devices, max_tokens_per_device):
+            for tokens in candidate_batches(devices, max_tokens_per_device, least):
                 model = Model.from_flags(arch, flags)
                 name = f"{model.described()}, P_drop {dropout}, {tokens:,} tokens"
                 found.append(Candidate(name, arch, flags, dropout, tokens, source))

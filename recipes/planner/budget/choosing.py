@@ -5,10 +5,10 @@ enough to it that their speed is measured again."""
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from recipes.planner.budget.candidates import Candidate, parameters
-from recipes.planner.budget.evidence import evidence
+from recipes.planner.budget.evidence import FEWEST_FITTED_UPDATES, evidence, ranking_error
 from recipes.planner.budget.law import FLOOR
 from recipes.planner.budget.predictions import lowest_updates, predicted_loss, useful_updates
 from recipes.planner.probe_arithmetic import updates_that_fit
@@ -35,6 +35,7 @@ class Choice:
     picked: Option
     options: List[Option] = field(default_factory=list)
     size: float = 0.0  # the parameters (millions, embeddings left out) of the model the pick is of (settled)
+    tie: str = ""  # how a tie within the rule's own error was broken (break_tie), for people
 
     def as_dict(self, vocab_size: int, joint: bool) -> Dict:
         def one(o: Option) -> Dict:
@@ -70,11 +71,12 @@ def choose(
     smaller: Sequence[Callable[[Candidate], int]] = (),
 ) -> Choice:
     """The candidate of the lowest predicted loss at the updates ``updates_of`` gives each (non-decreasing in the
-    budget), among those of the model the smaller budgets settled on (:func:`settled`). ``given``: a MAX_UPDATE the
+    budget), among those of the model and batch the smaller budgets settled on (:func:`settled`), or of stronger
+    evidence within the rule's own error of it (:func:`break_tie`). ``given``: a MAX_UPDATE the
     user gave, trained as given; else (TIME) at most a candidate's useful updates. ``lower_bound``: the most updates a
     candidate could get, had without measuring it (None: measure it); one whose prediction at that many cannot beat
     the best so far is left unmeasured ('not probed'). ``smaller``: the updates each candidate gets at the budgets of
-    the grid below this one. Ties go to the earlier candidate."""
+    the grid below this one."""
     found: List[Option] = []
     best = math.inf
     for c in options:
@@ -95,35 +97,97 @@ def choose(
         best = min(best, option.loss)
         found.append(option)
     measured = [o for o in found if o.limited != "not probed"]
-    size = settled(measured, smaller, corpus_tokens, given, floor)
-    return Choice(min((o for o in measured if parameters(o.candidate) == size), key=lambda o: o.loss), found, size)
+    error = ranking_error(pairs)
+    size, batch = settled(measured, smaller, corpus_tokens, pairs, given, floor, error)
+    mine = pool = [o for o in measured if parameters(o.candidate) == size]
+    if not given:  # TIME: the batch never falls as the budget grows (MAX_UPDATE: more tokens an update cost no time)
+        batches = sorted({o.candidate.tokens_per_update for o in mine})
+        kept = min((b for b in batches if b >= batch), default=batches[-1])
+        pool = [o for o in mine if o.candidate.tokens_per_update == kept]
+    picked = break_tie(pool, error)[0]
+    return Choice(picked, found, size, said_tie(picked, min(mine, key=lambda o: o.loss), error))
+
+
+# what a prediction rests on, strongest first (budget/evidence.py)
+EVIDENCE = ("measured", "from the paper", "extrapolated")
+
+
+def break_tie(options: Sequence[Option], error: float) -> Tuple[Option, str]:
+    """The pick among ``options``: the lowest predicted loss, unless others lie within the rule's own error of it
+    (``error``, bits: evidence.ranking_error); then, of those, the one of the strongest evidence; between equals, one
+    that ends before its budget (its lowest, or what the corpus teaches: ``limited``) at the larger batch, then the
+    fewer updates, else the lowest. With why, for people ('' where the lowest was picked)."""
+    lowest = min(options, key=lambda o: o.loss)
+    close = [o for o in options if o.loss <= lowest.loss + error]
+
+    def rank(o: Option):  # between equals, one that ends before the budget: the larger batch, then fewer updates
+        strength = EVIDENCE.index(o.evidence) if o.evidence in EVIDENCE else len(EVIDENCE)
+        return (strength, -o.candidate.tokens_per_update, o.updates) if o.limited else (strength, 0, 0)
+
+    picked = min(close, key=lambda o: (*rank(o), o.loss))
+    if picked is lowest:
+        return picked, ""
+    if picked.evidence != lowest.evidence:
+        return picked, picked.evidence
+    if picked.candidate.tokens_per_update != lowest.candidate.tokens_per_update:
+        return picked, "the larger batch"
+    return picked, "fewer updates"
+
+
+def said_tie(picked: Option, lowest: Option, error: float) -> str:
+    """What the plan says where the pick is not the lowest prediction of its model: a tie within the rule's own error
+    broken (break_tie), or the batch of the smaller budgets' picks kept (settled)."""
+    if picked is lowest:
+        return ""
+    c, gap = lowest.candidate, picked.loss - lowest.loss
+    other = f"{c.tokens_per_update:,} tokens, P_drop {c.dropout} predicted {gap:.2f} lower"
+    winner, why = break_tie([picked, lowest], error)
+    if winner is picked:
+        return f"tie: {other}, within the rule's error ({error:.2f}); picked {why}"
+    return f"{other}; kept the smaller budgets' batch, {picked.candidate.tokens_per_update:,}"
 
 
 def settled(
     measured: Sequence[Option],
     smaller: Sequence[Callable[[Candidate], int]],
     corpus_tokens: float,
+    pairs: int,
     given: bool,
     floor: float,
-) -> float:
-    """The size of the model the pick is of: the largest of those best at a budget of the grid below this one (the
-    lowest predicted loss there), or this budget's best where the grid has none below. So a larger budget never picks
-    a smaller model than a smaller budget did, and its pick's predicted loss still never rises: at each budget of the
-    grid the set it picks from holds that budget's best, and between them each candidate only improves. The cost:
-    between two budgets of the grid (12% apart) a larger model that has just become the best waits for the next."""
+    error: float,
+) -> Tuple[float, int]:
+    """The size of the model the pick is of, and its least batch: the largest of those of the picks at the budgets of
+    the grid below this one (at each, the lowest prediction's model and, among its options, break_tie's pick), or this
+    budget's best model at its least batch (0) where the grid has none below. So a larger budget never picks a smaller
+    model nor a smaller batch than a smaller budget did, and the lowest prediction of its pick's model never rises: at
+    each budget of the grid the set it picks from holds that budget's best, and between them each candidate only
+    improves. The cost: between two budgets of the grid (12% apart) a larger model that has just become the best waits
+    for the next, and a batch a smaller budget picked is kept where a smaller one has come to be predicted lower (said
+    in a note)."""
     if not smaller:
-        return parameters(min(measured, key=lambda o: o.loss).candidate)
+        return parameters(min(measured, key=lambda o: o.loss).candidate), 0
 
-    def best_at(updates_of: Callable[[Candidate], int]) -> Candidate:
-        def predicted(o: Option) -> float:
-            updates = updates_of(o.candidate)
-            if not given and o.useful:
-                updates = min(updates, o.useful)
-            return predicted_loss(o.candidate, updates, corpus_tokens, floor)
+    # at a budget of the grid, the options of at least the fit's fewest updates (fewer: none it saw; there a batch of
+    # two updates can be predicted ahead of one of twenty); None where none has them
+    def pick_at(updates_of: Callable[[Candidate], int]) -> Optional[Option]:
+        at = []
+        for o in measured:
+            updates, limited = updates_of(o.candidate), ""
+            if not given and o.useful and updates > o.useful:
+                updates, limited = o.useful, "ends early"
+            there = Option(o.candidate, updates, predicted_loss(o.candidate, updates, corpus_tokens, floor), limited)
+            there.evidence = evidence(o.candidate, updates, pairs)
+            if updates >= FEWEST_FITTED_UPDATES:
+                at.append(there)
+        if not at:
+            return None
+        size = parameters(min(at, key=lambda o: o.loss).candidate)
+        return break_tie([o for o in at if parameters(o.candidate) == size], error)[0]
 
-        return min(measured, key=predicted).candidate
-
-    return max(parameters(best_at(u)) for u in smaller)
+    picks = [p for p in map(pick_at, smaller) if p is not None]
+    if not picks:  # this budget's best model, at its least batch: none below the budgets above it will pick
+        return parameters(min(measured, key=lambda o: o.loss).candidate), 0
+    return max(parameters(p.candidate) for p in picks), max(p.candidate.tokens_per_update for p in picks)
 
 
 # the budgets below a budget that decide the size of its pick's model (settled): 20 a decade, from 2 minutes (the

@@ -15,10 +15,10 @@ from recipes.planner.budget.choosing import TIE_BITS, Choice, choose, close_riva
 from recipes.planner.budget.corpus_tokens import PIECES_PER_WORD, dev_tokens, words_a_line
 from recipes.planner.budget.evidence import floor_for
 from recipes.planner.budget.explanation import explain, picked_line
-from recipes.planner.budget.law import USEFUL_REPEATS
 from recipes.planner.budget.predictions import loss_at, lowest_updates, predicted_loss
 from recipes.planner.budget.size_classes import BATCH_FILL, Sized, class_settings, sized
 from recipes.planner.probe_arithmetic import BudgetError, parse_time, training_time, updates_that_fit
+from transformer_plugin_cli.files import duration
 
 
 def settings_for(
@@ -34,15 +34,17 @@ def settings_for(
     max_tokens_per_device: int = 4096,
     lower_bound: Optional[Callable[[Candidate, int], Optional[float]]] = None,
     remeasure: Optional[Callable[[Sequence[Candidate], int], List[str]]] = None,
+    least_share: Optional[Callable[[str, str], int]] = None,
 ) -> Sized:
     """The settings for ``pairs`` training pairs of ``corpus_tokens`` target tokens (0: unknown, no repetition counted)
     and a budget: ``max_update`` updates, or ``seconds`` of training (``speed``: a candidate's seconds an update on the
     machines that train, with a vocabulary of so many pieces; ``lower_bound``: the fewest seconds it could take, had
     without measuring it, or None), or neither (the size class's full run). The candidates' batches are laid out over
-    ``devices`` devices of micro-batches of ``max_tokens_per_device``. The pick is the candidate of the lowest
-    predicted validation loss. With TIME, where other models are predicted within TIE_BITS of the pick,
-    ``remeasure`` measures those models' speed and the pick's again (the models it measured again, for people), and
-    the pick is made again from its figures."""
+    ``devices`` devices of micro-batches of ``max_tokens_per_device``, none giving a device fewer tokens than
+    ``least_share`` (a model's arch and flags: budget/busy_share.py; None: no least). The pick is the candidate of the
+    lowest predicted validation loss, or of stronger evidence within the rule's own error of it (choosing.break_tie).
+    With TIME, where other models are predicted within TIE_BITS of the pick, ``remeasure`` measures those models' speed
+    and the pick's again (the models it measured again, for people), and the pick is made again from its figures."""
     if max_update is None and not seconds:
         return class_settings(pairs, scripts)
     found = sized(pairs, scripts)
@@ -54,7 +56,7 @@ def settings_for(
 
     def chosen() -> Choice:
         return choose(
-            candidates(devices, max_tokens_per_device),
+            candidates(devices, max_tokens_per_device, least_share),
             updates_of,
             epoch,
             pairs,
@@ -85,7 +87,9 @@ def settings_for(
     )
     found.useful_updates = best.useful
     found.budget = picked_line(found, best)
-    found.notes += limits(choice, max_update if not seconds else None, epoch, floor)
+    found.notes += ([choice.tie] if choice.tie else []) + limits(
+        choice, max_update if not seconds else None, epoch, floor, f"TIME={time_text}"
+    )
     found.explain = explain(given, choice, pairs)
     found.plan = {
         "budget": given,
@@ -145,19 +149,17 @@ def timed(choice: Choice, speeds: Dict[str, float], valid_tokens: int) -> None:
             )
 
 
-def limits(choice: Choice, max_update: Optional[int], epoch: float, floor: float) -> List[str]:
+def limits(choice: Choice, max_update: Optional[int], epoch: float, floor: float, time_text: str = "") -> List[str]:
     """What the plan says of the pick's updates against what the corpus can teach (each under 120 characters with
-    "note: " before it): more time that will not help, or a MAX_UPDATE (``max_update``; None with TIME) past the
-    updates that help or past the lowest dev loss."""
+    "note: " before it): more time (``time_text``, TIME=...) than helps, where the run ends and when, or a MAX_UPDATE
+    (``max_update``; None with TIME) past the updates that help or past the lowest dev loss."""
     best, notes = choice.picked, []
     c = best.candidate
+    took = f"about {duration(best.training_seconds)} ({best.updates:,} updates)" if best.training_seconds else ""
     if best.limited == "repeats":
-        notes.append(
-            f"past {best.updates:,} updates the pick repeats the corpus to no use ({USEFUL_REPEATS} R* epochs): "
-            "more time will not help"
-        )
+        notes.append(f"{time_text}: past {took} the pick repeats the corpus to no use: the run ends there")
     if best.limited == "turns":
-        notes.append(f"past {best.updates:,} updates the pick's dev loss is predicted to rise: more time will not help")
+        notes.append(f"{time_text}: the best this corpus gives comes after {took}: the run ends there")
     lowest = lowest_updates(c, epoch, floor)
     if max_update is not None and best.useful and max_update > best.useful and best.useful != lowest:
         gain = predicted_loss(c, best.useful, epoch, floor) - best.loss
@@ -187,11 +189,12 @@ def settings(
     max_tokens_per_device: int = 4096,
     lower_bound: Optional[Callable] = None,
     remeasure: Optional[Callable] = None,
+    least_share: Optional[Callable] = None,
 ) -> Sized:
     """The settings for the corpora ``train`` (and the dev sets ``valid``, if given), and a budget of ``max_update``
     updates or of ``time_text`` (TIME=, turned into updates by ``speed``, a candidate's seconds per update here).
     Fewer than ``min_pairs`` lines are refused before any probe; ``devices``, ``max_tokens_per_device``,
-    ``lower_bound`` and ``remeasure`` as settings_for takes them."""
+    ``lower_bound``, ``remeasure`` and ``least_share`` as settings_for takes them."""
     corpora = [find_corpus(spec, src, tgt) for spec in train]
     pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
     if pairs < min_pairs:
@@ -226,6 +229,7 @@ def settings(
         max_tokens_per_device,
         lower_bound,
         remeasure,
+        least_share,
     )
     found.valid_tokens = valid_tokens
     found.target_tokens = int(pairs * words * PIECES_PER_WORD)
