@@ -18,6 +18,7 @@
 #   make bench-data   the WMT14 recipe's data stages from 100k to 4M pairs, and fairseq-train's start at 36M (benchmarks/data.py)
 #   make bench-serving    after `make demo`: fairseq-generate against CTranslate2 fp32/int8 on the demo's model
 #   make bench-cluster    two hosts made here against one host at the same world size (root)
+#   make bench-shared-cores   two CPU trainings side by side: pinned, sharing the cores, and as fairseq runs them
 #   make lint    the formatter's check and the linter (ruff, configured in pyproject.toml); make format applies both
 #
 # Variables:
@@ -71,7 +72,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
 .PHONY: install check-python lint format test test-unit test-e2e test-pythons install-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
-	test-transformers4 demo bench bench-learning bench-budgets bench-data bench-serving bench-cluster clean
+	test-transformers4 demo bench bench-learning bench-budgets bench-data bench-serving bench-cluster bench-shared-cores clean
 
 install: $(STAMP)
 
@@ -230,6 +231,10 @@ test-cluster: $(STAMP)
 # Two hosts against one at the same world size (updates/s under torchrun; root and ip netns; 3 min).
 bench-cluster: $(STAMP)
 	$(PY) -m benchmarks.cluster --work runs/cluster --rounds 3 --out runs/cluster/cluster.md
+
+# Two CPU trainings side by side, each way in turn (benchmarks/shared_cores.py; 2 cores or more, ~6 min).
+bench-shared-cores: $(STAMP)
+	$(PY) -m benchmarks.shared_cores --out runs/shared_cores
 
 cluster-packages:
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge

@@ -123,6 +123,11 @@ class Launcher:
         if kept:
             self.say(f"training starts from nothing (no checkpoint_last.pt): the earlier run's log is kept as {kept}")
 
+    def sharing(self) -> Dict[str, str]:
+        """CPU training processes share this machine's cores with those of other runs
+        (transformer_plugin/patches/shared_cores.py), unless OMP_NUM_THREADS says how many threads to take."""
+        return {} if self.gpus > 0 or os.environ.get("OMP_NUM_THREADS") else {"TRANSFORMER_PLUGIN_SHARE_CORES": "1"}
+
     def train_workers(self, n: int, log: str, argv: Sequence[str]) -> None:
         """N data-parallel processes on this machine, each with an equal share of the CPU cores as torch
         threads; rank 0's output shown and appended to LOG, rank r's appended to LOG.rank<r>. N=1 runs ARGV once
@@ -131,10 +136,11 @@ class Launcher:
         self._fresh_log(log, argv)
         with open(log, "ab") as main_log:
             if n <= 1:
-                proc = self.supervisor.start(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                env = dict(os.environ, **self.sharing())
+                proc = self.supervisor.start(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                 procs = [proc]
             else:
-                env = dict(os.environ, OMP_NUM_THREADS=worker_threads(n))
+                env = dict(os.environ, OMP_NUM_THREADS=worker_threads(n), **self.sharing())
                 procs = []
                 for r, command in enumerate(worker_commands(n, argv, str(free_port()))):
                     if r == 0:

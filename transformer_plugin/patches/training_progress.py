@@ -1,4 +1,4 @@
-"""fairseq-train says how far it is and when it will end: one line after each logged interval.
+"""fairseq-train says how far it is and when it will end, and ends by its TIME: one line after each logged interval.
 
 fairseq logs every ``--log-interval`` updates the losses, the update number and the seconds since it started
 (``wall``), but neither ``--max-update`` nor the share done, nor when the run will end: the user of a run of
@@ -11,13 +11,28 @@ is the rate of this process (updates since it started or resumed, over the time 
 left; ``--patience`` or ``--stop-time-hours`` may end the run sooner. The last validation's loss (and BLEU,
 with ``--eval-bleu``) is added once there is one. Without ``--max-update`` nothing is added. Only fairseq-train
 is changed (``fairseq_cli.train`` loaded before the plugin); fairseq-generate and the others are left as they are.
+
+With ``--stop-time-hours`` (what a recipe's TIME becomes) the line never promises an end past it: where the updates
+left would pass the deadline at this run's rate, it says how many fit and that TIME ends it,
+
+    progress | update 500 of about 560 (89%) | 19 min elapsed | about 2 min left, TIME ends it at 02:21
+
+and the run re-plans what remains (:func:`fitting`): from its second logged interval on, at the seconds an update
+measured since the first (the start's costs left out; validations timed apart, at their own cost), where the updates
+that fit by the deadline differ from ``--max-update`` by more than REPLAN times, ``--max-update`` becomes those, and
+never more than the plan's own: a machine that slows re-plans down, one that quiets again back up towards the plan.
+The run then ends at its own last update, validated and saved, rather than cut by the clock; the log says so, with
+the figures, and ``time_budget.json`` in ``--save-dir`` records them. On several workers the slowest worker's
+figures decide, the same on every worker.
 """
 
 import datetime
+import json
 import logging
+import os
 import sys
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from fairseq.logging import progress_bar
 
@@ -28,7 +43,14 @@ UPSTREAM = ""
 CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"
 logger = logging.getLogger("progress")
 
-_run: Dict = {}  # max_update, and (time, update) where this process started
+_run: Dict = {}  # max_update, (time, update) where this process started, the validations' seconds, cfg and trainer
+
+# a run re-plans where fewer than --max-update / REPLAN updates fit by --stop-time-hours (the issue of TIME: 20%)
+REPLAN = 1.2
+
+
+def when(end: datetime.datetime, now: datetime.datetime) -> str:
+    return end.strftime("%H:%M") if end.date() == now.date() else end.strftime("%a %d %b %H:%M")
 
 
 def line(
@@ -39,24 +61,45 @@ def line(
     now: float,
     valid: Optional[Dict] = None,
     clock: Optional[datetime.datetime] = None,
+    deadline: Optional[float] = None,
 ) -> str:
     """The progress line at ``update`` of ``max_update``, this process having started at ``started`` (seconds,
-    monotonic) at ``start_update``."""
+    monotonic) at ``start_update``; ``deadline``: the seconds --stop-time-hours leaves (None: no TIME)."""
     elapsed = now - started
+    clock = clock or datetime.datetime.now()
     parts = [f"update {update:,} of {max_update:,} ({100 * update / max_update:.0f}%)", f"{duration(elapsed)} elapsed"]
     done = update - start_update
     if done > 0 and update < max_update:
         left = elapsed / done * (max_update - update)
-        end = (clock or datetime.datetime.now()) + datetime.timedelta(seconds=left)
-        when = (
-            end.strftime("%H:%M")
-            if end.date() == (clock or datetime.datetime.now()).date()
-            else end.strftime("%a %d %b %H:%M")
-        )
-        parts.append(f"about {duration(left)} left, ends {when}")
+        if deadline is not None and left > deadline:
+            fit = update + int(max(0.0, deadline) * done / elapsed)
+            parts[0] = f"update {update:,} of about {fit:,} ({100 * update / max(fit, 1):.0f}%)"
+            end = clock + datetime.timedelta(seconds=max(0.0, deadline))
+            parts.append(f"about {duration(max(0.0, deadline))} left, TIME ends it at {when(end, clock)}")
+        else:
+            end = clock + datetime.timedelta(seconds=left)
+            parts.append(f"about {duration(left)} left, ends {when(end, clock)}")
     if valid:
         parts.append(" ".join(f"valid {k} {float(valid[k]):.2f}" for k in ("loss", "bleu") if k in valid))
     return " | ".join(parts)
+
+
+def fitting(
+    update: int,
+    max_update: int,
+    planned: int,
+    seconds_an_update: float,
+    deadline: float,
+    validation: Tuple[float, int],
+) -> Optional[int]:
+    """The updates to train now, where they differ by more than REPLAN times from ``max_update``: those that fit by
+    the deadline (``deadline`` seconds from now) at ``seconds_an_update``, a validation of ``validation[0]`` seconds
+    each ``validation[1]`` updates (0: none timed yet), and never more than the plan's ``planned``; else None."""
+    seconds, every = validation
+    per_update = seconds_an_update + (seconds / every if every > 0 else 0.0)
+    fit = update + int(max(0.0, deadline - seconds) / per_update)  # the last validation, at the end, paid first
+    target = min(planned, max(fit, update + 1))
+    return target if target * REPLAN < max_update or target > max_update * REPLAN else None
 
 
 class _Reporting:
@@ -78,7 +121,16 @@ class _Reporting:
         self._bar.log(stats, tag=tag, step=step)
         if tag == "train_inner" and step and _run.get("max_update"):
             started, start_update = _run["start"]
-            logger.info(line(int(step), _run["max_update"], started, start_update, time.monotonic(), _run.get("valid")))
+            now, deadline = time.monotonic(), _deadline()
+            validating = _run.get("validating", 0.0)
+            if "measured_from" not in _run:  # the first interval, the start's costs in it, is not measured
+                _run["measured_from"] = (now, int(step), validating)
+            elif deadline is not None:
+                then, at, validated = _run["measured_from"]
+                _replan(int(step), (now - then - (validating - validated)) / max(1, int(step) - at), deadline)
+            logger.info(
+                line(int(step), _run["max_update"], started, start_update, now, _run.get("valid"), deadline=deadline)
+            )
 
     def print(self, stats, tag=None, step=None):
         self._bar.print(stats, tag=tag, step=step)
@@ -93,13 +145,85 @@ def _reporting(original):
     return progress_bar_with_progress
 
 
+def _deadline() -> Optional[float]:
+    """The seconds --stop-time-hours leaves of the training's time (fairseq's clock: trainer.cumulative_training_time,
+    a resumed run's earlier time included), or None without it."""
+    cfg, trainer = _run.get("cfg"), _run.get("trainer")
+    if cfg is None or not cfg.optimization.stop_time_hours or cfg.optimization.stop_time_hours <= 0:
+        return None
+    return cfg.optimization.stop_time_hours * 3600 - float(trainer.cumulative_training_time())  # a tensor on workers
+
+
+def _slowest(seconds_an_update: float, deadline: float) -> Tuple[float, float]:
+    """The slowest worker's seconds an update and the least deadline, the same on every worker: each reaches this at
+    the same logged update, so all of them re-plan alike and end at the same update."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return seconds_an_update, deadline
+    import torch
+
+    figures = torch.tensor([seconds_an_update, -deadline], dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        figures = figures.cuda()
+    dist.all_reduce(figures, op=dist.ReduceOp.MAX)
+    return float(figures[0]), -float(figures[1])
+
+
+def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
+    cfg = _run["cfg"]
+    seconds_an_update, deadline = _slowest(seconds_an_update, deadline)
+    validation = (_run.get("validation_seconds", 0.0), cfg.checkpoint.save_interval_updates or 0)
+    fit = fitting(update, cfg.optimization.max_update, _run["planned"], seconds_an_update, deadline, validation)
+    if fit is None:
+        return
+    was = cfg.optimization.max_update
+    cfg.optimization.max_update = _run["max_update"] = fit
+    record = {
+        "at_update": update,
+        "max_update_planned": was,
+        "max_update_now": fit,
+        "seconds_an_update_measured": round(seconds_an_update, 4),
+        "seconds_an_update_the_plan_allowed": round(
+            (deadline + float(_run["trainer"].cumulative_training_time())) / was, 4
+        ),
+        "validation_seconds": round(validation[0], 2),
+        "deadline_seconds_left": round(deadline),
+    }
+    _run.setdefault("replans", []).append(record)
+    allowed = record["seconds_an_update_the_plan_allowed"]
+    logger.info(
+        f"time: re-planned at update {update:,}: {seconds_an_update:.3g} s an update here, where --max-update {was:,} "
+        f"needed at most {allowed:.3g} s within --stop-time-hours; {fit:,} updates fit, and --max-update is now that"
+    )
+    if _run["is_master"] and cfg.checkpoint.save_dir:
+        os.makedirs(cfg.checkpoint.save_dir, exist_ok=True)
+        with open(os.path.join(cfg.checkpoint.save_dir, "time_budget.json"), "w") as f:
+            json.dump({"replans": _run["replans"]}, f, indent=1)
+
+
 def _knowing_the_run(original):
     def train(cfg, trainer, task, epoch_itr):
         _run["max_update"] = cfg.optimization.max_update
+        _run.setdefault("planned", cfg.optimization.max_update)
+        _run.update(cfg=cfg, trainer=trainer, is_master=trainer.data_parallel_rank == 0)
         _run.setdefault("start", (time.monotonic(), trainer.get_num_updates()))
         return original(cfg, trainer, task, epoch_itr)
 
     return train
+
+
+def _timing_validations(original):
+    def validate(cfg, trainer, task, epoch_itr, subsets):
+        began = time.monotonic()
+        try:
+            return original(cfg, trainer, task, epoch_itr, subsets)
+        finally:
+            took = time.monotonic() - began
+            _run["validating"] = _run.get("validating", 0.0) + took  # kept out of the seconds an update
+            _run["validation_seconds"] = took  # the last one's: what the next costs
+
+    return validate
 
 
 def apply() -> None:
@@ -108,3 +232,4 @@ def apply() -> None:
     if train_module is not None:
         replace(progress_bar, "progress_bar", _reporting)
         replace(train_module, "train", _knowing_the_run)
+        replace(train_module, "validate", _timing_validations)

@@ -2,8 +2,9 @@
 recipes: tests/integration/test_parallel_text_recipe.py)."""
 
 import datetime
+import json
 
-from transformer_plugin.patches.training_progress import duration, line
+from transformer_plugin.patches.training_progress import duration, fitting, line
 
 NOON = datetime.datetime(2026, 11, 27, 12, 0)
 
@@ -32,3 +33,51 @@ def test_an_end_on_another_day_names_the_day_and_the_last_update_has_none():
 
 def test_durations_for_people():
     assert [duration(s) for s in (40, 27 * 60, 3.4 * 3600, 2.1 * 86400)] == ["40 s", "27 min", "3.4 h", "2.1 days"]
+
+
+def test_with_time_the_line_never_promises_past_the_deadline():
+    # 500 of 1,572 in 19 minutes (2.28 s an update): 1,072 left would take 41 minutes, and TIME leaves 2
+    text = line(500, 1572, 0.0, 0, 19 * 60, clock=NOON, deadline=120)
+    assert text == "update 500 of about 552 (91%) | 19 min elapsed | about 2 min left, TIME ends it at 12:02"
+    # within the deadline: the line as without one
+    assert line(400, 1200, 0.0, 0, 27 * 60, clock=NOON, deadline=3600).endswith("about 54 min left, ends 12:54")
+    # past it already: nothing left, and no end later than now
+    assert line(500, 1572, 0.0, 0, 19 * 60, clock=NOON, deadline=-5).endswith("about 0 s left, TIME ends it at 12:00")
+
+
+def test_a_run_slower_than_planned_replans_the_updates_that_fit():
+    # 1,572 planned; 2.28 s an update here, 600 s left, a validation of 30 s every 100 updates: (600 - 30) / 2.58
+    assert fitting(500, 1572, 1572, 2.28, 600, (30.0, 100)) == 500 + int(570 / 2.58)
+    assert fitting(500, 1572, 1572, 2.28, 600, (0.0, 0)) == 500 + int(600 / 2.28)
+    # within 20% of the plan: it holds (fairseq's --stop-time-hours still ends it on time)
+    assert fitting(500, 600, 600, 0.5, 60, (0.0, 0)) is None
+    # faster than planned: the plan's count holds
+    assert fitting(500, 1572, 1572, 0.1, 3600, (0.0, 0)) is None
+    # cut to 700 while the machine was busy, quiet again: back up, never past the plan's 1,572
+    assert fitting(600, 700, 1572, 0.5, 3600, (0.0, 0)) == 1572
+    assert fitting(600, 700, 1572, 0.5, 200, (0.0, 0)) == 1000
+    # no time left: one more update, validated and saved
+    assert fitting(500, 1572, 1572, 2.28, 0, (0.0, 0)) == 501
+
+
+def test_the_replan_lowers_max_update_says_so_and_records_it(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from transformer_plugin.patches import training_progress as tp
+
+    cfg = SimpleNamespace(
+        optimization=SimpleNamespace(max_update=1572, stop_time_hours=1200 / 3600),
+        checkpoint=SimpleNamespace(save_interval_updates=100, save_dir=str(tmp_path)),
+    )
+    trainer = SimpleNamespace(cumulative_training_time=lambda: 1140.0)  # 19 minutes of 20 spent
+    tp._run.clear()
+    tp._run.update(cfg=cfg, trainer=trainer, is_master=True, max_update=1572, planned=1572)
+    with caplog.at_level("INFO", logger="progress"):
+        tp._replan(500, 2.28, tp._deadline())
+    assert cfg.optimization.max_update == 500 + int(60 / 2.28) == tp._run["max_update"]
+    assert "time: re-planned at update 500: 2.28 s an update here, where --max-update 1,572 needed at most 0.763 s" in (
+        caplog.text
+    )
+    record = json.loads((tmp_path / "time_budget.json").read_text())["replans"][0]
+    assert record["max_update_planned"] == 1572 and record["max_update_now"] == cfg.optimization.max_update
+    tp._run.clear()

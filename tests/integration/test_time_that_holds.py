@@ -1,0 +1,93 @@
+"""fairseq-train with --stop-time-hours, as a recipe's TIME runs it, on a machine slower than its plan: the run
+re-plans the updates that fit (transformer_plugin/patches/training_progress.py) and ends at its own last update,
+validated and saved, on time; its progress lines never promise an end past the deadline; on two workers both re-plan
+alike and end together."""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+from helpers import BIN, PLUGIN, TRAIN_FLAGS, free_port
+
+DEADLINE = 20  # seconds of training: far fewer updates fit than the 100,000 planned
+
+
+def train(data_bin, save_dir, *extra):
+    flags = [
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--max-update",
+        "100000",
+        "--stop-time-hours",
+        f"{DEADLINE / 3600:.6f}",
+        "--log-interval",
+        "2",
+        "--save-interval-updates",
+        "40",
+        "--save-dir",
+        str(save_dir),
+        "--no-epoch-checkpoints",
+        *extra,
+    ]
+    return [os.path.join(BIN, "fairseq-train"), *flags]
+
+
+def ended_as_replanned(log, save_dir):
+    """Re-planned from 100,000 to what fits, and ended by its own last update or, within 20% of it, by the clock:
+    validated and saved either way; no progress line after the first interval names 100,000."""
+    replans = json.loads((save_dir / "time_budget.json").read_text())["replans"]
+    assert replans[0]["max_update_planned"] == 100000 and replans[0]["max_update_now"] < 100000 / 1.2
+    assert re.search(r"time: re-planned at update [\d,]+: [\d.]+ s an update here, where --max-update 100,000", log)
+    stopped = re.findall(r"Stopping training due to (num_updates: (\d+) >= max_update|cumulative_training_time)", log)
+    assert len(stopped) == 1, stopped
+    last = replans[-1]["max_update_now"]
+    updates = [int(u) for u in re.findall(r"\| progress \| update (\d+) of", log)]
+    assert updates and max(updates) <= last
+    progress = re.findall(r"\| progress \| (update .*)$", log, flags=re.M)
+    assert not [p for p in progress[1:] if "of 100,000" in p]
+    assert (save_dir / "checkpoint_last.pt").exists()
+
+
+@pytest.mark.e2e
+def test_a_run_slower_than_its_plan_replans_and_ends_on_time(data_bin, tmp_path):
+    began = time.monotonic()
+    proc = subprocess.run(train(data_bin, tmp_path / "ckpt"), capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - began
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    ended_as_replanned(log, tmp_path / "ckpt")
+    assert took < DEADLINE + 30, took  # the training's deadline, and fairseq's start and end around it
+
+
+@pytest.mark.e2e
+def test_two_workers_replan_alike_and_end_together(data_bin, tmp_path):
+    port = free_port()
+    flags = [
+        "--distributed-world-size",
+        "2",
+        "--distributed-backend",
+        "gloo",
+        "--ddp-backend",
+        "legacy_ddp",
+        "--distributed-no-spawn",
+        "--distributed-init-method",
+        f"tcp://127.0.0.1:{port}",
+    ]
+    procs = [
+        subprocess.Popen(
+            [*train(data_bin, tmp_path / "ckpt", *flags), "--distributed-rank", str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    for rank, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"rank {rank}:\n{out[-3000:]}"
+    ended_as_replanned(outputs[0], tmp_path / "ckpt")
