@@ -202,3 +202,19 @@ def test_ctrl_c_while_the_engine_decides_is_one_line_and_changes_nothing(tmp_pat
     assert proc.returncode == 130 and "Traceback" not in err.decode()
     assert err.decode().strip() == "FAILED: stopped by SIGINT before any stage ran; nothing was changed"
     assert not os.path.exists(tmp_path / "w")
+
+
+def test_cpu_workers_share_the_cores_unless_told_their_threads(tmp_path, monkeypatch):
+    """The engine asks CPU training processes to share this machine's cores with other runs'
+    (transformer_plugin/patches/shared_cores.py); not GPU ones, nor where OMP_NUM_THREADS is given."""
+    ctx = Context(str(tmp_path / "work"), REPO, sys.executable)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert Launcher(ctx, Supervisor(), print, {}).sharing() == {"TRANSFORMER_PLUGIN_SHARE_CORES": "1"}
+    assert Launcher(ctx, Supervisor(), print, {}, gpus=1).sharing() == {}
+    log = str(tmp_path / "train.log")
+    Launcher(ctx, Supervisor(), lambda *a, **k: None, {}).train_workers(
+        1, log, [sys.executable, "-c", "import os; print('share', os.environ.get('TRANSFORMER_PLUGIN_SHARE_CORES'))"]
+    )
+    assert "share 1" in open(log).read()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert Launcher(ctx, Supervisor(), print, {}).sharing() == {}
