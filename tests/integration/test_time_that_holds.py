@@ -12,6 +12,8 @@ import time
 import pytest
 from helpers import BIN, PLUGIN, TRAIN_FLAGS, free_port
 
+from recipes.planner.layout import worker_commands
+
 DEADLINE = 20  # seconds of training: far fewer updates fit than the 100,000 planned
 
 
@@ -66,26 +68,10 @@ def test_a_run_slower_than_its_plan_replans_and_ends_on_time(data_bin, tmp_path)
 
 @pytest.mark.e2e
 def test_two_workers_replan_alike_and_end_together(data_bin, tmp_path):
-    port = free_port()
-    flags = [
-        "--distributed-world-size",
-        "2",
-        "--distributed-backend",
-        "gloo",
-        "--ddp-backend",
-        "legacy_ddp",
-        "--distributed-no-spawn",
-        "--distributed-init-method",
-        f"tcp://127.0.0.1:{port}",
-    ]
+    argv = train(data_bin, tmp_path / "ckpt")
     procs = [
-        subprocess.Popen(
-            [*train(data_bin, tmp_path / "ckpt", *flags), "--distributed-rank", str(rank)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for command in worker_commands(2, argv, str(free_port()))
     ]
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     for rank, (p, out) in enumerate(zip(procs, outputs)):

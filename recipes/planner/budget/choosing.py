@@ -35,7 +35,7 @@ class Choice:
     picked: Option
     options: List[Option] = field(default_factory=list)
     size: float = 0.0  # the parameters (millions, embeddings left out) of the model the pick is of (settled)
-    tie: str = ""  # how a tie within the rule's own error was broken (break_tie), for people
+    tie: str = ""  # where the pick is not its model's lowest prediction, why (said_tie), for people
 
     def as_dict(self, vocab_size: int, joint: bool) -> Dict:
         def one(o: Option) -> Dict:
@@ -143,6 +143,7 @@ def said_tie(picked: Option, lowest: Option, error: float) -> str:
     other = f"{c.tokens_per_update:,} tokens, P_drop {c.dropout} predicted {gap:.2f} lower"
     winner, why = break_tie([picked, lowest], error)
     if winner is picked:
+        why = {"measured": "the measured one", "from the paper": "the paper's"}.get(why, why)
         return f"tie: {other}, within the rule's error ({error:.2f}); picked {why}"
     return f"{other}; kept the smaller budgets' batch, {picked.candidate.tokens_per_update:,}"
 

@@ -469,7 +469,9 @@ def test_close_predictions_are_decided_on_speed_measured_again():
 
     found = rule.settings_for(22_155, LATIN, None, 12000, "200m", speed, 20_000, 733_184.0, 1, 4096, None, remeasure)
     assert asked == [[2, 3]] and found.budget.startswith("N=2 x d_model 256, d_ff 1024, P_drop 0.1, 2,048 tokens")
-    assert any(n.startswith("tie: 2,048 tokens, P_drop 0.3") and n.endswith("picked measured") for n in found.notes)
+    assert any(
+        n.startswith("tie: 2,048 tokens, P_drop 0.3") and n.endswith("picked the measured one") for n in found.notes
+    )
     assert any(n.startswith("speed measured again: N=3, d_model 256") for n in found.notes), found.notes
     assert all(len(f"note: {n}") < 120 for n in found.notes)
     asked.clear()
