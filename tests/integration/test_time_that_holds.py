@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -77,3 +78,31 @@ def test_two_workers_replan_alike_and_end_together(data_bin, tmp_path):
     for rank, (p, out) in enumerate(zip(procs, outputs)):
         assert p.returncode == 0, f"rank {rank}:\n{out[-3000:]}"
     ended_as_replanned(outputs[0], tmp_path / "ckpt")
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins the run and its competitor to one core")
+def test_a_machine_loaded_partway_through_is_seen_and_the_run_still_ends_on_time(data_bin, tmp_path):
+    """The run pinned to one core, alone at first; a busy process pinned to the same core from 12 s on halves its
+    speed. The run re-plans at its new speed within a few intervals, ends by its deadline, and says so truly."""
+    core = str(sorted(os.sched_getaffinity(0))[-1])
+    deadline = 40
+    argv = train(data_bin, tmp_path / "ckpt")
+    argv[argv.index("--stop-time-hours") + 1] = f"{deadline / 3600:.6f}"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    began = time.monotonic()
+    run = subprocess.Popen(["taskset", "-c", core, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    time.sleep(12)
+    busy = subprocess.Popen(["taskset", "-c", core, sys.executable, "-c", "while True: pass"])
+    try:
+        log = run.communicate(timeout=600)[0].decode()
+    finally:
+        busy.kill()
+        busy.wait()
+    took = time.monotonic() - began
+    assert run.returncode == 0, log[-3000:]
+    ended_as_replanned(log, tmp_path / "ckpt")
+    replans = json.loads((tmp_path / "ckpt" / "time_budget.json").read_text())["replans"]
+    speeds = [r["seconds_an_update_measured"] for r in replans]
+    assert max(speeds[1:], default=0) > 1.5 * speeds[0], replans  # the load seen, and planned for
+    assert took < deadline + 30, took

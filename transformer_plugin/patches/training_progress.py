@@ -18,9 +18,10 @@ left would pass the deadline at this run's rate, it says how many fit and that T
     progress | update 500 of about 560 (89%) | 19 min elapsed | about 2 min left, TIME ends it at 02:21
 
 and the run re-plans what remains (:func:`fitting`): from its second logged interval on, at the seconds an update
-measured since the first (the start's costs left out; validations timed apart, at their own cost), where the updates
-that fit by the deadline differ from ``--max-update`` by more than REPLAN times, ``--max-update`` becomes those, and
-never more than the plan's own: a machine that slows re-plans down, one that quiets again back up towards the plan.
+measured over its last WINDOW intervals (the first, with the start's costs, left out; validations timed apart, at
+their own cost), where the updates that fit by the deadline differ from ``--max-update`` by more than REPLAN times,
+``--max-update`` becomes those, and never more than the plan's own: a machine that slows re-plans down, one that
+quiets again back up towards the plan.
 The run then ends at its own last update, validated and saved, rather than cut by the clock; the log says so, with
 the figures, and ``time_budget.json`` in ``--save-dir`` records them. On several workers the slowest worker's
 figures decide, the same on every worker.
@@ -45,8 +46,13 @@ logger = logging.getLogger("progress")
 
 _run: Dict = {}  # max_update, (time, update) where this process started, the validations' seconds, cfg and trainer
 
-# a run re-plans where fewer than --max-update / REPLAN updates fit by --stop-time-hours (the issue of TIME: 20%)
+# a run re-plans where the updates that fit by --stop-time-hours differ from --max-update by this factor (20%)
 REPLAN = 1.2
+
+
+# the logged intervals a run's seconds an update are measured over: a machine loaded partway through a run is seen
+# within this many intervals
+WINDOW = 5
 
 
 def when(end: datetime.datetime, now: datetime.datetime) -> str:
@@ -122,11 +128,11 @@ class _Reporting:
         if tag == "train_inner" and step and _run.get("max_update"):
             started, start_update = _run["start"]
             now, deadline = time.monotonic(), _deadline()
-            validating = _run.get("validating", 0.0)
-            if "measured_from" not in _run:  # the first interval, the start's costs in it, is not measured
-                _run["measured_from"] = (now, int(step), validating)
-            elif deadline is not None:
-                then, at, validated = _run["measured_from"]
+            window = _run.setdefault("window", [])  # the first interval, the start's costs in it, is not measured
+            window.append((now, int(step), _run.get("validating", 0.0)))
+            del window[: -WINDOW - 1]
+            if deadline is not None and len(window) > 1:
+                (then, at, validated), (_, _, validating) = window[0], window[-1]
                 _replan(int(step), (now - then - (validating - validated)) / max(1, int(step) - at), deadline)
             logger.info(
                 line(int(step), _run["max_update"], started, start_update, now, _run.get("valid"), deadline=deadline)
