@@ -44,7 +44,7 @@ UPSTREAM = ""
 CHECKED_AGAINST = "fairseq-fixed 0.12.3.1"
 logger = logging.getLogger("progress")
 
-_run: Dict = {}  # max_update, (time, update) where this process started, the validations' seconds, cfg and trainer
+_run: Dict = {}  # max_update and the plan's, where this process started, the intervals measured, the validations', ...
 
 # a run re-plans where the updates that fit by --stop-time-hours differ from --max-update by this factor (20%)
 REPLAN = 1.2
@@ -160,26 +160,26 @@ def _deadline() -> Optional[float]:
     return cfg.optimization.stop_time_hours * 3600 - float(trainer.cumulative_training_time())  # a tensor on workers
 
 
-def _slowest(seconds_an_update: float, deadline: float) -> Tuple[float, float]:
-    """The slowest worker's seconds an update and the least deadline, the same on every worker: each reaches this at
-    the same logged update, so all of them re-plan alike and end at the same update."""
+def _slowest(seconds_an_update: float, deadline: float, validation: float) -> Tuple[float, float, float]:
+    """The slowest worker's seconds an update and validation, and the least deadline, the same on every worker: each
+    reaches this at the same logged update, so all of them re-plan alike and end at the same update."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return seconds_an_update, deadline
+        return seconds_an_update, deadline, validation
     import torch
 
-    figures = torch.tensor([seconds_an_update, -deadline], dtype=torch.float64)
+    figures = torch.tensor([seconds_an_update, -deadline, validation], dtype=torch.float64)
     if dist.get_backend() == "nccl":
         figures = figures.cuda()
     dist.all_reduce(figures, op=dist.ReduceOp.MAX)
-    return float(figures[0]), -float(figures[1])
+    return float(figures[0]), -float(figures[1]), float(figures[2])
 
 
 def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     cfg = _run["cfg"]
-    seconds_an_update, deadline = _slowest(seconds_an_update, deadline)
-    validation = (_run.get("validation_seconds", 0.0), cfg.checkpoint.save_interval_updates or 0)
+    seconds_an_update, deadline, validating = _slowest(seconds_an_update, deadline, _run.get("validation_seconds", 0.0))
+    validation = (validating, cfg.checkpoint.save_interval_updates or 0)
     fit = fitting(update, cfg.optimization.max_update, _run["planned"], seconds_an_update, deadline, validation)
     if fit is None:
         return
@@ -187,13 +187,14 @@ def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     cfg.optimization.max_update = _run["max_update"] = fit
     record = {
         "at_update": update,
-        "max_update_planned": was,
+        "max_update_planned": _run["planned"],
+        "max_update_before": was,
         "max_update_now": fit,
         "seconds_an_update_measured": round(seconds_an_update, 4),
         "seconds_an_update_the_plan_allowed": round(
             (deadline + float(_run["trainer"].cumulative_training_time())) / was, 4
         ),
-        "validation_seconds": round(validation[0], 2),
+        "validation_seconds": round(validating, 2),
         "deadline_seconds_left": round(deadline),
     }
     _run.setdefault("replans", []).append(record)

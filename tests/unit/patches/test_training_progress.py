@@ -79,5 +79,6 @@ def test_the_replan_lowers_max_update_says_so_and_records_it(tmp_path, caplog):
         caplog.text
     )
     record = json.loads((tmp_path / "time_budget.json").read_text())["replans"][0]
-    assert record["max_update_planned"] == 1572 and record["max_update_now"] == cfg.optimization.max_update
+    assert record["max_update_planned"] == record["max_update_before"] == 1572
+    assert record["max_update_now"] == cfg.optimization.max_update
     tp._run.clear()
