@@ -3,9 +3,10 @@ docs/budget-picks.md, written by ``python -m benchmarks.doc_tables``. The machin
 (benchmarks/flops_speed.py): one CPU core, one H100, 8 H100s in a machine, and 8 such machines; the corpora have 25
 words a line. The plan is the one a dry run makes with SPEED_FILE of such a machine (recipes/planner/decide.py)."""
 
+import functools
 import os
 import tempfile
-from typing import List
+from typing import List, Tuple
 
 from benchmarks import flops_speed
 from recipes.planner import decide
@@ -75,7 +76,13 @@ def cell(found: Sized) -> str:
 
 
 def picks_block(_found=None) -> List[str]:
-    """The table: a row for each machine and corpus, a column for each TIME."""
+    """The table: a row for each machine and corpus, a column for each TIME (planned once a process: with
+    law.py as imported, whatever the fit passed)."""
+    return list(_picks())
+
+
+@functools.lru_cache(maxsize=1)
+def _picks() -> Tuple[str, ...]:
     lines = [
         "| machine | pairs | " + " | ".join(f"TIME={b}" for b in BUDGETS) + " |",
         "|---|---|" + "---|" * len(BUDGETS),
@@ -87,4 +94,4 @@ def picks_block(_found=None) -> List[str]:
             for pairs in CORPORA:
                 cells = [cell(plan(speeds, pairs, b)) for b in BUDGETS]
                 lines.append(f"| {name} | {pairs:,} | " + " | ".join(cells) + " |")
-    return lines
+    return tuple(lines)

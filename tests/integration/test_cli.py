@@ -368,6 +368,7 @@ def test_ctranslate2_export_refuses_what_it_cannot_hold():
         check_supported(SimpleNamespace(d_k=16, d_v=16, decoder_start="pad", **sizes))
 
 
+@pytest.mark.e2e  # 23 s: make test-e2e
 def test_a_test_sentence_longer_than_1024_positions_is_translated(data_bin, trained, tmp_path):
     """Sinusoids extrapolate (Section 3.5): a source of 1,100 tokens, more than the 1,024 positions of the
     task and of the model, is translated once both are raised as recipes/parallel_text.sh raises them. A

@@ -559,6 +559,7 @@ def test_pipeline_translation_under_transformers_4(shared, interactive):
     assert version.startswith("4.") and json.loads(translated) == expected
 
 
+@pytest.mark.e2e  # 23 s: make test-e2e
 def test_a_multilingual_parents_token_is_in_the_model_card_and_checked(shared, tmp_path):
     """--target-token (the recipe passes a multilingual parent's >>xx<<): the card's example and its words put it
     before the source sentence; a token that is no symbol of the source dictionary is refused, naming it."""

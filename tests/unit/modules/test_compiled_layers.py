@@ -42,7 +42,11 @@ def forward_backward(model, batch):
 
 
 @pytest.mark.compiles
-@pytest.mark.parametrize("normalize_before", [False, True], ids=["post-norm", "pre-norm"])
+@pytest.mark.parametrize(
+    "normalize_before",
+    [False, pytest.param(True, marks=pytest.mark.e2e)],  # pre-norm's compile: 17 s, make test-e2e
+    ids=["post-norm", "pre-norm"],
+)
 def test_compiled_layers_give_the_eager_layers_logits_and_gradients(normalize_before):
     """In training mode with dropout off (the masks are drawn differently), over batches of three shapes, all with
     padding: the logits and every parameter's gradient agree within float32's rounding, and the shapes after the

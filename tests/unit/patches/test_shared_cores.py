@@ -30,6 +30,7 @@ def test_the_registry_drops_processes_gone_and_a_pid_given_to_another_process(tm
     assert shared_cores.registered(path) == []
 
 
+@pytest.mark.e2e  # two processes that import fairseq: 11 s
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two cores to share")
 def test_a_run_that_starts_later_takes_its_share_and_the_first_gives_one_up(tmp_path):
     """Two processes, as two fairseq-train runs on a machine of two cores or more: the first alone takes them all;

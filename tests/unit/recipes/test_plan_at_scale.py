@@ -120,7 +120,7 @@ MACHINES = {  # (GPUs a machine, machines, budgets in seconds)
 }
 
 
-@pytest.mark.parametrize("pairs", [10_000, 100_000, 1_000_000, 4_500_000, 36_000_000])
+@pytest.mark.parametrize("pairs", [10_000, 1_000_000, 36_000_000])
 @pytest.mark.parametrize("name", list(MACHINES))
 def test_over_the_sweep_from_speed_files(files, name, pairs):
     """Sweep's properties (tests/helpers.py) with a speed file of a CPU and of an H100, 1 to 128 devices: among them,
