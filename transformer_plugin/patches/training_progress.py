@@ -220,6 +220,14 @@ def _knowing_the_run(original):
     return train
 
 
+def _a_run_of_its_own(original):
+    def main(cfg, *args, **kwargs):  # a second fairseq-train in one process (the tests, a notebook) starts afresh
+        _run.clear()
+        return original(cfg, *args, **kwargs)
+
+    return main
+
+
 def _timing_validations(original):
     def validate(cfg, trainer, task, epoch_itr, subsets):
         began = time.monotonic()
@@ -238,5 +246,6 @@ def apply() -> None:
     train_module = sys.modules.get("fairseq_cli.train")
     if train_module is not None:
         replace(progress_bar, "progress_bar", _reporting)
+        replace(train_module, "main", _a_run_of_its_own)
         replace(train_module, "train", _knowing_the_run)
         replace(train_module, "validate", _timing_validations)
