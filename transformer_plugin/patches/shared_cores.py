@@ -121,7 +121,13 @@ def _sharing(original):
         now = time.monotonic()
         if now - _me["looked"] >= CHECK_SECONDS:
             _me["looked"] = now
-            take(_me["cores"], registered(_me["path"]))
+            try:
+                pids = registered(_me["path"])
+                if os.getpid() not in pids:  # the file removed (a temporary directory cleaned): in it again
+                    pids = register(_me["path"], os.getpid())
+                take(_me["cores"], pids)
+            except OSError as e:  # a registry that cannot be read or written: the share taken stays
+                logger.warning(f"cores: {_me['path']} cannot be used ({e.strerror or e}): the cores taken stay")
         return original(self, samples, *args, **kwargs)
 
     return train_step

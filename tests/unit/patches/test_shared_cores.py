@@ -75,3 +75,19 @@ def test_a_run_that_starts_later_takes_its_share_and_the_first_gives_one_up(tmp_
     assert eval(out_first[0]) == halves[first.pid] and eval(out_second[0]) == halves[second.pid]
     assert not set(halves[first.pid]) & set(halves[second.pid])
     assert eval(out_first[1]) == cores  # the second left: all of them again
+
+
+def test_a_registry_removed_under_a_run_is_written_again(tmp_path, monkeypatch):
+    """A temporary directory cleaned while a run trains: at its next look the run registers again and keeps
+    training; a registry that cannot be written leaves the cores it took."""
+    path = str(tmp_path / "cores.json")
+    cores = sorted(os.sched_getaffinity(0))
+    monkeypatch.setattr(shared_cores, "_me", {"path": path, "cores": cores, "looked": -1e9, "share": cores})
+    monkeypatch.setattr(shared_cores, "take", lambda cores, pids: pids)
+    step = shared_cores._sharing(lambda self, samples: "stepped")
+    assert step(None, []) == "stepped" and shared_cores.registered(path) == [os.getpid()]
+    os.remove(path)
+    shared_cores._me["looked"] = -1e9
+    assert step(None, []) == "stepped" and shared_cores.registered(path) == [os.getpid()]
+    shared_cores._me.update(path=str(tmp_path / "no" / "such" / "dir" / "cores.json"), looked=-1e9)
+    assert step(None, []) == "stepped"
