@@ -226,6 +226,7 @@ def test_a_rerun_skips_every_stage_and_another_parent_stops_before_training(fine
     assert changed.returncode == 3 and "stage 4 (training) was done" in changed.stderr, changed.stderr[-2000:]
 
 
+@pytest.mark.e2e  # a fine-tuning run: 20 to 40 s
 def test_a_directory_the_import_wrote_is_used_as_it_is(parent, corpus, cache, tmp_path):
     imported = parent[1]
     proc = run_recipe("finetune.sh", tmp_path / "w", "--dry-run", TRAIN=str(corpus), INIT=str(imported), **TOY)

@@ -119,6 +119,7 @@ def test_the_compiled_functions_are_the_paper_layers():
 
 
 @pytest.mark.compiles
+@pytest.mark.e2e  # a second compile: 17 s, make test-e2e
 def test_the_cuda_attention_kernels_choice_compiles_into_the_layer(monkeypatch):
     """On a CUDA device attention runs inside fast_paths.fused_kernels' ``sdpa_kernel`` context (every kernel but
     cuDNN's): torch.compile must trace it whole (``fullgraph``), here on a CPU with the same context."""
