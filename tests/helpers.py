@@ -222,6 +222,25 @@ def run_in_process(tool, *args, stdin="", expect_ok=True):
     return text if expect_ok else (code, text)
 
 
+def trained_updates(data_bin, save_dir, *flags):
+    """fairseq-train in this process (run_in_process) on ``data_bin``'s reversal task, without validation or epoch
+    checkpoints, with ``flags``: the updates its checkpoint_last.pt holds, and its log."""
+    log = run_in_process(
+        "fairseq-train",
+        str(data_bin / "bin"),
+        "--user-dir",
+        PLUGIN,
+        *TRAIN_FLAGS,
+        "--save-dir",
+        str(save_dir),
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+        *flags,
+    )
+    state = torch.load(os.path.join(save_dir, "checkpoint_last.pt"), weights_only=False)
+    return int(state["optimizer_history"][-1]["num_updates"]), log
+
+
 def logged_losses(log):
     """The training losses fairseq-train logs with ``--log-format simple``, one per logged interval."""
     return [float(m.group(1)) for m in re.finditer(r" loss=([0-9.]+), nll_loss", log)]

@@ -255,24 +255,10 @@ def test_a_fine_tuning_starts_its_clock_at_zero_and_a_resumed_run_keeps_its_own(
     """finetune_clock: a parent's checkpoint carries 10 hours of training; fine-tuned from it under --stop-time-hours
     1, the child trains its 4 updates (fairseq: 1, the parent's hours counted); resumed from its own checkpoint, a
     run keeps its own time."""
-    from helpers import PLUGIN, TRAIN_FLAGS, run_in_process
+    from helpers import trained_updates
 
     def train(save_dir, *flags):
-        log = run_in_process(
-            "fairseq-train",
-            str(data_bin / "bin"),
-            "--user-dir",
-            PLUGIN,
-            *TRAIN_FLAGS,
-            "--save-dir",
-            str(save_dir),
-            "--no-epoch-checkpoints",
-            "--disable-validation",
-            *flags,
-        )
-        return int(
-            torch.load(save_dir / "checkpoint_last.pt", weights_only=False)["optimizer_history"][-1]["num_updates"]
-        ), log
+        return trained_updates(data_bin, save_dir, *flags)
 
     parent = tmp_path / "parent"
     train(parent, "--max-update", "2")

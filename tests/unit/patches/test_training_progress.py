@@ -88,33 +88,16 @@ def test_a_second_run_in_one_process_is_planned_afresh(data_bin, tmp_path):
     """Two fairseq-trains in one process (the tests, a notebook), both with TIME: the second's plan is its own
     --max-update, not what the first planned or measured."""
     import fairseq_cli.train  # noqa: F401  (the patch changes fairseq-train's module: loaded first, as there)
-    import torch
-    from helpers import PLUGIN, TRAIN_FLAGS, run_in_process
+    from helpers import trained_updates
 
     from transformer_plugin.patches import training_progress
 
     training_progress.apply()
 
     def train(save_dir, updates):
-        run_in_process(
-            "fairseq-train",
-            str(data_bin / "bin"),
-            "--user-dir",
-            PLUGIN,
-            *TRAIN_FLAGS,
-            "--save-dir",
-            str(save_dir),
-            "--no-epoch-checkpoints",
-            "--disable-validation",
-            "--log-interval",
-            "1",
-            "--max-update",
-            str(updates),
-            "--stop-time-hours",
-            "1",
-        )
-        state = torch.load(save_dir / "checkpoint_last.pt", weights_only=False)
-        return state["optimizer_history"][-1]["num_updates"]
+        return trained_updates(
+            data_bin, save_dir, "--log-interval", "1", "--max-update", str(updates), "--stop-time-hours", "1"
+        )[0]
 
     assert train(tmp_path / "first", 2) == 2
     assert train(tmp_path / "second", 6) == 6
