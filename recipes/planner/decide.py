@@ -5,7 +5,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional
 
-from preprocess.corpora import CorpusError, count_lines, find_corpus
+from preprocess.corpora import CorpusError, count_lines, find_corpus, held_out_size
 from recipes.planner import finetuning, layout, parent
 from recipes.planner.budget import rule
 from recipes.planner.budget.candidates import Candidate
@@ -14,6 +14,7 @@ from recipes.planner.model import shared
 from recipes.planner.plan import Plan, PlanError
 from recipes.planner.probe_arithmetic import BudgetError, parse_time
 from recipes.planner.speed import machine, probing, time_budget
+from recipes.planner.speed.whole_run import Translation, whole_run
 from recipes.planner.speeds import Speeds
 from recipes.planner.summary import summary
 from recipes.planner.variables import Variables, check_settings
@@ -133,6 +134,14 @@ def decide(v: Variables) -> Plan:
             d.warmup = v.number("TOY_WARMUP", d.warmup)
     held_out = tuned.held_out if tuned else {"valid": None, "test": None}
     planned_schedule = schedule(v, d, tuning, held_out)  # settles the warm-up and the checkpoints
+    whole = whole_run(
+        float(spent["TRAINING_SECONDS"]),
+        found.pairs,
+        float(spent["SECONDS_PER_UPDATE"]) / max(1, d.tokens_per_update),
+        translations(v, found, tuned, held_out),
+        len(v.words("EXPORT")),
+        v.number("BEAM", 4),
+    )
     label_smoothing = v.decimal("LABEL_SMOOTHING")
     if tuning is not None:
         training = replace(tuning, warmup=d.warmup).training_flags(label_smoothing)
@@ -164,6 +173,8 @@ def decide(v: Variables) -> Plan:
             "time": v.get("TIME"),
             "stop": ["--stop-time-hours", spent["STOP_TIME_HOURS"]] if v.get("TIME") else [],
             **{k.lower(): x for k, x in spent.items() if k != "MAX_UPDATE"},
+            "whole_run_seconds": whole["seconds"] if float(spent["SECONDS_PER_UPDATE"]) else 0,
+            "whole_run": whole["said"] if float(spent["SECONDS_PER_UPDATE"]) else "",
         },
         schedule=planned_schedule,
         choice={
@@ -258,8 +269,9 @@ def time_spent(
     v: Variables, found: Sized, d: Decided, tuned: Optional[Tuning], batch: Dict[str, str], speeds: Speeds
 ) -> Dict[str, str]:
     """How long training takes here, from a probe of this machine (a few seconds, once per machine and model), with
-    the validations over the dev set; with TIME, the updates that fit (the budget rule's own, for its pick: one
-    figure of this machine's speed decides both). fairseq's --stop-time-hours stops training at TIME in any case."""
+    the validations over the dev set (translated too with EVAL_BLEU); with TIME, the updates that fit (the budget
+    rule's own, for its pick: one figure of this machine's speed decides both). fairseq's --stop-time-hours stops
+    training at TIME in any case."""
     time_text = v.get("TIME")
     probe = probing.layout_probe(
         d.arch,
@@ -288,9 +300,37 @@ def time_spent(
             interval=d.save_interval or 0,
             speed=speeds.measured,
             here=speeds.file is None,
+            bleu=tuned.tuning.by_bleu if tuned else v.get("EVAL_BLEU", "0") == "1",
         )
     except BudgetError as e:
         raise PlanError(f"error: {e}") from None
+
+
+def translations(
+    v: Variables, found: Sized, tuned: Optional[Tuning], held_out: Dict[str, Optional[int]]
+) -> List[Translation]:
+    """What the run translates besides training's validations, in target tokens: the test set (by the parent too,
+    before fine-tuning), PARENT_TEST before and after, REPLAY=parent's sources; a line's tokens as the corpus's."""
+    a_line = (tuned.target_tokens / max(1, tuned.pairs)) if tuned else found.target_tokens / max(1, found.pairs)
+    src, tgt = v.get("SRC"), v.get("TGT")
+
+    def lines(specs: List[str]) -> int:
+        try:
+            return sum(count_lines((lambda c: c.tsv or c.target)(find_corpus(s, src, tgt))) for s in specs)
+        except CorpusError:  # a missing file is named where the data stage reads it
+            return 0
+
+    test = lines(v.words("TEST")) if v.words("TEST") else held_out.get("test") or held_out_size(found.pairs, None)
+    done = [Translation("the test set translated", int(test * a_line))]
+    if tuned:
+        done.append(Translation("the parent scored first", int(test * a_line)))
+        if v.get("PARENT_TEST"):
+            parent_test = lines([v.get("PARENT_TEST")])
+            done.append(Translation("PARENT_TEST translated twice", int(2 * parent_test * a_line)))
+        if v.get("REPLAY") == "parent":
+            replayed = tuned.pairs - found.pairs
+            done.append(Translation("the parent translating REPLAY's sources", int(replayed * a_line)))
+    return done
 
 
 def schedule(

@@ -34,9 +34,15 @@ class BudgetError(ValueError):
 # stops training at TIME in any case. A validation's target token (forward and loss, no backward, over the dev set)
 # costs VALID_TOKEN_COST of a training token's time, measured on 2026-11-27 with the short budget's model on the 77k
 # EN-DE pairs: 0.55 on one core (19,306 target tokens in 14 s against 5.33 s for 4,096), 0.43 on 2 CPU workers.
+# With --eval-bleu (EVAL_BLEU=1, a small corpus fine-tuned) each validation also translates the dev set at beam 4: a dev
+# target token translated costs BEAM_TOKEN_COST of a training token's time more (benchmarks/validation_cost.py, the
+# hypotheses at the references' lengths: 1.49 on one core for 2+2 layers of 256, 2026-12-06). Measured on CPU only; a
+# GPU's beam search is further from its training's speed (issue 87's session measures it), and the run re-plans at
+# the validations' measured seconds in any case (transformer_plugin/patches/training_progress.py).
 TIME_STARTUP_SECONDS = 60
 TIME_TRAINING_SHARE = 0.95
 VALID_TOKEN_COST = 0.5
+BEAM_TOKEN_COST = 1.5
 TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -58,34 +64,45 @@ def validations(updates: int, interval: int = 0) -> int:
     return updates // (interval or min(1000, max(1, updates // 20)))
 
 
-def validation_seconds(per_update: float, tokens_per_update: int, valid_tokens: int) -> float:
+def validation_seconds(per_update: float, tokens_per_update: int, valid_tokens: int, bleu: bool = False) -> float:
     """One validation over a dev set of ``valid_tokens`` target tokens, for updates of ``tokens_per_update`` taking
-    ``per_update`` seconds."""
-    return valid_tokens / max(1, tokens_per_update) * per_update * VALID_TOKEN_COST
+    ``per_update`` seconds; ``bleu``: the dev set translated too (--eval-bleu)."""
+    cost = VALID_TOKEN_COST + (BEAM_TOKEN_COST if bleu else 0.0)
+    return valid_tokens / max(1, tokens_per_update) * per_update * cost
 
 
 def training_time(
-    updates: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0, interval: int = 0
+    updates: int,
+    per_update: float,
+    tokens_per_update: int = 1,
+    valid_tokens: int = 0,
+    interval: int = 0,
+    bleu: bool = False,
 ) -> float:
     """The time ``updates`` updates of ``tokens_per_update`` target tokens take at ``per_update`` seconds each, with
-    a validation over a dev set of ``valid_tokens`` target tokens every ``interval`` updates, the margin and the
-    start."""
-    validation = validation_seconds(per_update, tokens_per_update, valid_tokens)
+    a validation over a dev set of ``valid_tokens`` target tokens every ``interval`` updates (``bleu``: translated
+    too), the margin and the start."""
+    validation = validation_seconds(per_update, tokens_per_update, valid_tokens, bleu)
     return (
         updates * per_update + validations(updates, interval) * validation
     ) / TIME_TRAINING_SHARE + TIME_STARTUP_SECONDS
 
 
 def updates_that_fit(
-    seconds: int, per_update: float, tokens_per_update: int = 1, valid_tokens: int = 0, interval: int = 0
+    seconds: int,
+    per_update: float,
+    tokens_per_update: int = 1,
+    valid_tokens: int = 0,
+    interval: int = 0,
+    bleu: bool = False,
 ) -> int:
     """The most updates whose training_time is within ``seconds`` (0 when none fit)."""
     room = max(0.0, seconds - TIME_STARTUP_SECONDS) * TIME_TRAINING_SHARE
-    validation = validation_seconds(per_update, tokens_per_update, valid_tokens)
+    validation = validation_seconds(per_update, tokens_per_update, valid_tokens, bleu)
     updates = int(room / per_update)
     for _ in range(3):  # the validations depend on the updates, a little: settle them
         updates = max(0, int((room - validations(max(1, updates), interval) * validation) / per_update))
-    while updates > 0 and training_time(updates, per_update, tokens_per_update, valid_tokens, interval) > seconds:
+    while updates > 0 and training_time(updates, per_update, tokens_per_update, valid_tokens, interval, bleu) > seconds:
         updates -= 1
     return updates
 

@@ -41,7 +41,9 @@ def summary(plan: Plan, v: Variables) -> List[str]:
                     "picked: your settings (ARCH, MODEL_FLAGS, DROPOUT, TOKENS_PER_UPDATE or VOCAB_SIZE given), "
                     f"{budget['max_update']} updates"
                 )
-    lines.append(f"time: training {budget['training_short']}; data and test set not counted")
+    lines.append(f"time: training {budget['training_short']}")
+    if budget.get("whole_run"):
+        lines.append(f"time: {budget['whole_run']}")
     lines += [f"note: {n}" for n in plan.choice.get("notes", [])]
     devices = int(b.get("devices") or 1)
     share = b["tokens_per_update"] // devices

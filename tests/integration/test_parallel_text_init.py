@@ -262,6 +262,9 @@ def test_a_time_is_turned_into_updates_of_the_parents_model(parent, corpus, tmp_
     updates = int(picked[1].replace(",", ""))
     said = re.search(r"^time: training about .* \(([\d,]+) updates of", proc.stdout, re.M)
     assert said and int(said[1].replace(",", "")) == updates and updates != 300  # not the toy's default
+    # the whole run beside training: the parent scores the test set before fine-tuning, the child after it
+    whole = re.search(r"^time: the whole run about .*\((.*) beside training\)$", proc.stdout, re.M)
+    assert whole and "the test set translated" in whole[1] and "the parent scored first" in whole[1], proc.stdout
     train = next(line for line in proc.stdout.splitlines() if line.startswith("+ env") and "fairseq-train" in line)
     assert f"--max-update {updates} " in train and "--stop-time-hours " in train
     # the ramp is a tenth of the updates TIME gives, then the rate decays from fine-tuning's 3e-4

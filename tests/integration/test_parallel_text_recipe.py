@@ -216,10 +216,14 @@ def test_the_dry_run_names_the_settings_it_picked(corpus, tmp_path):
         picked == "picked: full run (small): N=6, d_model 512, d_ff 1024, P_drop 0.3, BPE 500 joint, "
         "4,096 tokens x 30,000 updates"
     )
-    assert (
-        said
-        == "time: training about 35.1 h here (30,000 updates of 4.00 s, 30 validations); data and test set not counted"
-    )
+    assert said == "time: training about 35.1 h here (30,000 updates of 4.00 s, 30 validations)"
+    # the whole run beside it: the data stages, the averaging, the test set translated (600 held-out lines)
+    whole = proc.stdout.splitlines()[proc.stdout.splitlines().index(said) + 1]
+    assert re.fullmatch(
+        r"time: the whole run about 35\.\d h \(data \d+ s, averaging 15 s, the test set translated \d+ s beside "
+        r"training\)",
+        whole,
+    ), whole
     [generate] = commands(proc.stdout, "fairseq-generate")  # every test line, however long (test_cli.py: 1,100 tokens)
     assert flag(generate, "--max-source-positions") == flag(generate, "--max-target-positions") == "100000"
     assert flag(generate, "--model-overrides") == "{'max_source_positions': 100000, 'max_target_positions': 100000}"
@@ -416,10 +420,12 @@ def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
     updates, valid_tokens = int(said[2].replace(",", "")), int(said[5].replace(",", ""))
     # the dev set held out of this corpus, counted: 200 pairs of about 10 German words, 2 pieces a word
     assert 2000 < valid_tokens < 8000
-    # what fits in 3 min with those validations, less starting, at the figure shown to a hundredth of a second
+    # what fits in 3 min with those validations (each translating the dev set: EVAL_BLEU=1), less starting, at the
+    # figure shown to a hundredth of a second
     shown = float(said[3])
+    assert "validations of about" in said[0] and "(each also translating it for the dev BLEU)" in proc.stdout
     fits = [
-        updates_that_fit(180, shown + d, 3000, valid_tokens, interval=10) for d in (0.005, -0.005)
+        updates_that_fit(180, shown + d, 3000, valid_tokens, interval=10, bleu=True) for d in (0.005, -0.005)
     ]  # TOY_SAVE_INTERVAL_UPDATES
     assert fits[0] <= updates <= fits[1] and int(said[4]) == updates // 10
     train = next(line for line in proc.stdout.splitlines() if "fairseq-train" in line and "--max-update" in line)

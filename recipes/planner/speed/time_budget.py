@@ -36,12 +36,14 @@ def budget(
     interval: int = 0,
     speed: Callable[[Probe], Dict[str, object]] = None,
     here: bool = True,
+    bleu: bool = False,
 ) -> Dict[str, str]:
     """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
     ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
     TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. The validations are counted
     over a dev set of ``valid_tokens`` target tokens, one every ``interval`` updates (0: the recipe's own), against
-    updates of ``tokens_per_update`` (in all; 0: the probe's). A run resumed keeps what its plan decided
+    updates of ``tokens_per_update`` (in all; 0: the probe's); ``bleu``: each validation translates the dev set too
+    (--eval-bleu). A run resumed keeps what its plan decided
     (recipes/planner/saved.py: WORK/plan.json). ``speed``: how the probe's figure is had
     (seconds_per_update, by default); ``here`` False: its figures come from another machine's speed file, so this
     one need not have the devices."""
@@ -63,7 +65,7 @@ def budget(
     values = {}
     if time_text:
         seconds = parse_time(time_text)
-        fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval)
+        fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval, bleu)
         # too few to learn anything where the time is what stops it; a cap given beside TIME below that (a
         # fine-tuning's epochs of a few hundred pairs: recipes/planner/finetuning.py) is what the run needs, and fits
         if fit < (min(MIN_UPDATES, max_update) if max_update else MIN_UPDATES):
@@ -73,17 +75,21 @@ def budget(
             )
         max_update = min(fit, max_update) if max_update else fit  # a cap given beside TIME: the size class's own
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
-    total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval)
+    total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval, bleu)
     source = (
         found.get("said")
         or f"a probe of this machine, {probe_cache.measured(found)}; kept in {probe_cache.cache_file()}"
     )
     where = "on the speed file's machines" if found.get("said") else "here"
     said = f"{duration(total)} {where}: {max_update:,} updates of {per_update:.2f} s ({source})"
+    translated = " (each also translating it for the dev BLEU)" if bleu else ""
     if valid_tokens:
         said += f", and {validations(max_update, interval)} validations of about {valid_tokens:,} target tokens"
+        said += translated
     short = f"about {duration(total)} {where} ({max_update:,} updates of {per_update:.2f} s"
-    short += f", {validations(max_update, interval)} validations)" if valid_tokens else ")"
+    short += (
+        f", {validations(max_update, interval)} validations{' with BLEU' if bleu else ''})" if valid_tokens else ")"
+    )
     values.update(
         {
             "SECONDS_PER_UPDATE": f"{per_update:.4f}",

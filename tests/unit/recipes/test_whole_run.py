@@ -1,0 +1,42 @@
+"""The whole run's time beside training's (recipes/planner/speed/whole_run.py) and a validation's cost with the dev
+BLEU (recipes/planner/probe_arithmetic.py)."""
+
+from recipes.planner.probe_arithmetic import (
+    BEAM_TOKEN_COST,
+    VALID_TOKEN_COST,
+    training_time,
+    updates_that_fit,
+    validation_seconds,
+)
+from recipes.planner.speed.whole_run import (
+    DATA_SECONDS_A_PAIR,
+    PROGRAM_START_SECONDS,
+    Translation,
+    seconds_translating,
+    whole_run,
+)
+
+
+def test_a_validation_with_the_dev_bleu_costs_the_dev_sets_translation_too():
+    plain = validation_seconds(1.0, 4000, 20000)
+    with_bleu = validation_seconds(1.0, 4000, 20000, bleu=True)
+    assert plain == 5 * VALID_TOKEN_COST and with_bleu == 5 * (VALID_TOKEN_COST + BEAM_TOKEN_COST)
+    # the same TIME fits fewer updates, and the time of those updates is longer
+    assert updates_that_fit(1800, 1.0, 4000, 20000, bleu=True) < updates_that_fit(1800, 1.0, 4000, 20000)
+    assert training_time(1000, 1.0, 4000, 20000, bleu=True) > training_time(1000, 1.0, 4000, 20000)
+    assert training_time(updates_that_fit(1800, 1.0, 4000, 20000, bleu=True), 1.0, 4000, 20000, bleu=True) <= 1800
+
+
+def test_the_whole_run_adds_the_data_the_translations_and_the_exports_to_training():
+    translations = [Translation("the test set translated", 20000), Translation("the parent scored first", 20000)]
+    found = whole_run(3600, 100_000, 1e-3, translations, exports=2, beam=4)
+    data = 100_000 * DATA_SECONDS_A_PAIR + PROGRAM_START_SECONDS
+    translating = 2 * seconds_translating(20000, 1e-3, 4)
+    assert translating == 2 * (PROGRAM_START_SECONDS + 20000 * 1e-3 * BEAM_TOKEN_COST)
+    assert found["seconds"] == int(3600 + data + PROGRAM_START_SECONDS + translating + 2 * (30 + PROGRAM_START_SECONDS))
+    assert found["said"].startswith("the whole run about 64 min (")
+    for part in ("data", "averaging 15 s", "the test set translated", "the parent scored first", "2 exports"):
+        assert part in found["said"]
+    # a wider beam costs in proportion; the data stages done, none
+    assert seconds_translating(20000, 1e-3, 8) - PROGRAM_START_SECONDS == 2 * (translating / 2 - PROGRAM_START_SECONDS)
+    assert "data" not in whole_run(3600, 100_000, 1e-3, [], 0, 4, data=False)["said"]
