@@ -25,6 +25,12 @@ quiets again back up towards the plan.
 The run then ends at its own last update, validated and saved, rather than cut by the clock; the log says so, with
 the figures, and ``time_budget.json`` in ``--save-dir`` records them. On several workers the slowest worker's
 figures decide, the same on every worker.
+
+The schedule follows the run's new length (:func:`schedule_for`): checkpoints laid out by the recipes' rule (every
+1,000 updates, or 20 in all where that is less: the last five averaged span a quarter of the run) are laid out
+again over the updates that now fit, and a warm-up not yet over is shortened or lengthened in proportion (Eq. (3)'s
+``vaswani_inverse_sqrt``, fairseq's ``inverse_sqrt``), so that a run cut to a third neither averages checkpoints from
+its first half nor ends still warming up. A checkpoint interval given otherwise is left as it is.
 """
 
 import datetime
@@ -108,6 +114,46 @@ def fitting(
     return target if target * REPLAN < max_update or target > max_update * REPLAN else None
 
 
+# the recipes' checkpoints (recipes/planner/decide.py, schedule): every CHECKPOINTS_CAP updates, or CHECKPOINTS in all
+CHECKPOINTS, CHECKPOINTS_CAP = 20, 1000
+
+
+def laid_out(max_update: int) -> int:
+    """The recipes' checkpoint interval for a run of ``max_update`` updates."""
+    return min(CHECKPOINTS_CAP, max(1, max_update // CHECKPOINTS))
+
+
+def schedule_for(update: int, before: int, fit: int, interval: int, warmup: int) -> Tuple[int, Optional[int]]:
+    """(the checkpoint interval, the warm-up's updates or None where unchanged) of a run re-planned at ``update`` from
+    ``before`` updates to ``fit``: an ``interval`` the recipes' rule laid out over ``before`` is laid out over ``fit``
+    (another is kept); a ``warmup`` not over yet is scaled by fit / before, never ending before the next update."""
+    if interval and interval == laid_out(before):
+        interval = laid_out(fit)
+    if warmup and update < warmup:
+        return interval, max(update + 1, round(warmup * fit / max(1, before)))
+    return interval, None
+
+
+def _warm_up_over(trainer, warmup: int) -> None:
+    """The schedule's warm-up set to ``warmup`` updates mid-run: Eq. (3)'s, or fairseq's inverse_sqrt's."""
+    scheduler = trainer.lr_scheduler
+    config = scheduler.cfg
+    config.warmup_updates = warmup
+    if hasattr(scheduler, "warmup_steps"):  # Eq. (3) (transformer_plugin/lr_scheduler/inverse_sqrt.py)
+        from ..lr_scheduler.inverse_sqrt import effective_multiplier
+
+        scheduler.warmup_steps = warmup
+        peak = getattr(config, "peak_warmup_updates", None)
+        scheduler.multiplier = effective_multiplier(warmup, config.lr_multiplier, peak)
+    elif hasattr(scheduler, "lr_step") and hasattr(scheduler, "decay_factor"):  # fairseq's inverse_sqrt
+        peak = config.lr[0] if isinstance(config.lr, (list, tuple)) or hasattr(config.lr, "__len__") else config.lr
+        scheduler.lr_step = (peak - config.warmup_init_lr) / warmup
+        scheduler.decay_factor = peak * warmup**0.5
+    else:
+        return
+    scheduler.step_update(trainer.get_num_updates())
+
+
 class _Reporting:
     """fairseq's progress bar, with the progress line after each train_inner record."""
 
@@ -184,7 +230,18 @@ def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     if fit is None:
         return
     was = cfg.optimization.max_update
+    interval = cfg.checkpoint.save_interval_updates or 0
+    warmup = int(getattr(getattr(cfg, "lr_scheduler", None), "warmup_updates", 0) or 0)
+    for _ in range(2):  # the validations the new interval gives change the updates that fit, a little
+        interval_now, warmup_now = schedule_for(update, was, fit, interval, warmup)
+        fit = min(
+            fit, fitting(update, was, _run["planned"], seconds_an_update, deadline, (validating, interval_now)) or fit
+        )
+    interval_now, warmup_now = schedule_for(update, was, fit, interval, warmup)
     cfg.optimization.max_update = _run["max_update"] = fit
+    cfg.checkpoint.save_interval_updates = interval_now
+    if warmup_now is not None:
+        _warm_up_over(_run["trainer"], warmup_now)
     record = {
         "at_update": update,
         "max_update_planned": _run["planned"],
@@ -196,12 +253,16 @@ def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
         ),
         "validation_seconds": round(validating, 2),
         "deadline_seconds_left": round(deadline),
+        "save_interval_updates": [interval, interval_now],
+        "warmup_updates": [warmup, warmup_now if warmup_now is not None else warmup],
     }
     _run.setdefault("replans", []).append(record)
     allowed = record["seconds_an_update_the_plan_allowed"]
     logger.info(
         f"time: re-planned at update {update:,}: {seconds_an_update:.3g} s an update here, where --max-update {was:,} "
         f"needed at most {allowed:.3g} s within --stop-time-hours; {fit:,} updates fit, and --max-update is now that"
+        + (f"; checkpoints every {interval_now:,} updates (were {interval:,})" if interval_now != interval else "")
+        + (f"; the warm-up ends at update {warmup_now:,} (was {warmup:,})" if warmup_now is not None else "")
     )
     if _run["is_master"] and cfg.checkpoint.save_dir:
         os.makedirs(cfg.checkpoint.save_dir, exist_ok=True)

@@ -4,6 +4,8 @@ recipes: tests/integration/test_parallel_text_recipe.py)."""
 import datetime
 import json
 
+import pytest
+
 from transformer_plugin.patches.training_progress import duration, fitting, line
 
 NOON = datetime.datetime(2026, 11, 27, 12, 0)
@@ -101,3 +103,83 @@ def test_a_second_run_in_one_process_is_planned_afresh(data_bin, tmp_path):
 
     assert train(tmp_path / "first", 2) == 2
     assert train(tmp_path / "second", 6) == 6
+
+
+def test_a_replanned_run_lays_its_checkpoints_and_warm_up_over_its_new_length():
+    from transformer_plugin.patches.training_progress import laid_out, schedule_for
+
+    # the recipes' 20 checkpoints of 1,572 updates (every 78), cut to 510 at update 500: every 25, the warm-up over
+    assert laid_out(1572) == 78 and schedule_for(500, 1572, 510, 78, 157) == (25, None)
+    # cut at update 50, still warming up (157 of 1,572): the warm-up a third as long, as the run
+    assert schedule_for(50, 1572, 510, 78, 157) == (25, round(157 * 510 / 1572))
+    # cut at update 100 to a tenth: the warm-up ends at the next update, not behind the run
+    assert schedule_for(100, 1572, 157, 78, 157) == (7, 101)
+    # back up towards the plan; 1,000 updates apart at most; an interval given otherwise is kept
+    assert schedule_for(600, 700, 1572, 35, 0) == (78, None)
+    assert schedule_for(600, 100_000, 30_000, 1000, 0) == (1000, None)
+    assert schedule_for(500, 1572, 510, 100, 0) == (100, None)
+
+
+def test_the_warm_up_shortened_mid_run_is_the_schedule_of_the_new_length(tmp_path):
+    """Eq. (3)'s schedule and fairseq's inverse_sqrt (fine-tuning's), cut during the warm-up: from the next update on,
+    the rate is the one a run planned with the shorter warm-up would have."""
+    from types import SimpleNamespace
+
+    from fairseq.optim.lr_scheduler.inverse_square_root_schedule import (
+        InverseSquareRootLRScheduleConfig,
+        InverseSquareRootSchedule,
+    )
+    from omegaconf import OmegaConf
+
+    from transformer_plugin.config import VaswaniInverseSqrtConfig
+    from transformer_plugin.lr_scheduler.inverse_sqrt import VaswaniInverseSqrtSchedule
+    from transformer_plugin.patches import training_progress as tp
+
+    from fairseq.optim import FairseqOptimizer
+
+    class Optimizer(FairseqOptimizer):  # what the schedules read and set: the rate
+        def __init__(self):
+            self.lr = 0.0
+
+        def set_lr(self, lr):
+            self.lr = lr
+
+        def get_lr(self):
+            return self.lr
+
+    def scheduler(kind, warmup):
+        if kind == "paper":
+            cfg = OmegaConf.structured(VaswaniInverseSqrtConfig(warmup_updates=warmup, d_model=256))
+            cfg.peak_warmup_updates = 4000
+            return VaswaniInverseSqrtSchedule(cfg, Optimizer())
+        cfg = OmegaConf.structured(
+            InverseSquareRootLRScheduleConfig(warmup_updates=warmup, warmup_init_lr=0, lr=[3e-4])
+        )
+        return InverseSquareRootSchedule(cfg, Optimizer())
+
+    for kind in ("paper", "fairseq"):
+        running = scheduler(kind, 157)
+        for n in range(1, 51):
+            running.step_update(n)
+        trainer = SimpleNamespace(lr_scheduler=running, get_num_updates=lambda: 50)
+        cfg = SimpleNamespace(
+            optimization=SimpleNamespace(max_update=1572, stop_time_hours=1200 / 3600),
+            checkpoint=SimpleNamespace(save_interval_updates=78, save_dir=str(tmp_path)),
+            lr_scheduler=running.cfg,
+        )
+        trainer.cumulative_training_time = lambda: 900.0
+        tp._run.clear()
+        tp._run.update(cfg=cfg, trainer=trainer, is_master=True, max_update=1572, planned=1572)
+        tp._replan(50, 0.6, tp._deadline())  # 300 s left at 0.6 s: 500 updates more
+        fit = cfg.optimization.max_update
+        assert 540 < fit <= 550 and cfg.checkpoint.save_interval_updates == fit // 20
+        warmup = round(157 * fit / 1572)
+        assert running.cfg.warmup_updates == warmup
+        record = json.loads((tmp_path / "time_budget.json").read_text())["replans"][0]
+        assert record["warmup_updates"] == [157, warmup] and record["save_interval_updates"] == [78, fit // 20]
+        reference = scheduler(kind, warmup)
+        for n in (51, warmup - 1, warmup, warmup + 1, 400):
+            running.step_update(n)
+            reference.step_update(n)
+            assert running.optimizer.get_lr() == pytest.approx(reference.optimizer.get_lr(), rel=1e-12), (kind, n)
+    tp._run.clear()
