@@ -54,6 +54,7 @@ setup(
             "vaswani-translate = transformer_plugin_cli.serving.translate:main",
             "vaswani-export-hf = transformer_plugin_cli.serving.export_transformers:main",
             "vaswani-import-marian = transformer_plugin_cli.serving.import_marian:main",
+            "vaswani-import-m2m100 = transformer_plugin_cli.serving.import_m2m100:main",
             "vaswani-parent = recipes.planner.parent:main",
             "vaswani-evalb = transformer_plugin_cli.parsing.evalb:main",
             "vaswani-prepare-ptb = preprocess.ptb:main",

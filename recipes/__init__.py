@@ -16,7 +16,6 @@ loaded by fairseq's ``--user-dir``.
         probe_arithmetic.py     durations, validations' cost, updates that fit
         finetuning.py           finetune.sh's batch, rate and length, from the practice of fine-tuning OPUS-MT models
         parent.py               vaswani-parent       whether a published model fits INIT=, or the file at fault
-        languages.py            a parent's language codes (ISO 639-1, 639-3, groups) against SRC and TGT
         layout.py               machines, processes and batch of a training
         model.py                a model's flags: its sizes and parameters, as the paper counts them
     engine/                 the stages: stamps, the decision for every stage before any work, their processes

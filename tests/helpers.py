@@ -642,6 +642,79 @@ def marian_sentencepiece():
     return model.getvalue(), [processor.id_to_piece(i) for i in range(3, processor.get_piece_size())]
 
 
+NLLB_CODES = ("eng_Latn", "deu_Latn", "fra_Latn", "zho_Hans", "zho_Hant")
+M2M100_CODES = ("__en__", "__de__", "__fr__", "__ru__")
+
+
+def m2m100_directory(path, family="nllb", codes=None, seed=0, safetensors=True, languages=None, **overrides):
+    """An NLLB-200 or M2M100 directory as save_pretrained writes them: M2M100ForConditionalGeneration with random
+    weights in their shape (pre-norm with a LayerNorm after each stack, ReLU, fairseq's sinusoids, one embedding
+    matrix scaled by sqrt(d_model)), tiny, the LayerNorms randomised so that a wrong mapping shows; the tokenizer's
+    files and its sentencepiece model (marian_sentencepiece's pieces) as sentencepiece.bpe.model. ``codes``: the
+    language codes (NLLB's after the pieces, as its tokenizer adds them; M2M100's from the tokenizer's own table);
+    ``languages``: the tokenizer's src_lang and tgt_lang. Returns (the model, the tokenizer)."""
+    import json
+
+    import transformers
+
+    torch.manual_seed(seed)
+    spm_model, ordinary = marian_sentencepiece()
+    os.makedirs(path, exist_ok=True)
+    (path / "sentencepiece.bpe.model").write_bytes(spm_model)
+    if family == "nllb":
+        codes = list(codes or NLLB_CODES)
+        src, tgt = languages or codes[:2]
+        with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+            json.dump({"tokenizer_class": "NllbTokenizer", "src_lang": src, "tgt_lang": tgt}, f)
+        tokenizer = transformers.NllbTokenizer.from_pretrained(str(path), extra_special_tokens=codes)
+        tokenizer.src_lang, tokenizer.tgt_lang = src, tgt
+    else:
+        vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, **{p: 4 + i for i, p in enumerate(ordinary)}}
+        with open(os.path.join(path, "vocab.json"), "w") as f:
+            json.dump(vocab, f)
+        src, tgt = languages or ("en", "de")
+        tokenizer = transformers.M2M100Tokenizer(
+            vocab_file=str(path / "vocab.json"),
+            spm_file=str(path / "sentencepiece.bpe.model"),
+            src_lang=src,
+            tgt_lang=tgt,
+            **({"language_codes": codes} if isinstance(codes, str) else {}),
+        )
+    tokenizer.save_pretrained(str(path))
+    size = max(tokenizer.get_vocab().values()) + 1
+    size = max(size, max(getattr(tokenizer, "lang_token_to_id", {0: 0}).values()) + 1)
+    size = -(-(size + (8 if family != "nllb" else 0)) // 8) * 8  # fairseq's madeup words: a multiple of 8
+    shape = dict(
+        vocab_size=size,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="relu",
+        max_position_embeddings=64,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        scale_embedding=True,
+        init_std=0.2,
+    )
+    config = transformers.M2M100Config(**{**shape, **overrides})
+    model = transformers.M2M100ForConditionalGeneration(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name:
+                p.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
+    model.save_pretrained(str(path))
+    if not safetensors:  # the older hub format (transformers 5 writes safetensors only)
+        torch.save(model.state_dict(), path / "pytorch_model.bin")
+        (path / "model.safetensors").unlink()
+    return model.eval(), tokenizer
+
+
 # ---- parallel text: a corpus of distinct pairs, and a speed for each candidate of the budget rule ----
 ENGLISH = [
     "The file could not be opened.",

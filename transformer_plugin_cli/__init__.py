@@ -15,6 +15,7 @@ commands. Each tool is a console script and runs with ``python -m`` too:
               vaswani-translate            translate text with that model
               vaswani-export-hf            a checkpoint into a Hugging Face Transformers MarianMT model
               vaswani-import-marian        a MarianMT model (OPUS-MT's) into a checkpoint, dictionaries, sentencepiece
+              vaswani-import-m2m100        an NLLB-200 or M2M100 model into the same, with its language codes
     parsing/  vaswani-evalb                EVALB-conformant bracket scores of parses (Section 6.3)
     paper.py  vaswani-paper-flags          the paper's fairseq-train / fairseq-generate flags
 
@@ -23,7 +24,8 @@ package ``recipe``, above this one.
 
 Shared, with ``preprocess`` too: ``files.py`` writes files atomically; ``parsing/trees.py`` is the tree
 model (the treebank's preparation linearises trees, EVALB scoring reads them back).
-``fairseq_output.py`` reads fairseq's logs and generate output. Tools that need no model (evalb, the
+``fairseq_output.py`` reads fairseq's logs and generate output. ``languages.py``: language codes against
+SRC and TGT (ISO 639), for INIT's parents and their imports. Tools that need no model (evalb, the
 trees, Table 3's plan, evaluate, the decoding flags) do not import fairseq.
 """
 

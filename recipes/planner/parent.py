@@ -12,9 +12,9 @@ dictionaries and sentencepiece models are, and its model's flags, from one of tw
   and ``target.spm``.
 
 The parent's pair is tokenizer_config.json's source_lang and target_lang (or the checkpoint's task), its codes ISO
-639-1 or 639-3 (``en`` and ``eng`` are one language: recipes/planner/languages.py). A multilingual parent, whose target
-is a group (``mul``, ``gem``, ``ROMANCE``), translates into the TGT of the ``>>xx<<`` token its vocabulary has for it,
-or the one TGT_TOKEN names; the recipe puts that token before each source sentence as one id.
+639-1 or 639-3 (``en`` and ``eng`` are one language: transformer_plugin_cli/languages.py). A multilingual parent,
+whose target is a group (``mul``, ``gem``, ``ROMANCE``), translates into the TGT of the ``>>xx<<`` token its vocabulary
+has for it, or the one TGT_TOKEN names; the recipe puts that token before each source sentence as one id.
 
 Refused, naming the file: a directory of neither kind, a missing sentencepiece model or dictionary, a parent that
 translates another pair than SRC-TGT, a group without one token for TGT (or a TGT_TOKEN not in its vocabulary), a
@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from recipes.planner import languages
+from transformer_plugin_cli import languages
 from recipes.planner.model import Model, split_flags
 from transformer_plugin_cli.console import console_script
 
@@ -148,8 +148,8 @@ def marian_parent(init: str, src: str, tgt: str, work: str, tgt_token: str = "")
 
 def pair_token(theirs, src: str, tgt: str, tgt_token: str, pieces: List[str], where: str, vocabulary_file: str) -> str:
     """The >>xx<< token the parent needs before each source sentence to translate SRC into TGT ('' for none), once
-    its pair is checked against SRC and TGT (recipes/planner/languages.py): ISO 639-1 and 639-3 codes are one language;
-    a parent into a group of languages takes a TGT its vocabulary has a token for; TGT_TOKEN names one."""
+    its pair is checked against SRC and TGT (transformer_plugin_cli/languages.py): ISO 639-1 and 639-3 codes are one
+    language; a parent into a group of languages takes a TGT its vocabulary has a token for; TGT_TOKEN names one."""
     if tgt_token and tgt_token not in pieces:
         raise ParentError(
             f"{vocabulary_file}: no piece {tgt_token} (TGT_TOKEN); its language tokens: {listed(tokens_of(pieces))}"

@@ -107,3 +107,38 @@ def test_a_machine_loaded_partway_through_is_seen_and_the_run_still_ends_on_time
     speeds = [r["seconds_an_update_measured"] for r in replans]
     assert max(speeds[1:], default=0) > 1.5 * speeds[0], replans  # the load seen, and planned for
     assert took < deadline + 30, took
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins both trainings to one core")
+def test_two_trainings_on_one_core_each_end_on_time_the_first_slowed_by_the_second(data_bin, tmp_path):
+    """Two fairseq-trains with TIME pinned to the same core, as two recipes started on a machine with no core to
+    spare: the first alone for 10 s, then the second beside it, each planned for 100,000 updates. Each re-plans at the
+    speed it has; the first sees the second come (its seconds an update rise), both end on time, validated and
+    saved, and neither's progress line promises past its deadline."""
+    core = str(sorted(os.sched_getaffinity(0))[-1])
+    deadline = 40
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    runs, began = [], []
+    for name in ("first", "second"):
+        argv = train(data_bin, tmp_path / name)
+        argv[argv.index("--stop-time-hours") + 1] = f"{deadline / 3600:.6f}"
+        began.append(time.monotonic())
+        runs.append(
+            subprocess.Popen(["taskset", "-c", core, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        )
+        if name == "first":
+            time.sleep(10)
+    logs = [r.communicate(timeout=600)[0].decode() for r in runs]
+    ended = time.monotonic()
+    for name, run, log, start in zip(("first", "second"), runs, logs, began):
+        assert run.returncode == 0, f"{name}:\n{log[-3000:]}"
+        ended_as_replanned(log, tmp_path / name)
+        lefts = [m for m in re.findall(r"\| progress \| .*\| about (\d+) s left", log)]
+        assert all(int(left) <= deadline for left in lefts), (name, lefts)
+    assert ended - began[0] < deadline + 30 + 10
+    speeds = [
+        r["seconds_an_update_measured"]
+        for r in json.loads((tmp_path / "first" / "time_budget.json").read_text())["replans"]
+    ]
+    assert max(speeds[1:], default=0) > 1.5 * speeds[0], speeds  # the second training seen, and planned for

@@ -170,13 +170,12 @@ def marian_flags(config: dict) -> List[str]:
     return [str(f) for f in flags]
 
 
-def build_model(config: dict, src_dict, tgt_dict):
-    """The ``vaswani_transformer`` of this shape, through fairseq's own parser (every default a checkpoint holds)."""
+def build_model(flags: List[str], src_dict, tgt_dict):
+    """The ``vaswani_transformer`` of these flags, through fairseq's own parser (every default a checkpoint holds)."""
     from fairseq import options
 
     from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
 
-    flags = marian_flags(config)
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
         parser,
@@ -204,6 +203,62 @@ def build_model(config: dict, src_dict, tgt_dict):
     return VaswaniTransformerModel.build_model(args, Task()), args, ["--arch", "vaswani_base", *flags]
 
 
+def copy_layer(ours, take, prefix: str, decoder: bool, inverse) -> None:
+    """One layer of a BART-family model (MarianMT's, M2M100's: ``prefix``.self_attn.q_proj, fc1, final_layer_norm,
+    ...) into ours, its residual stream's coordinates renamed back by ``inverse`` (``take(name)``: their tensor)."""
+    import torch
+
+    def reads(linear, name):  # the stream's coordinates are columns
+        linear.weight.copy_(take(f"{name}.weight")[:, inverse])
+        linear.bias.copy_(take(f"{name}.bias"))
+
+    def writes(linear, name):  # rows and bias
+        linear.weight.copy_(take(f"{name}.weight")[inverse, :])
+        linear.bias.copy_(take(f"{name}.bias")[inverse])
+
+    def stacked(weight, bias, name, parts):
+        weight.copy_(torch.cat([take(f"{name}.{p}.weight")[:, inverse] for p in parts]))
+        bias.copy_(torch.cat([take(f"{name}.{p}.bias") for p in parts]))
+
+    stacked(
+        ours.self_attn.in_proj.weight,
+        ours.self_attn.in_proj.bias,
+        f"{prefix}.self_attn",
+        ("q_proj", "k_proj", "v_proj"),
+    )
+    writes(ours.self_attn.out_proj, f"{prefix}.self_attn.out_proj")
+    copy_norm(ours.self_attn_sublayer.layer_norm, take, f"{prefix}.self_attn_layer_norm", inverse)
+    if decoder:
+        reads(ours.encoder_attn.q_proj, f"{prefix}.encoder_attn.q_proj")
+        stacked(
+            ours.encoder_attn.kv_proj.weight,
+            ours.encoder_attn.kv_proj.bias,
+            f"{prefix}.encoder_attn",
+            ("k_proj", "v_proj"),
+        )
+        writes(ours.encoder_attn.out_proj, f"{prefix}.encoder_attn.out_proj")
+        copy_norm(ours.encoder_attn_sublayer.layer_norm, take, f"{prefix}.encoder_attn_layer_norm", inverse)
+    reads(ours.ffn.w_1, f"{prefix}.fc1")
+    writes(ours.ffn.w_2, f"{prefix}.fc2")
+    copy_norm(ours.ffn_sublayer.layer_norm, take, f"{prefix}.final_layer_norm", inverse)
+
+
+def copy_norm(layer_norm, take, name: str, inverse) -> None:
+    layer_norm.weight.copy_(take(f"{name}.weight")[inverse])
+    layer_norm.bias.copy_(take(f"{name}.bias")[inverse])
+
+
+def embedding_rows(matrix, rows: List[int], inverse):
+    """fairseq's embedding rows from theirs (``rows``: for each fairseq id the row of theirs; -1, fairseq's <s> where
+    they have none, a zero row), the columns renamed back by ``inverse``."""
+    import torch
+
+    out = torch.zeros(len(rows), matrix.size(1))
+    known = torch.tensor([r >= 0 for r in rows])
+    out[known] = matrix[torch.tensor([r for r in rows if r >= 0])]
+    return out[:, inverse]
+
+
 def load_weights(
     model, theirs: Dict[str, "object"], perm, src_rows: List[int], tgt_rows: List[int], shared: bool
 ) -> None:
@@ -215,63 +270,18 @@ def load_weights(
     def take(name):
         return theirs[name].detach().float()
 
-    def reads(linear, name):  # the stream's coordinates are columns
-        linear.weight.copy_(take(f"{name}.weight")[:, inverse])
-        linear.bias.copy_(take(f"{name}.bias"))
-
-    def writes(linear, name):  # rows and bias
-        linear.weight.copy_(take(f"{name}.weight")[inverse, :])
-        linear.bias.copy_(take(f"{name}.bias")[inverse])
-
-    def norm(layer_norm, name):
-        layer_norm.weight.copy_(take(f"{name}.weight")[inverse])
-        layer_norm.bias.copy_(take(f"{name}.bias")[inverse])
-
-    def stacked(weight, bias, name, parts):
-        weight.copy_(torch.cat([take(f"{name}.{p}.weight")[:, inverse] for p in parts]))
-        bias.copy_(torch.cat([take(f"{name}.{p}.bias") for p in parts]))
-
-    def rows_of(matrix, rows):  # fairseq's rows from MarianMT's; <s> (-1) a zero row
-        out = torch.zeros(len(rows), matrix.size(1))
-        known = torch.tensor([r >= 0 for r in rows])
-        out[known] = matrix[torch.tensor([r for r in rows if r >= 0])]
-        return out[:, inverse]
-
-    def layer(ours, prefix, decoder):
-        stacked(
-            ours.self_attn.in_proj.weight,
-            ours.self_attn.in_proj.bias,
-            f"{prefix}.self_attn",
-            ("q_proj", "k_proj", "v_proj"),
-        )
-        writes(ours.self_attn.out_proj, f"{prefix}.self_attn.out_proj")
-        norm(ours.self_attn_sublayer.layer_norm, f"{prefix}.self_attn_layer_norm")
-        if decoder:
-            reads(ours.encoder_attn.q_proj, f"{prefix}.encoder_attn.q_proj")
-            stacked(
-                ours.encoder_attn.kv_proj.weight,
-                ours.encoder_attn.kv_proj.bias,
-                f"{prefix}.encoder_attn",
-                ("k_proj", "v_proj"),
-            )
-            writes(ours.encoder_attn.out_proj, f"{prefix}.encoder_attn.out_proj")
-            norm(ours.encoder_attn_sublayer.layer_norm, f"{prefix}.encoder_attn_layer_norm")
-        reads(ours.ffn.w_1, f"{prefix}.fc1")
-        writes(ours.ffn.w_2, f"{prefix}.fc2")
-        norm(ours.ffn_sublayer.layer_norm, f"{prefix}.final_layer_norm")
-
     with torch.no_grad():
         for i, ours in enumerate(model.encoder.layers):
-            layer(ours, f"model.encoder.layers.{i}", False)
+            copy_layer(ours, take, f"model.encoder.layers.{i}", False, inverse)
         for i, ours in enumerate(model.decoder.layers):
-            layer(ours, f"model.decoder.layers.{i}", True)
+            copy_layer(ours, take, f"model.decoder.layers.{i}", True, inverse)
         source = take("model.shared.weight") if shared else take("model.encoder.embed_tokens.weight")
         target = take("model.shared.weight") if shared else take("model.decoder.embed_tokens.weight")
-        model.encoder.embed.embed_tokens.weight.copy_(rows_of(source, src_rows))
-        model.decoder.embed.embed_tokens.weight.copy_(rows_of(target, tgt_rows))
+        model.encoder.embed.embed_tokens.weight.copy_(embedding_rows(source, src_rows, inverse))
+        model.decoder.embed.embed_tokens.weight.copy_(embedding_rows(target, tgt_rows, inverse))
         output = model.decoder.output_projection.weight
         if output is not model.decoder.embed.embed_tokens.weight:  # not tied: MarianMT's lm_head
-            output.copy_(rows_of(take("lm_head.weight"), tgt_rows))
+            output.copy_(embedding_rows(take("lm_head.weight"), tgt_rows, inverse))
         bias = take("final_logits_bias").reshape(-1)
         model.decoder.output_bias.copy_(torch.tensor([float(bias[r]) if r >= 0 else NO_TOKEN_BIAS for r in tgt_rows]))
 
@@ -335,6 +345,69 @@ def languages(tokenizer: Tuple[str, dict], source_lang: Optional[str], target_la
     return src, tgt
 
 
+def write_import(
+    out_dir: str,
+    hf_dir: str,
+    model,
+    args,
+    pair: Tuple[str, str],
+    dictionaries,
+    extra: Dict[str, object],
+    files: Dict[str, str],
+) -> None:
+    """OUT_DIR whole or not at all: ``checkpoint.pt`` (the model as fairseq-train saves one, ``extra`` in its
+    extra_state), ``dict.SRC.txt`` and ``dict.TGT.txt``, and ``files`` copied (name there: path here)."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    from ..files import save_torch
+
+    (src, tgt), (src_dict, tgt_dict) = pair, dictionaries
+    partial = out_dir.rstrip("/") + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    try:
+        state = {
+            "args": None,
+            "cfg": OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True),
+            "model": model.state_dict(),
+            "criterion": None,
+            "task_state": {},
+            "optimizer_history": [
+                {
+                    "criterion_name": "VaswaniLabelSmoothedCrossEntropy",
+                    "optimizer_name": "FairseqAdam",
+                    "lr_scheduler_state": {"best": None},
+                    "num_updates": 0,
+                }
+            ],
+            "extra_state": {
+                "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
+                "val_loss": None,
+                "imported_from": os.path.abspath(hf_dir),
+                **extra,
+            },
+            "last_optimizer_state": None,
+        }
+        src_dict.save(os.path.join(partial, f"dict.{src}.txt"))
+        tgt_dict.save(os.path.join(partial, f"dict.{tgt}.txt"))
+        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones
+        # (recipes.planner.parent)
+        state["extra_state"]["dictionaries"] = {
+            lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)
+        }
+        save_torch(state, os.path.join(partial, "checkpoint.pt"))
+        for name, path in files.items():
+            if os.path.isdir(path):
+                shutil.copytree(path, os.path.join(partial, name))
+            else:
+                shutil.copyfile(path, os.path.join(partial, name))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(partial, out_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
 def import_marian(
     hf_dir: str, out_dir: str, source_lang: Optional[str] = None, target_lang: Optional[str] = None, force: bool = False
 ) -> Tuple[str, List[str]]:
@@ -388,59 +461,19 @@ def import_marian(
         raise MarianImportError(
             f"{hf_dir}: MarianMT's positions are not the paper's sinusoids in sine-then-cosine order"
         )
-    model, args, model_flags = build_model(config, src_dict, tgt_dict)
+    model, args, model_flags = build_model(marian_flags(config), src_dict, tgt_dict)
     model.eval()
     load_weights(model, marian.state_dict(), perm, src_rows, tgt_rows, shared)
     check_equivalent(model, marian, src_rows, tgt_rows)
 
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from omegaconf import OmegaConf
-
-    from ..files import save_torch
-
     args.source_lang, args.target_lang, args.data = src, tgt, out_dir
-    partial = out_dir.rstrip("/") + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
-    try:
-        state = {
-            "args": None,
-            "cfg": OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True),
-            "model": model.state_dict(),
-            "criterion": None,
-            "task_state": {},
-            "optimizer_history": [
-                {
-                    "criterion_name": "VaswaniLabelSmoothedCrossEntropy",
-                    "optimizer_name": "FairseqAdam",
-                    "lr_scheduler_state": {"best": None},
-                    "num_updates": 0,
-                }
-            ],
-            "extra_state": {
-                "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
-                "val_loss": None,
-                "imported_from": os.path.abspath(hf_dir),
-                # the pair the MarianMT model itself names (a multilingual one's group, "eng"-"mul"), whatever pair
-                # it was imported as: INIT= takes its >>xx<< token for TGT from it (recipes.planner.parent)
-                "marian_pair": [tokenizer[1].get("source_lang"), tokenizer[1].get("target_lang")],
-            },
-            "last_optimizer_state": None,
-        }
-        src_dict.save(os.path.join(partial, f"dict.{src}.txt"))
-        tgt_dict.save(os.path.join(partial, f"dict.{tgt}.txt"))
-        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones
-        # (recipes.planner.parent)
-        state["extra_state"]["dictionaries"] = {
-            lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)
-        }
-        save_torch(state, os.path.join(partial, "checkpoint.pt"))
-        shutil.copyfile(os.path.join(hf_dir, SOURCE_SPM), os.path.join(partial, SOURCE_SPM))
-        shutil.copyfile(os.path.join(hf_dir, TARGET_SPM), os.path.join(partial, TARGET_SPM))
-        shutil.rmtree(out_dir, ignore_errors=True)
-        os.replace(partial, out_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+    extra = {
+        # the pair the MarianMT model itself names (a multilingual one's group, "eng"-"mul"), whatever pair it was
+        # imported as: INIT= takes its >>xx<< token for TGT from it (recipes.planner.parent)
+        "marian_pair": [tokenizer[1].get("source_lang"), tokenizer[1].get("target_lang")],
+    }
+    spm = {SOURCE_SPM: os.path.join(hf_dir, SOURCE_SPM), TARGET_SPM: os.path.join(hf_dir, TARGET_SPM)}
+    write_import(out_dir, hf_dir, model, args, (src, tgt), (src_dict, tgt_dict), extra, spm)
     return os.path.join(out_dir, "checkpoint.pt"), model_flags
 
 

@@ -39,6 +39,29 @@ def same_language(a: str, b: str) -> bool:
     return ours is not None and ours == theirs
 
 
+def _name(code: str) -> Optional[str]:
+    found = iso639_3(code)
+    language = pycountry.languages.get(alpha_3=found) if found else None
+    return language.name if language is not None else None
+
+
+def in_macrolanguage(code: str, macro: str) -> Optional[str]:
+    """Where ``macro`` (``sw``, ``ar``) is an ISO 639 macrolanguage and ``code`` (``swh``, ``arb_Arab``) one of its
+    languages by ISO 639-3's names ("Swahili (individual language)" of "Swahili (macrolanguage)", "Standard Arabic"
+    of "Arabic"): "standard" for the one a macrolanguage's code usually means (named Standard or individual
+    language), "member" for another; else None. pycountry holds the names, not ISO's table of members."""
+    whole = iso639_3(macro)
+    language = pycountry.languages.get(alpha_3=whole) if whole else None
+    name = _name(code)
+    if language is None or getattr(language, "scope", "") != "M" or name is None or iso639_3(code) == whole:
+        return None
+    stem = language.name.replace(" (macrolanguage)", "")
+    own = name.replace(" (individual language)", "")
+    if not own.endswith(stem):
+        return None
+    return "standard" if own in (stem, f"Standard {stem}") else "member"
+
+
 def is_group(code: str) -> bool:
     """Whether a parent's target language is a group of languages: ``mul``, an ISO 639-5 family (``gem``), several
     joined by ``+``, or OPUS-MT's upper-case names (``ROMANCE``)."""

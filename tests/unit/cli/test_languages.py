@@ -1,9 +1,9 @@
-"""recipes/planner/languages.py: OPUS-MT's language codes against SRC and TGT (ISO 639-1 and 639-3 as one, groups, the
->>xx<< tokens of multilingual parents)."""
+"""transformer_plugin_cli/languages.py: OPUS-MT's language codes against SRC and TGT (ISO 639-1 and 639-3 as one,
+groups, the >>xx<< tokens of multilingual parents)."""
 
 import pytest
 
-from recipes.planner import languages
+from transformer_plugin_cli import languages
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,16 @@ def test_the_tokens_that_name_a_target_are_found_in_any_of_its_codes():
     assert languages.target_tokens("fr", pieces) == [">>fra<<"]
     assert languages.target_tokens("cmn", pieces) == [">>cmn_Hans<<"]
     assert languages.target_tokens("it", pieces) == []
+
+
+def test_a_macrolanguages_code_finds_its_standard_language_and_names_the_others_members():
+    from transformer_plugin_cli.languages import in_macrolanguage
+
+    # NLLB's codes are individual languages: swh_Latn for sw, arb_Arab for ar, zsm_Latn for ms, lvs_Latn for lv
+    for code, macro in (("swh", "sw"), ("arb", "ar"), ("zsm", "ms"), ("lvs", "lv"), ("ekk", "et")):
+        assert in_macrolanguage(code, macro) == "standard"
+    for code, macro in (("arz", "ar"), ("pes", "fa"), ("uzn", "uz"), ("cmn", "zh"), ("yue", "zh")):
+        assert in_macrolanguage(code, macro) == "member"
+    # not a macrolanguage, another language, the macrolanguage itself
+    for code, macro in (("deu", "de"), ("prs", "fa"), ("zho", "zh"), ("arb", "de")):
+        assert in_macrolanguage(code, macro) is None
