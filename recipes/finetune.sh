@@ -29,7 +29,7 @@ recipe_options "$0" "$@"
 # the corpus, the budget, the training (recipes/parallel_text_common.sh)
 source "$REPO/recipes/parallel_text_common.sh"
 # ---- the published model to fine-tune (docs/finetune.md) ---------------------------
-INIT=${INIT:-}                             # a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's
+INIT=${INIT:-}                             # a MarianMT, NLLB-200 or M2M100 directory (as Hugging Face has them, or EXPORT=hf's), or an import's
 NEEDED="INIT, TRAIN, SRC and TGT are needed: INIT=opus-mt-en-de TRAIN=corpus/train SRC=en TGT=de bash $0"
 if [ -z "$INIT" ] || [ -z "$TRAIN" ] || [ -z "$SRC" ] || [ -z "$TGT" ]; then
   if [ "$DRY_RUN" = 0 ]; then echo "$NEEDED" >&2; exit 2; fi
@@ -40,6 +40,8 @@ fi
 corpus_sets
 FINETUNE_MIN_PAIRS=${FINETUNE_MIN_PAIRS:-}  # fewer training pairs, once dev and test are held out, stop it (100)
 TGT_TOKEN=${TGT_TOKEN:-}                   # a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary
+SRC_CODE=${SRC_CODE:-}                     # an NLLB or M2M100 parent's code for SRC (eng_Latn); empty: by ISO 639
+TGT_CODE=${TGT_CODE:-}                     # an NLLB or M2M100 parent's code for TGT (deu_Latn); empty: by ISO 639
 PARENT_TEST=${PARENT_TEST:-}               # PREFIX (PREFIX.SRC, PREFIX.TGT): a general test set, scored before, after
 [ -z "$PARENT_TEST" ] || PARENT_TEST=$(realpath -ms -- "$PARENT_TEST")
 REPLAY=${REPLAY:-}                         # PREFIX of a general corpus replayed into the fine-tuning against forgetting,
@@ -92,10 +94,19 @@ fi
 if [ "$PLAN_PARENT_KIND" = marian ]; then
   data_stage --writes "$PLAN_PARENT_DIR" 2p "import the parent $INIT (vaswani-import-marian)" \
     "$PY" -m transformer_plugin_cli.serving.import_marian "$INIT" "$PLAN_PARENT_DIR" --source-lang "$SRC" --target-lang "$TGT" --force
+elif [ "$PLAN_PARENT_KIND" = m2m100 ]; then
+  data_stage --writes "$PLAN_PARENT_DIR" 2p "import the parent $INIT (vaswani-import-m2m100: $PLAN_PARENT_SRC_CODE -> $PLAN_PARENT_TGT_CODE)" \
+    "$PY" -m transformer_plugin_cli.serving.import_m2m100 "$INIT" "$PLAN_PARENT_DIR" --source-lang "$SRC" --target-lang "$TGT" \
+      --source-code "$PLAN_PARENT_SRC_CODE" --target-code "$PLAN_PARENT_TGT_CODE" --force
 fi
 SRC_SPM=$PLAN_PARENT_SRC_SPM; TGT_SPM=$PLAN_PARENT_TGT_SPM
-# a multilingual parent: its >>xx<< for TGT before every source sentence, one id of its dictionary
+# a multilingual parent: its >>xx<< for TGT before every source sentence, one id of its dictionary; an NLLB or M2M100
+# parent: its code for SRC before every source sentence and its code for TGT before every target sentence (fairseq-
+# generate forces it: --prefix-size 1 in PLAN_DECODING; the scores leave it out: EVALUATE_ARGS)
 PREFIX_ARGS=(); [ -z "$PLAN_PARENT_TGT_TOKEN" ] || PREFIX_ARGS=(--prefix "$PLAN_PARENT_TGT_TOKEN")
+[ -z "$PLAN_PARENT_SRC_CODE" ] || PREFIX_ARGS=(--prefix "$PLAN_PARENT_SRC_CODE")
+TGT_PREFIX_ARGS=(); [ -z "$PLAN_PARENT_TGT_CODE" ] || TGT_PREFIX_ARGS=(--prefix "$PLAN_PARENT_TGT_CODE")
+EVALUATE_ARGS=(); [ -z "$PLAN_PARENT_TGT_CODE" ] || EVALUATE_ARGS=(--strip-prefix "$PLAN_PARENT_TGT_CODE")
 if [ "$REPLAY" = parent ]; then  # the parent's own translations of those sources, mixed into the training text
   data_stage 2d "encode the sources drawn into the parent's pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$SRC_SPM" --inputs "$DATA/distilled/sources.$SRC" \
@@ -113,7 +124,7 @@ fi
 encode_stage "$SRC" "$SRC_SPM" --dictionary "$PLAN_PARENT_SRC_DICT" --unknown-report "$SPM/unknown.$SRC.json" \
   --positions "$PLAN_PARENT_SOURCE_POSITIONS" "${PREFIX_ARGS[@]}"
 encode_stage "$TGT" "$TGT_SPM" --dictionary "$PLAN_PARENT_TGT_DICT" --unknown-report "$SPM/unknown.$TGT.json" \
-  --positions "$PLAN_PARENT_TARGET_POSITIONS"
+  --positions "$PLAN_PARENT_TARGET_POSITIONS" "${TGT_PREFIX_ARGS[@]}"
 # PARENT_TEST: a test set of the parent's own domain, translated by the parent before fine-tuning (3s-3t) and by the
 # fine-tuned model after (7p-7q): what fine-tuning forgets, with the paired bootstrap of the change
 if [ -n "$PARENT_TEST" ]; then
@@ -122,7 +133,7 @@ if [ -n "$PARENT_TEST" ]; then
       --outputs "$SPM/parent_test.sp.$SRC" --threads "$(cores)" "${PREFIX_ARGS[@]}"
   data_stage "2c-$TGT" "encode the parent's test set $PARENT_TEST ($TGT) into its pieces" \
     "$PY" -m preprocess.sentencepiece_vocab encode --model "$TGT_SPM" --inputs "$PARENT_TEST.$TGT" \
-      --outputs "$SPM/parent_test.sp.$TGT" --threads "$(cores)"
+      --outputs "$SPM/parent_test.sp.$TGT" --threads "$(cores)" "${TGT_PREFIX_ARGS[@]}"
 fi
 
 # ---- 3. binarize with the parent's dictionaries; the parent scored before fine-tuning ----------------------------
@@ -141,7 +152,7 @@ translate_stage 3p "fairseq-generate the test set with the parent, before fine-t
 stage 3q "sacreBLEU and chrF of the parent on the test set" \
   "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent.test.out" \
     --reference "$DATA/test.$TGT" --hypotheses-out "$OUT/hypotheses.parent.test.txt" --json "$OUT/scores.parent.json" \
-    --label "$SRC-$TGT, the parent $INIT before fine-tuning" --paper "no paper figure: your corpus"
+    --label "$SRC-$TGT, the parent $INIT before fine-tuning" --paper "no paper figure: your corpus" "${EVALUATE_ARGS[@]}"
 if [ -n "$PARENT_TEST" ]; then  # the parent on its own test set, before fine-tuning
   translate_stage 3s "fairseq-generate the parent's test set with the parent, before fine-tuning" \
     "$PARENT_TEST_BIN" "$PLAN_PARENT_CHECKPOINT" "$OUT/generate.parent_test.before.out"
@@ -149,7 +160,7 @@ if [ -n "$PARENT_TEST" ]; then  # the parent on its own test set, before fine-tu
     "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent_test.before.out" \
       --reference "$PARENT_TEST.$TGT" --hypotheses-out "$OUT/hypotheses.parent_test.before.txt" \
       --json "$OUT/scores.parent_test.before.json" --label "$SRC-$TGT, the parent on PARENT_TEST, before fine-tuning" \
-      --paper "no paper figure: your test set"
+      --paper "no paper figure: your test set" "${EVALUATE_ARGS[@]}"
 fi
 
 # ---- 4. fine-tuning: the parent's weights; fairseq starts optimizer, scheduler, meters and data afresh, and resumes
@@ -160,7 +171,7 @@ train_stage 4 "fairseq-train --arch $PLAN_ARCH, at most $PLAN_MAX_UPDATE updates
 
 # ---- 5.-8. evaluation: against the parent (the paired bootstrap of the gain, its 95% interval) -------------------
 model_stages
-score_stage --baseline "$OUT/hypotheses.parent.test.txt" --baseline-label "the parent"
+score_stage --baseline "$OUT/hypotheses.parent.test.txt" --baseline-label "the parent" "${EVALUATE_ARGS[@]}"
 REPORT_ARGS=(--scores "the parent, before fine-tuning=$OUT/scores.parent.json"
              --unknown "$SPM/unknown.$SRC.json" --unknown "$SPM/unknown.$TGT.json")
 if [ -n "$PARENT_TEST" ]; then  # what fine-tuning forgets: the parent's test set after it
@@ -170,7 +181,8 @@ if [ -n "$PARENT_TEST" ]; then  # what fine-tuning forgets: the parent's test se
     "$PY" -m transformer_plugin_cli.tools.evaluate --generate-output "$OUT/generate.parent_test.out" \
       --reference "$PARENT_TEST.$TGT" --hypotheses-out "$OUT/hypotheses.parent_test.txt" \
       --json "$OUT/scores.parent_test.json" --label "$SRC-$TGT, $MODEL_LABEL on PARENT_TEST" \
-      --paper "no paper figure: your test set" --baseline "$OUT/hypotheses.parent_test.before.txt" --baseline-label "the parent"
+      --paper "no paper figure: your test set" --baseline "$OUT/hypotheses.parent_test.before.txt" --baseline-label "the parent" \
+      "${EVALUATE_ARGS[@]}"
   REPORT_ARGS+=(--scores "the parent on PARENT_TEST, before=$OUT/scores.parent_test.before.json"
                 --scores "$MODEL_LABEL on PARENT_TEST=$OUT/scores.parent_test.json")
 fi
@@ -179,6 +191,8 @@ report_stage "${REPORT_ARGS[@]}"
 # ---- 9. exports: a multilingual parent's >>xx<< token, which the Transformers model card says to put before every
 # source sentence ------------------------------------------------------------------------------------------------
 HF_TOKEN_ARGS=(); [ -z "${PLAN_PARENT_TGT_TOKEN:-}" ] || HF_TOKEN_ARGS=(--target-token "$PLAN_PARENT_TGT_TOKEN")
+# an NLLB or M2M100 parent: the child exported as M2M100ForConditionalGeneration, with the parent's tokenizer
+[ -z "$PLAN_PARENT_SRC_CODE" ] || HF_TOKEN_ARGS=(--m2m100-tokenizer "$PLAN_PARENT_DIR/tokenizer")
 export_stages "${HF_TOKEN_ARGS[@]}"
 
 run_stages  # every stage above decided before any work, then run in order

@@ -5,7 +5,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional
 
-from preprocess.corpora import CorpusError, count_lines, find_corpus, held_out_size
+from preprocess.corpora import CorpusError, count_lines, find_corpus
 from recipes.planner import finetuning, layout, parent
 from recipes.planner.budget import rule
 from recipes.planner.budget.candidates import Candidate
@@ -14,7 +14,7 @@ from recipes.planner.model import shared
 from recipes.planner.plan import Plan, PlanError
 from recipes.planner.probe_arithmetic import BudgetError, parse_time
 from recipes.planner.speed import machine, probing, time_budget
-from recipes.planner.speed.whole_run import Translation, whole_run
+from recipes.planner.speed.whole_run import of_the_plan
 from recipes.planner.speeds import Speeds
 from recipes.planner.summary import summary
 from recipes.planner.variables import Variables, check_settings
@@ -134,14 +134,7 @@ def decide(v: Variables) -> Plan:
             d.warmup = v.number("TOY_WARMUP", d.warmup)
     held_out = tuned.held_out if tuned else {"valid": None, "test": None}
     planned_schedule = schedule(v, d, tuning, held_out)  # settles the warm-up and the checkpoints
-    whole = whole_run(
-        float(spent["TRAINING_SECONDS"]),
-        found.pairs,
-        float(spent["SECONDS_PER_UPDATE"]) / max(1, d.tokens_per_update),
-        translations(v, found, tuned, held_out),
-        len(v.words("EXPORT")),
-        v.number("BEAM", 4),
-    )
+    whole = of_the_plan(v, found, tuned, held_out, spent, d.tokens_per_update)
     label_smoothing = v.decimal("LABEL_SMOOTHING")
     if tuning is not None:
         training = replace(tuning, warmup=d.warmup).training_flags(label_smoothing)
@@ -186,7 +179,7 @@ def decide(v: Variables) -> Plan:
             "busy": speeds.busy(),
         },
         parent=tuned.parent if tuned else None,
-        flags={"training": training, "decoding": decoding(v)},
+        flags={"training": training, "decoding": decoding(v, tuned.parent if tuned else None)},
     )
     plan.lines = summary(plan, v)
     return plan
@@ -252,7 +245,9 @@ def fine_tuning(v: Variables, found: Sized, d: Decided) -> Tuning:
         d.tokens_per_update = v.number("TOKENS_PER_UPDATE", tuning.tokens_per_update)
     d.max_update = tuning.max_update
     try:
-        read = parent.read_parent(v.get("INIT"), src, tgt, v.get("WORK"), v.get("TGT_TOKEN"))
+        read = parent.read_parent(
+            v.get("INIT"), src, tgt, v.get("WORK"), v.get("TGT_TOKEN"), v.get("SRC_CODE"), v.get("TGT_CODE")
+        )
     except parent.ParentError as e:
         raise PlanError(f"INIT: {e}") from None
     the_parent = read.assignments(src, tgt)
@@ -261,7 +256,12 @@ def fine_tuning(v: Variables, found: Sized, d: Decided) -> Tuning:
     d.vocab_size = int(the_parent["PARENT_VOCAB_SIZE"])
     d.share = the_parent["PARENT_SHARE"].split()
     d.joint = d.share == ["--share-all-embeddings"]
-    check_export(v, d.model_flags)
+    check_export(v, d.model_flags, "m2m100" if the_parent.get("PARENT_TGT_CODE") else read.kind)
+    if v.get("REPLAY") == "parent" and the_parent.get("PARENT_TGT_CODE"):
+        raise PlanError(
+            f"REPLAY=parent and INIT={v.get('INIT')}: an NLLB or M2M100 parent translates with its target code forced, "
+            "which fairseq-interactive cannot: REPLAY=PREFIX of a general corpus instead"
+        )
     return Tuning(the_parent, tuning, held_out, pairs, target_tokens)
 
 
@@ -306,33 +306,6 @@ def time_spent(
         raise PlanError(f"error: {e}") from None
 
 
-def translations(
-    v: Variables, found: Sized, tuned: Optional[Tuning], held_out: Dict[str, Optional[int]]
-) -> List[Translation]:
-    """What the run translates besides training's validations, in target tokens: the test set (by the parent too,
-    before fine-tuning), PARENT_TEST before and after, REPLAY=parent's sources; a line's tokens as the corpus's."""
-    a_line = (tuned.target_tokens / max(1, tuned.pairs)) if tuned else found.target_tokens / max(1, found.pairs)
-    src, tgt = v.get("SRC"), v.get("TGT")
-
-    def lines(specs: List[str]) -> int:
-        try:
-            return sum(count_lines((lambda c: c.tsv or c.target)(find_corpus(s, src, tgt))) for s in specs)
-        except CorpusError:  # a missing file is named where the data stage reads it
-            return 0
-
-    test = lines(v.words("TEST")) if v.words("TEST") else held_out.get("test") or held_out_size(found.pairs, None)
-    done = [Translation("the test set translated", int(test * a_line))]
-    if tuned:
-        done.append(Translation("the parent scored first", int(test * a_line)))
-        if v.get("PARENT_TEST"):
-            parent_test = lines([v.get("PARENT_TEST")])
-            done.append(Translation("PARENT_TEST translated twice", int(2 * parent_test * a_line)))
-        if v.get("REPLAY") == "parent":
-            replayed = tuned.pairs - found.pairs
-            done.append(Translation("the parent translating REPLAY's sources", int(replayed * a_line)))
-    return done
-
-
 def schedule(
     v: Variables, d: Decided, tuning: Optional[finetuning.FineTuning], held_out: Dict[str, Optional[int]]
 ) -> Dict:
@@ -367,12 +340,19 @@ def schedule(
     }
 
 
-def decoding(v: Variables) -> List[str]:
-    """fairseq-generate's flags: the paper's beam search (Section 6.1), BEAM and LENPEN where given."""
-    return decoding_flags(v.number("BEAM"), v.decimal("LENPEN"), None, DECODING)
+def decoding(v: Variables, parent: Optional[Dict[str, str]] = None) -> List[str]:
+    """fairseq-generate's flags: the paper's beam search (Section 6.1), BEAM and LENPEN where given; with an NLLB or
+    M2M100 parent its first target token forced, the target's code leading each reference (--prefix-size 1)."""
+    flags = decoding_flags(v.number("BEAM"), v.decimal("LENPEN"), None, DECODING)
+    return flags + (["--prefix-size", "1"] if parent and parent.get("PARENT_TGT_CODE") else [])
 
 
-def check_export(v: Variables, model_flags: str) -> None:
+def check_export(v: Variables, model_flags: str, kind: str = "") -> None:
+    if "ct2" in v.get("EXPORT").split() and kind == "m2m100":
+        raise PlanError(
+            f"EXPORT={v.get('EXPORT')} and INIT={v.get('INIT')}: an NLLB or M2M100 child goes to CTranslate2 through "
+            "its Hugging Face export: EXPORT=hf, then ct2-transformers-converter --model WORK/hf"
+        )
     if "ct2" in v.get("EXPORT").split() and "--decoder-start pad" in f" {model_flags} ":
         raise PlanError(
             f"EXPORT={v.get('EXPORT')} and INIT={v.get('INIT')}: the parent decodes from <pad> (MarianMT's start), "

@@ -3,13 +3,16 @@
     vaswani-parent settings --init DIR --src en --tgt de --work WORK     # or python -m recipes.planner.parent
 
 prints what the recipe's plan (recipes/planner/decide.py) holds of the parent, as JSON: where its checkpoint,
-dictionaries and sentencepiece models are, and its model's flags, from one of two kinds of DIR:
+dictionaries and sentencepiece models are, and its model's flags, from one of three kinds of DIR:
 
 - a MarianMT directory: an OPUS-MT model as the Hugging Face hub has it (``config.json`` with model_type marian,
   ``model.safetensors`` or ``pytorch_model.bin``, ``vocab.json``, ``source.spm``, ``target.spm``), or a model this
   project exported (``EXPORT=hf``). The recipe imports it into WORK/parent with ``vaswani-import-marian``, a stage;
-- a directory ``vaswani-import-marian`` wrote: ``checkpoint.pt``, ``dict.SRC.txt``, ``dict.TGT.txt``, ``source.spm``
-  and ``target.spm``.
+- an NLLB-200 or M2M100 directory (model_type m2m_100, its weights, ``sentencepiece.bpe.model`` and the tokenizer's
+  files): imported with ``vaswani-import-m2m100``; its codes for SRC and TGT (``eng_Latn``, ``__en__``: SRC_CODE and
+  TGT_CODE, or found by ISO 639) lead each source and each target sentence;
+- a directory either import wrote: ``checkpoint.pt``, ``dict.SRC.txt``, ``dict.TGT.txt``, ``source.spm`` and
+  ``target.spm`` (and ``languages.json``, NLLB's and M2M100's codes).
 
 The parent's pair is tokenizer_config.json's source_lang and target_lang (or the checkpoint's task), its codes ISO
 639-1 or 639-3 (``en`` and ``eng`` are one language: transformer_plugin_cli/languages.py). A multilingual parent,
@@ -56,13 +59,15 @@ class ParentError(ValueError):
 
 @dataclass
 class Parent:
-    kind: str  # "marian" (imported by the recipe) or "fairseq" (vaswani-import-marian's output)
+    kind: str  # "marian" or "m2m100" (imported by the recipe), or "fairseq" (an import's output)
     directory: str  # where checkpoint.pt and the dictionaries are, or will be once imported
     src_spm: str
     tgt_spm: str
     flags: List[str]  # the model's flags, --dropout and the sharing of embeddings among them
     vocab_size: int  # the target side's embedding rows
     target_token: str = ""  # a multilingual parent's >>xx<< for TGT, put before each source sentence as one id
+    source_code: str = ""  # an NLLB or M2M100 parent's code for SRC, before each source sentence
+    target_code: str = ""  # and for TGT, before each target sentence (fairseq-generate forces it: --prefix-size 1)
 
     def assignments(self, src: str, tgt: str) -> Dict[str, str]:
         model, dropout, share = split_flags(self.flags)
@@ -85,6 +90,8 @@ class Parent:
             "PARENT_TARGET_POSITIONS": str(shape.max_target_positions),
             "PARENT_SUMMARY": summary(self.flags, self.vocab_size),
             "PARENT_TGT_TOKEN": self.target_token,
+            "PARENT_SRC_CODE": self.source_code,
+            "PARENT_TGT_CODE": self.target_code,
         }
 
 
@@ -144,6 +151,44 @@ def marian_parent(init: str, src: str, tgt: str, work: str, tgt_token: str = "")
     theirs = (tokenizer.get("source_lang"), tokenizer.get("target_lang"))
     token = pair_token(theirs, src, tgt, tgt_token, pieces, path, source_vocab)
     return Parent("marian", os.path.join(work, "parent"), src_spm, tgt_spm, marian_flags(config), target_rows, token)
+
+
+def m2m100_parent(init: str, src: str, tgt: str, work: str, src_code: str = "", tgt_code: str = "") -> Parent:
+    """An NLLB-200 or M2M100 directory: its configuration, weights, sentencepiece model and tokenizer checked, and
+    its codes for SRC and TGT (SRC_CODE and TGT_CODE, or found by ISO 639: import_m2m100.code_for)."""
+    from transformer_plugin_cli.serving import import_m2m100 as m2m100
+
+    config_path = os.path.join(init, "config.json")
+    try:
+        config = read_json(config_path)
+        m2m100.check_config(config, config_path)
+        if not any(os.path.isfile(os.path.join(init, name)) for name in WEIGHTS):
+            raise ParentError(f"{init}: no {' or '.join(WEIGHTS)}: the model's weights beside config.json")
+        spm = os.path.join(init, m2m100.SENTENCEPIECE)
+        if not os.path.isfile(spm):
+            raise ParentError(
+                f"{spm}: no such file (the model's sentencepiece model: the corpus is split into its pieces)"
+            )
+        tokens = m2m100.tokens_by_id(m2m100.load_tokenizer(init), config["vocab_size"], init)
+        codes = m2m100.language_codes(tokens)
+        pair = m2m100.code_for(src, src_code, codes, init), m2m100.code_for(tgt, tgt_code, codes, init)
+    except (m2m100.M2M100ImportError, MarianImportError) as e:
+        raise ParentError(str(e)) from None
+    flags = m2m100.m2m100_flags(config)
+    return Parent("m2m100", os.path.join(work, "parent"), spm, spm, flags, config["vocab_size"], "", *pair)
+
+
+def imported_codes(init: str, src: str, tgt: str, src_code: str, tgt_code: str, languages_file: str):
+    """(SRC's code, TGT's code) of a directory vaswani-import-m2m100 wrote, from its languages.json."""
+    from transformer_plugin_cli.serving import import_m2m100 as m2m100
+
+    try:
+        codes = read_json(languages_file)["codes"]
+        return m2m100.code_for(src, src_code, codes, languages_file), m2m100.code_for(
+            tgt, tgt_code, codes, languages_file
+        )
+    except (KeyError, TypeError, MarianImportError, m2m100.M2M100ImportError) as e:
+        raise ParentError(f"{languages_file}: {e}") from None
 
 
 def pair_token(theirs, src: str, tgt: str, tgt_token: str, pieces: List[str], where: str, vocabulary_file: str) -> str:
@@ -210,7 +255,9 @@ def fairseq_flags(model_cfg: dict) -> List[str]:
     return flags
 
 
-def fairseq_parent(init: str, src: str, tgt: str, tgt_token: str = "") -> Parent:
+def fairseq_parent(
+    init: str, src: str, tgt: str, tgt_token: str = "", src_code: str = "", tgt_code: str = ""
+) -> Parent:
     import torch
 
     checkpoint = os.path.join(init, "checkpoint.pt")
@@ -240,7 +287,12 @@ def fairseq_parent(init: str, src: str, tgt: str, tgt_token: str = "") -> Parent
     theirs = tuple(m or t for m, t in zip(marian_pair, (task_cfg.get("source_lang"), task_cfg.get("target_lang"))))
     with open(dicts[src], encoding="utf-8") as f:
         source_pieces = [line.rsplit(" ", 1)[0] for line in f if line.strip()]
-    token = pair_token(theirs, src, tgt, tgt_token, source_pieces, checkpoint, dicts[src])
+    languages_file = os.path.join(init, "languages.json")
+    codes = ("", "")
+    if os.path.isfile(languages_file):  # an NLLB or M2M100 model: its codes, not a pair of its own
+        codes, token = imported_codes(init, src, tgt, src_code, tgt_code, languages_file), ""
+    else:
+        token = pair_token(theirs, src, tgt, tgt_token, source_pieces, checkpoint, dicts[src])
     rows = {
         src: weights["encoder.embed.embed_tokens.weight"].size(0),
         tgt: weights["decoder.embed.embed_tokens.weight"].size(0),
@@ -258,21 +310,32 @@ def fairseq_parent(init: str, src: str, tgt: str, tgt_token: str = "") -> Parent
             raise ParentError(
                 f"{path}: not the dictionary {checkpoint} was imported with (another file of the same size)"
             )
-    return Parent("fairseq", init, src_spm, tgt_spm, fairseq_flags(model_cfg), rows[tgt], token)
+    return Parent("fairseq", init, src_spm, tgt_spm, fairseq_flags(model_cfg), rows[tgt], token, *codes)
 
 
-def read_parent(init: str, src: str, tgt: str, work: str, tgt_token: str = "") -> Parent:
+def read_parent(
+    init: str, src: str, tgt: str, work: str, tgt_token: str = "", src_code: str = "", tgt_code: str = ""
+) -> Parent:
     """The parent INIT names, checked (module docstring); ``tgt_token``: TGT_TOKEN, a multilingual parent's
-    >>xx<< to put before each source sentence (empty: found in its vocabulary where its target is a group)."""
+    >>xx<< to put before each source sentence (empty: found in its vocabulary where its target is a group);
+    ``src_code``, ``tgt_code``: SRC_CODE and TGT_CODE, an NLLB or M2M100 parent's codes (empty: by ISO 639)."""
     if not os.path.isdir(init):
         raise ParentError(f"INIT={init}: no such directory")
-    if os.path.isfile(os.path.join(init, "config.json")):
+    config = os.path.join(init, "config.json")
+    if os.path.isfile(config):
+        try:
+            kind = read_json(config).get("model_type")
+        except MarianImportError as e:
+            raise ParentError(str(e)) from None
+        if kind in ("m2m_100", "nllb_moe"):
+            return m2m100_parent(init, src, tgt, work, src_code, tgt_code)
         return marian_parent(init, src, tgt, work, tgt_token)
     if os.path.isfile(os.path.join(init, "checkpoint.pt")):
-        return fairseq_parent(init, src, tgt, tgt_token)
+        return fairseq_parent(init, src, tgt, tgt_token, src_code, tgt_code)
     raise ParentError(
-        f"INIT={init}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a "
-        "directory vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)"
+        f"INIT={init}: neither a MarianMT, NLLB-200 or M2M100 model (config.json, its weights, its tokenizer's files) "
+        "nor a directory vaswani-import-marian or vaswani-import-m2m100 wrote (checkpoint.pt, dict.SRC.txt, "
+        "dict.TGT.txt)"
     )
 
 
@@ -288,9 +351,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     s.add_argument("--tgt", required=True)
     s.add_argument("--work", required=True, help="the recipe's WORK: a MarianMT parent is imported into WORK/parent")
     s.add_argument("--tgt-token", default="", help="a multilingual parent's >>xx<< for TGT (default: found)")
+    s.add_argument("--src-code", default="", help="an NLLB or M2M100 parent's code for SRC (default: by ISO 639)")
+    s.add_argument("--tgt-code", default="", help="an NLLB or M2M100 parent's code for TGT (default: by ISO 639)")
     a = p.parse_args(argv)
     try:
-        parent = read_parent(a.init, a.src, a.tgt, a.work, a.tgt_token)
+        parent = read_parent(a.init, a.src, a.tgt, a.work, a.tgt_token, a.src_code, a.tgt_code)
     except ParentError as e:
         print(f"INIT: {e}", file=sys.stderr)
         return 2

@@ -113,7 +113,10 @@ DECLARED: Tuple[Setting, ...] = (
     Setting("MODEL_FLAGS", "", "the model's flags; MODEL_FLAGS alone: vaswani_base with them", recipes=FROM_NOTHING),
     # ---- a published model fine-tuned (recipes/finetune.sh)
     Setting(
-        "INIT", "", "a MarianMT directory (OPUS-MT's, or EXPORT=hf's), or vaswani-import-marian's", recipes=FINETUNE
+        "INIT",
+        "",
+        "a MarianMT, NLLB-200 or M2M100 directory (as Hugging Face has them, or EXPORT=hf's), or an import's",
+        recipes=FINETUNE,
     ),
     _whole(
         "FINETUNE_MIN_PAIRS",
@@ -124,6 +127,8 @@ DECLARED: Tuple[Setting, ...] = (
     Setting(
         "TGT_TOKEN", "", "a multilingual parent's >>xx<< for TGT; empty: found in its vocabulary", recipes=FINETUNE
     ),
+    Setting("SRC_CODE", "", "an NLLB or M2M100 parent's code for SRC (eng_Latn); empty: by ISO 639", recipes=FINETUNE),
+    Setting("TGT_CODE", "", "an NLLB or M2M100 parent's code for TGT (deu_Latn); empty: by ISO 639", recipes=FINETUNE),
     Setting(
         "PARENT_TEST",
         "",

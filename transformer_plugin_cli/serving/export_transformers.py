@@ -258,11 +258,44 @@ def main(argv=None) -> int:
         help="a multilingual parent's >>xx<< token the model was fine-tuned with before every source sentence: the "
         "model card says to put it there",
     )
+    parser.add_argument(
+        "--m2m100_tokenizer",
+        help="an NLLB-200 or M2M100 parent's tokenizer (vaswani-import-m2m100's OUT_DIR/tokenizer): the model is "
+        "exported as M2M100ForConditionalGeneration with it, not as MarianMT",
+    )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --output_dir")
     args = kebab_case_options(parser).parse_args(argv)
     from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
 
     command = "vaswani-export-hf " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.m2m100_tokenizer:
+        from .export_m2m100 import export_m2m100
+
+        try:
+            difference = export_m2m100(
+                args.model_path,
+                args.data_dir,
+                args.m2m100_tokenizer,
+                args.output_dir,
+                args.source_lang,
+                args.target_lang,
+                args.force,
+                args.beam,
+                args.lenpen,
+                args.max_new_tokens or 256,
+                args.scores,
+            )
+        except (
+            UnsupportedModelError,
+            ExportError,
+            CorruptCheckpointError,
+            UnsafeCheckpointError,
+            FileNotFoundError,
+        ) as e:
+            print(f"export_transformers: error: {e}", file=sys.stderr)
+            return 1
+        print(f"M2M100 model: {args.output_dir} (log-probabilities within {difference:.1e} of the checkpoint's)")
+        return 0
     try:
         difference = export(
             args.model_path,

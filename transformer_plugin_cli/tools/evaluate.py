@@ -125,6 +125,13 @@ def bootstrap_said(found: Dict, baseline: str) -> str:
 
 
 @console_script
+def strip_prefix(hypothesis: str, prefix: str) -> str:
+    """A hypothesis without the token forced first: fairseq's sentencepiece post-processing joins it to the next word
+    where that word's piece has no leading space ("deu_LatnHallo"), and leaves it apart where it has ("deu_Latn
+    Hallo")."""
+    return hypothesis[len(prefix) :].lstrip() if hypothesis.startswith(prefix) else hypothesis
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Score fairseq-generate output (sacreBLEU, chrF, tokenized BLEU).")
     parser.add_argument("--generate-output", required=True, help="what fairseq-generate printed")
@@ -137,6 +144,11 @@ def main(argv=None) -> int:
         help="tokenized BLEU without compound splitting (tensor2tensor splits for German only)",
     )
     parser.add_argument("--lang", default="de", help="target language for the Moses tokenizer")
+    parser.add_argument(
+        "--strip-prefix",
+        help="a token fairseq-generate forced first (--prefix-size 1: an NLLB or M2M100 target code), left out of "
+        "every hypothesis",
+    )
     parser.add_argument("--hypotheses-out", help="write the hypotheses here, in corpus order")
     parser.add_argument("--json", help="write the scores here as JSON")
     parser.add_argument("--label", default="", help="name printed before the scores")
@@ -155,6 +167,8 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"evaluate: error: {args.generate_output}: {e}", file=sys.stderr)
         return 1
+    if args.strip_prefix:
+        hypotheses = [strip_prefix(h, args.strip_prefix) for h in hypotheses]
     result = score(hypotheses, references, args.lang if args.tokenized_bleu else None, not args.no_compound_split)
     result["reference"] = os.path.abspath(args.reference)  # which file was scored against
     if args.baseline:

@@ -4,9 +4,11 @@ fine-tuning, PARENT_TEST before and after, REPLAY=parent's sources). TIME bounds
 plan says of the rest, at the machine's measured training speed."""
 
 from dataclasses import dataclass
-from typing import List
+from typing import Dict, List, Optional
 
+from preprocess.corpora import CorpusError, count_lines, find_corpus, held_out_size
 from recipes.planner.probe_arithmetic import BEAM_TOKEN_COST
+from recipes.planner.variables import Variables
 from transformer_plugin_cli.files import duration
 
 # stages 1-3 (clean, sentencepiece, encode, fairseq-preprocess) a training pair, two processes: 31.8 s for 100k pairs
@@ -55,3 +57,43 @@ def whole_run(
     seconds = sum(s for _, s in parts)
     said = ", ".join(f"{what} {duration(s)}" for what, s in parts if s > 0 and what != "training")
     return {"seconds": int(seconds), "said": f"the whole run about {duration(seconds)} ({said} beside training)"}
+
+
+def translations(v: Variables, found, tuned, held_out: Dict[str, Optional[int]]) -> List[Translation]:
+    """What the run translates besides training's validations, in target tokens: the test set (by the parent too,
+    before fine-tuning), PARENT_TEST before and after, REPLAY=parent's sources; a line's tokens as the corpus's."""
+    a_line = (tuned.target_tokens / max(1, tuned.pairs)) if tuned else found.target_tokens / max(1, found.pairs)
+    src, tgt = v.get("SRC"), v.get("TGT")
+
+    def lines(specs: List[str]) -> int:
+        try:
+            return sum(count_lines((lambda c: c.tsv or c.target)(find_corpus(s, src, tgt))) for s in specs)
+        except CorpusError:  # a missing file is named where the data stage reads it
+            return 0
+
+    test = lines(v.words("TEST")) if v.words("TEST") else held_out.get("test") or held_out_size(found.pairs, None)
+    done = [Translation("the test set translated", int(test * a_line))]
+    if tuned:
+        done.append(Translation("the parent scored first", int(test * a_line)))
+        if v.get("PARENT_TEST"):
+            parent_test = lines([v.get("PARENT_TEST")])
+            done.append(Translation("PARENT_TEST translated twice", int(2 * parent_test * a_line)))
+        if v.get("REPLAY") == "parent":
+            replayed = tuned.pairs - found.pairs
+            done.append(Translation("the parent translating REPLAY's sources", int(replayed * a_line)))
+    return done
+
+
+def of_the_plan(
+    v: Variables, found, tuned, held_out: Dict[str, Optional[int]], spent: Dict[str, str], tokens: int
+) -> dict:
+    """whole_run of a plan: the corpus's facts (``found``), INIT's (``tuned``), the dev and test sets held out, the
+    training's time and speed (``spent``: time_budget.budget's) at ``tokens`` target tokens an update."""
+    return whole_run(
+        float(spent["TRAINING_SECONDS"]),
+        found.pairs,
+        float(spent["SECONDS_PER_UPDATE"]) / max(1, tokens),
+        translations(v, found, tuned, held_out),
+        len(v.words("EXPORT")),
+        v.number("BEAM", 4),
+    )

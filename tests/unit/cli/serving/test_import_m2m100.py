@@ -150,3 +150,38 @@ def test_the_command_says_what_it_imported_and_refuses_a_missing_sentencepiece_m
     (tmp_path / "hf" / "sentencepiece.bpe.model").unlink()
     assert import_m2m100.main([*argv, "--force"]) == 2
     assert "sentencepiece.bpe.model: no such file" in capsys.readouterr().err
+
+
+def test_exported_back_it_is_the_model_it_was_with_its_tokenizer(imported, tmp_path):
+    """vaswani-export-hf --m2m100-tokenizer of the imported checkpoint: M2M100ForConditionalGeneration again, every
+    weight the parent's, the tokenizer its own with the pair's codes, and the target's code forced in generate()."""
+    from transformers import AutoTokenizer, M2M100ForConditionalGeneration
+
+    from transformer_plugin_cli.serving import export_transformers
+
+    family, root, theirs, tokenizer, path, _ = imported
+    argv = ["--model-path", path, "--data-dir", str(root / "out"), "--spm", str(root / "out" / "source.spm")]
+    argv += ["--output-dir", str(tmp_path / "hf"), "--m2m100-tokenizer", str(root / "out" / "tokenizer")]
+    assert export_transformers.main(argv) == 0
+    back = M2M100ForConditionalGeneration.from_pretrained(str(tmp_path / "hf")).eval()
+    original = theirs.state_dict()
+    for name, weight in back.state_dict().items():
+        if name in original:
+            assert torch.equal(weight, original[name]), name
+    languages = json.loads((root / "out" / "languages.json").read_text())
+    src, tgt = languages["source"]["code"], languages["target"]["code"]
+    reloaded = AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    assert reloaded.src_lang == (src if family == "nllb" else src.strip("_"))
+    batch = reloaded(SENTENCES, return_tensors="pt", padding=True)
+    assert batch.input_ids[0, 0].item() == reloaded.convert_tokens_to_ids(src)
+    with torch.no_grad():
+        ours = back.generate(**batch, num_beams=1, max_new_tokens=12)
+        original_out = theirs.generate(
+            **batch,
+            num_beams=1,
+            max_new_tokens=12,
+            forced_bos_token_id=reloaded.convert_tokens_to_ids(tgt),
+            bad_words_ids=[[1]],
+        )
+    assert torch.equal(ours, original_out) and (ours[:, 1] == reloaded.convert_tokens_to_ids(tgt)).all()
+    assert "forced_bos_token_id" in (tmp_path / "hf" / "generation_config.json").read_text()
