@@ -385,13 +385,13 @@ def known_at() -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() - 3600))
 
 
-def known_speed_figures(cache, vocab: int, parents=(), toy_vocab=None) -> None:
+def known_speed_figures(cache, vocab: int, parents=(), toy_vocab=None, parent_seconds=0.5) -> None:
     """Speed figures (recipes/planner/speed/) written into ``cache`` (an XDG_CACHE_HOME) as
     if this machine had probed the full-size models of recipes/parallel_text.sh's dry runs before, on 2 CPU workers,
     with the corpus's vocabulary of ``vocab`` pieces, each at 4,096 tokens (the plan scales a CPU's figure per token):
     the small class's model (4 s an update), 3 and 2 layers a side of d_model 256 (1.5 s), the paper's base (6 s) and
-    big (20 s), and the class's with --d-ff 512 and 4,000 pieces (1.5 s); and for each of ``parents`` (a MarianMT
-    directory INIT= names, en-de), its model at 4,096 tokens (0.5 s); with ``toy_vocab``, the toy model (TOY=1's
+    big (20 s), and the class's with --d-ff 512 and 4,000 pieces (1.5 s); and for each of ``parents`` (a directory
+    INIT= names, en-de), its model at 4,096 tokens (``parent_seconds``); with ``toy_vocab``, the toy model (TOY=1's
     vaswani_tiny) at that vocabulary (0.25 s). A dry run then reads them back rather than time
     a model for about 15 seconds of 2 cores, each as the best of REMEASURE_TRIES probes (so that two close predictions
     are not measured again); the probe
@@ -422,7 +422,7 @@ def known_speed_figures(cache, vocab: int, parents=(), toy_vocab=None) -> None:
         parent = read_parent(str(init), "en", "de", "runs").assignments("en", "de")
         known[
             layout_probe("vaswani_base", parent["PARENT_MODEL_FLAGS"], int(parent["PARENT_VOCAB_SIZE"]), 4096, 0, 2)
-        ] = 0.5
+        ] = parent_seconds
     if toy_vocab:
         known[layout_probe("vaswani_tiny", "", toy_vocab, 4096, 0, 2)] = 0.25
     (cache / "transformer_plugin").mkdir(parents=True, exist_ok=True)

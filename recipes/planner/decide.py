@@ -129,6 +129,12 @@ def decide(v: Variables) -> Plan:
     if tuned:
         if v.get("TIME"):  # TIME's updates, at the parent's speed: the ramp is a share of them
             tuning = finetuning.decide(tuned.pairs, tuned.target_tokens, None, d.max_update, tuning.by_bleu)
+            if int(v.get("GPUS")) == 0 and not v.toy:  # a parent too large for CPU workers in that TIME
+                seconds = float(spent["SECONDS_PER_UPDATE"])
+                try:
+                    finetuning.check_an_epoch(tuning, tuned.target_tokens, seconds, v.get("TIME"))
+                except finetuning.FineTuningError as e:
+                    raise PlanError(f"error: {e}") from None
         d.warmup = v.number("WARMUP", v.number("FINETUNE_WARMUP", tuning.warmup))
         if v.toy:
             d.warmup = v.number("TOY_WARMUP", d.warmup)

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from transformer_plugin_cli.files import duration
 from transformer_plugin_cli.paper import training_flags
 
 MIN_PAIRS = 100  # training pairs: fewer are refused (FINETUNE_MIN_PAIRS sets it)
@@ -76,6 +77,20 @@ class FineTuning:
             f"the parent's model, {self.tokens_per_update:,} tokens x {self.max_update:,} updates "
             f"({self.epochs:.3g} epochs), rate {self.peak_rate:g} after {self.warmup:,}, {chosen}"
         )
+
+
+def check_an_epoch(tuning: FineTuning, target_tokens: int, seconds_an_update: float, time_text: str) -> None:
+    """On CPU workers, refuse a TIME that fits less than one epoch of the corpus (a large parent, NLLB's 600M or
+    1.3B, on a CPU): what it would need, and that a GPU is the way."""
+    epoch = max(1, math.ceil(target_tokens / max(1, tuning.tokens_per_update)))
+    if tuning.max_update >= epoch:
+        return
+    raise FineTuningError(
+        f"TIME={time_text}: {tuning.max_update:,} updates of {seconds_an_update:.1f} s fit on these CPU workers, less "
+        f"than one epoch of the corpus ({epoch:,} updates of {tuning.tokens_per_update:,} tokens, about "
+        f"{duration(epoch * seconds_an_update)} here): the parent is too large for this machine in that time. "
+        "A GPU (GPUS=1), or a longer TIME"
+    )
 
 
 def check_pairs(pairs: int, held_out: int, min_pairs: int = MIN_PAIRS) -> None:

@@ -163,3 +163,28 @@ def test_the_export_translates_as_fairseq_generate_does(fine_tuned):
         ours = fairseq[i]
         n = min(len(hf), len(ours))
         assert hf[0] == ours[0] == tgt and hf[:n] == ours[:n], (i, hf, ours)
+
+
+def test_a_cpu_time_that_gives_less_than_an_epoch_is_refused(tmp_path, monkeypatch):
+    """A parent as slow on these CPU workers as NLLB's 600M would be (18 s an update of 4,096 tokens, known here):
+    TIME=10m fits about 140 updates of a 20,000-pair corpus whose epoch is over 300: refused, saying what an epoch
+    takes and that a GPU is the way; TIME=2h is planned."""
+    from helpers import known_speed_figures
+
+    m2m100_directory(tmp_path / "nllb", "nllb")
+    rng = random.Random(2)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 4))) for _ in range(300)]
+    lines = [[rng.choice(words) for _ in range(6)] for _ in range(20_000)]
+    (tmp_path / "c").mkdir()
+    train = write_corpus(tmp_path / "c", [(" ".join(w), " ".join(w[::-1])) for w in lines])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    known_speed_figures(tmp_path / "cache", 8000, parents=[tmp_path / "nllb"], parent_seconds=18.0)
+    variables = dict(TRAIN=train, INIT=str(tmp_path / "nllb"), SRC="en", TGT="de", GPUS="0", LANGID="0")
+    proc = run_recipe("finetune.sh", tmp_path / "w", "--dry-run", TIME="10m", **variables)
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    assert re.search(
+        r"TIME=10m: [\d,]+ updates of \d+\.\d s fit on these CPU workers, less than one epoch of the corpus \([\d,]+ "
+        r"updates of [\d,]+ tokens, about .* here\): .* A GPU \(GPUS=1\), or a longer TIME",
+        proc.stderr,
+    ), proc.stderr
+    assert run_recipe("finetune.sh", tmp_path / "w2", "--dry-run", TIME="2h", **variables).returncode == 0

@@ -48,3 +48,19 @@ def test_the_flags_are_fairseqs_inverse_sqrt_at_fine_tunings_peak_and_the_report
     assert scheduled_rate(schedule, 15) == pytest.approx(1.5e-4)  # half-way up the ramp
     assert scheduled_rate(schedule, 30) == pytest.approx(3e-4)
     assert scheduled_rate(schedule, 120) == pytest.approx(1.5e-4)  # then sqrt(30 / 120) of the peak
+
+
+def test_a_time_that_fits_less_than_an_epoch_on_cpu_is_refused_saying_what_an_epoch_takes():
+    """NLLB's 600M on CPU workers: 30 s an update, TIME=1h fits about 113 updates of a corpus whose epoch is 2,084."""
+    from recipes.planner.finetuning import FineTuningError, check_an_epoch, decide
+
+    tuning = decide(20_000, 20_000 * 25, None, 113)
+    with pytest.raises(FineTuningError) as e:
+        check_an_epoch(tuning, 20_000 * 25, 30.0, "1h")
+    epoch = -(-20_000 * 25 // tuning.tokens_per_update)
+    assert (
+        f"TIME=1h: 113 updates of 30.0 s fit on these CPU workers, less than one epoch of the corpus ({epoch:,}"
+        in str(e.value)
+    )
+    assert "A GPU (GPUS=1), or a longer TIME" in str(e.value)
+    check_an_epoch(decide(20_000, 20_000 * 25, None, epoch), 20_000 * 25, 30.0, "1d")  # an epoch fits: no error
