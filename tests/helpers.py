@@ -436,10 +436,12 @@ def known_speed_figures(cache, vocab: int, parents=(), toy_vocab=None, parent_se
     )
 
 
-def speed_file(path, busy=""):
+def speed_file(path, busy="", parents=()):
     """A speed file (recipes/planner/speed/speed_file.py, ``vaswani-speed-probe file``) as a GPU machine might write it,
     of made-up figures that grow slowly with a device's share of the batch, and the bandwidth defaulted: what a dry run
-    given SPEED_FILE reads."""
+    given SPEED_FILE reads. ``parents``: directories INIT= names, their models timed too (``--parent``)."""
+    from recipes.planner.parent import parent_model
+
     from recipes.planner.budget import candidates
     from recipes.planner.model import Model
     from recipes.planner.speed.speed_file import write_speed_file
@@ -449,6 +451,7 @@ def speed_file(path, busy=""):
         return {"seconds": 0.02 + p * 1e-5 * probe.tokens_per_update / 1000 + 0.01 * (p / 60), "busy": busy}
 
     models = [(arch, flags) for arch, flags, _ in candidates.MODELS]
+    models += [("vaswani_base", *parent_model(str(init))) for init in parents]
     return write_speed_file(
         str(path), models, "cuda", "bf16", 4096, 32000, None, None, speed=speed, progress=lambda line: None
     )

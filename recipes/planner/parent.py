@@ -313,6 +313,28 @@ def fairseq_parent(
     return Parent("fairseq", init, src_spm, tgt_spm, fairseq_flags(model_cfg), rows[tgt], token, *codes)
 
 
+def parent_model(init: str):
+    """(the model's flags as the plan gives them to fairseq-train, less dropout and sharing; its target rows) of a
+    parent directory of any kind, without a pair: what a speed file times for it (vaswani-speed-probe file
+    --parent)."""
+    config = os.path.join(init, "config.json")
+    if os.path.isfile(config):
+        from transformer_plugin_cli.serving import import_m2m100
+
+        found = read_json(config)
+        flags = import_m2m100.m2m100_flags(found) if found.get("model_type") == "m2m_100" else marian_flags(found)
+        rows = found.get("decoder_vocab_size") or found["vocab_size"]
+    else:
+        import torch
+
+        state = torch.load(os.path.join(init, "checkpoint.pt"), map_location="cpu", weights_only=False)
+        flags, rows = (
+            fairseq_flags(dict(state["cfg"]["model"])),
+            state["model"]["decoder.embed.embed_tokens.weight"].size(0),
+        )
+    return " ".join(split_flags(flags)[0]), int(rows)
+
+
 def read_parent(
     init: str, src: str, tgt: str, work: str, tgt_token: str = "", src_code: str = "", tgt_code: str = ""
 ) -> Parent:

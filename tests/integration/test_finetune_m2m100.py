@@ -188,3 +188,33 @@ def test_a_cpu_time_that_gives_less_than_an_epoch_is_refused(tmp_path, monkeypat
         proc.stderr,
     ), proc.stderr
     assert run_recipe("finetune.sh", tmp_path / "w2", "--dry-run", TIME="2h", **variables).returncode == 0
+
+
+def test_a_gpu_speed_file_holding_the_parents_figures_plans_its_time(tmp_path):
+    """vaswani-speed-probe file --parent: the parent's model timed at its own vocabulary beside the candidates; a dry
+    run anywhere plans INIT='s TIME on the GPUs from it (bf16), and a speed file without it says to write it again."""
+    import json as json_
+
+    from helpers import speed_file
+
+    m2m100_directory(tmp_path / "nllb", "nllb")
+    rng = random.Random(3)
+    (tmp_path / "c").mkdir()
+    train = write_corpus(
+        tmp_path / "c", [(f"{rng.choice('abc')} {rng.choice('defgh')}", f"{rng.choice('ab')} x") for _ in range(3000)]
+    )
+    data = speed_file(tmp_path / "speeds.json", parents=[tmp_path / "nllb"])
+    parent = data["models"][-1]
+    assert parent["vocab_size"] == 48 and "--normalize-before --sinusoid-variant fairseq" in parent["model_flags"]
+    variables = dict(TRAIN=train, INIT=str(tmp_path / "nllb"), SRC="en", TGT="de", GPUS="1", PRECISION="bf16")
+    proc = run_recipe(
+        "finetune.sh", tmp_path / "w", "--dry-run", TIME="30m", SPEED_FILE=str(tmp_path / "speeds.json"), **variables
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"^time: training about .* on the speed file's machines \([\d,]+ updates of", proc.stdout, re.M)
+    (tmp_path / "bare.json").write_text(json_.dumps({**data, "models": data["models"][:-1]}))
+    bare = run_recipe(
+        "finetune.sh", tmp_path / "w2", "--dry-run", TIME="30m", SPEED_FILE=str(tmp_path / "bare.json"), **variables
+    )
+    assert bare.returncode != 0 and "has no figures of vaswani_base --encoder-layers 2" in bare.stderr
+    assert "and INIT='s parent with --parent DIR" in bare.stderr

@@ -85,6 +85,14 @@ def arguments() -> argparse.ArgumentParser:
     file.add_argument("--max-tokens-per-device", type=int, default=4096, help="fairseq's --max-tokens")
     file.add_argument("--vocab-size", type=int, default=32000, help="the vocabulary the corpus will get")
     file.add_argument(
+        "--parent",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a parent INIT= will fine-tune (MarianMT, NLLB-200, M2M100, or an import): its model timed too, at its "
+        "own vocabulary (repeatable)",
+    )
+    file.add_argument(
         "--bandwidth-within-gbs", type=float, help=f"all-reduce GB/s within a machine ({BANDWIDTH_WITHIN_GBS:g})"
     )
     file.add_argument(
@@ -107,9 +115,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         if a.command == "file":
             if a.device == "cuda" and not machine.cuda_here():
                 raise BudgetError("file --device cuda: this machine has no CUDA device: run it where training will run")
+            from recipes.planner.parent import parent_model
+
+            parents = [("vaswani_base", *parent_model(init)) for init in a.parent]
             write_speed_file(
                 a.out,
-                [(arch, flags) for arch, flags, _ in MODELS],
+                [(arch, flags) for arch, flags, _ in MODELS] + parents,
                 a.device,
                 a.precision if a.device == "cuda" else "fp32",
                 a.max_tokens_per_device,

@@ -73,7 +73,8 @@ class SpeedFile:
                 return m
         raise SpeedFileError(
             f"SPEED_FILE={self.path} has no figures of {arch} {model_flags}: write it again with vaswani-speed-probe "
-            "file (it times every candidate of the budget rule), or give MAX_UPDATE"
+            "file (it times every candidate of the budget rule, and INIT='s parent with --parent DIR), or give "
+            "MAX_UPDATE"
         )
 
     def seconds(self, arch: str, model_flags: str, share: float) -> float:
@@ -121,18 +122,20 @@ def write_speed_file(
     speed: Callable[[Probe], Dict[str, object]] = None,
     progress: Callable[[str], None] = print,
 ) -> Dict:
-    """Time each of ``models`` ((arch, flags) pairs) at each of ``shares`` on this machine's device and write the speed
-    file at ``path``: what a dry run elsewhere reads (SPEED_FILE=) to plan for this machine."""
+    """Time each of ``models`` ((arch, flags) pairs, or (arch, flags, vocabulary): a parent's, at its own) at each of
+    ``shares`` on this machine's device and write the speed file at ``path``: what a dry run elsewhere reads
+    (SPEED_FILE=) to plan for this machine."""
     speed = speed or (lambda probe: probe_cache.seconds_per_update(probe, fresh=True))
     found = []
-    for arch, flags in models:
+    for arch, flags, *own in models:
+        vocab = own[0] if own else vocab_size
         seconds, busy_said = {}, ""
         for share in shares:
             if device == "cuda":
                 probe = Probe(
                     arch,
                     flags,
-                    vocab_size,
+                    vocab,
                     share,
                     1,
                     1,
@@ -141,12 +144,12 @@ def write_speed_file(
                     max_tokens=min(share, max_tokens_per_device),
                 )
             else:
-                probe = Probe(arch, flags, vocab_size, share, 1, os.cpu_count() or 1, "cpu", "fp32")
+                probe = Probe(arch, flags, vocab, share, 1, os.cpu_count() or 1, "cpu", "fp32")
             figure = speed(probe)
             seconds[str(share)] = round(float(figure["seconds"]), 6)
             busy_said = busy_said or str(figure.get("busy") or "")
             progress(f"{arch} {flags}: {share:,} tokens a device, {seconds[str(share)]:.4f} s an update")
-        found.append({"arch": arch, "model_flags": flags, "seconds": seconds, "busy": busy_said})
+        found.append({"arch": arch, "model_flags": flags, "seconds": seconds, "busy": busy_said, "vocab_size": vocab})
     here = machine.machine(device)
     data = {
         "version": SPEED_FILE_VERSION,
