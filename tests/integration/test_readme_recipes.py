@@ -21,6 +21,7 @@ from helpers import (
     documented_commands,
     documents,
     known_speed_figures,
+    m2m100_directory,
     marian_directory,
     speed_file,
     user_env,
@@ -57,7 +58,8 @@ README_LINES = {command for page, command in documented_commands() if page == "R
 def fresh_copy(tmp_path_factory):
     """The repository as ``git clone`` gives it (no runs/, nothing built), and a user's own parallel text where
     the documentation's lines for recipes/parallel_text.sh name it: corpus/train.{en,de} and corpus/pairs.tsv,
-    12,000 pairs; the published model they fine-tune, opus-mt-en-de; and a GPU machine's speed file, speeds.json."""
+    12,000 pairs; the published models they fine-tune, opus-mt-en-de, nllb-200-distilled-600M and m2m100_418M; and a
+    GPU machine's speed file, speeds.json."""
     copy = copy_repository(tmp_path_factory.mktemp("fresh"))
     (copy / "corpus").mkdir()
     pairs = [
@@ -65,7 +67,10 @@ def fresh_copy(tmp_path_factory):
     ]
     corpus(copy / "corpus", pairs, tsv="pairs.tsv")
     marian_directory(copy / "opus-mt-en-de")  # INIT=opus-mt-en-de: a MarianMT directory, tiny, as the hub's would be
-    speed_file(copy / "speeds.json")  # SPEED_FILE=speeds.json: as vaswani-speed-probe file writes it on a GPU machine
+    m2m100_directory(copy / "nllb-200-distilled-600M", "nllb")  # NLLB's and M2M100's, tiny, in their shapes
+    m2m100_directory(copy / "m2m100_418M", "m2m100")
+    # SPEED_FILE=speeds.json: as vaswani-speed-probe file --parent nllb-200-distilled-600M writes it on a GPU machine
+    speed_file(copy / "speeds.json", parents=[copy / "nllb-200-distilled-600M"])
     return copy
 
 
