@@ -7,6 +7,7 @@ loaded by fairseq's ``--user-dir``.
         paper_settings.py       ... and of the paper's recipes (wmt14_*.sh, wsj_parsing.sh), once per default
         declarations.py         both, by recipe: its --help, its checks (PRECISION), its stamps' settings
         decide.py               the plan of a run of parallel_text.sh or finetune.sh, from its variables
+        after_training.py       fairseq-generate's flags and the exports a parent allows
         variables.py            the recipe's variables as handed over, and their checks
         plan.py                 the plan itself; saved.py: held in WORK; fields.py: read back by the recipe (PLAN_*)
         summary.py              the lines a recipe prints of its plan

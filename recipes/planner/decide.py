@@ -7,6 +7,7 @@ from typing import Dict, List, Optional
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
 from recipes.planner import finetuning, layout, parent
+from recipes.planner.after_training import check_export, decoding
 from recipes.planner.budget import rule
 from recipes.planner.budget.candidates import Candidate
 from recipes.planner.budget.size_classes import Sized
@@ -18,7 +19,7 @@ from recipes.planner.speed.whole_run import of_the_plan
 from recipes.planner.speeds import Speeds
 from recipes.planner.summary import summary
 from recipes.planner.variables import Variables, check_settings
-from transformer_plugin_cli.paper import DECODING, decoding_flags, training_flags
+from transformer_plugin_cli.paper import training_flags
 
 PAPER_WARMUP = 4000  # Section 5.3
 
@@ -125,19 +126,7 @@ def decide(v: Variables) -> Plan:
     batch = batch_layout(v, d.tokens_per_update, d.cap)
     spent = time_spent(v, found, d, tuned, batch, speeds)
     d.max_update = int(spent["MAX_UPDATE"])
-    tuning = tuned.tuning if tuned else None
-    if tuned:
-        if v.get("TIME"):  # TIME's updates, at the parent's speed: the ramp is a share of them
-            tuning = finetuning.decide(tuned.pairs, tuned.target_tokens, None, d.max_update, tuning.by_bleu)
-            if int(v.get("GPUS")) == 0 and not v.toy:  # a parent too large for CPU workers in that TIME
-                seconds = float(spent["SECONDS_PER_UPDATE"])
-                try:
-                    finetuning.check_an_epoch(tuning, tuned.target_tokens, seconds, v.get("TIME"))
-                except finetuning.FineTuningError as e:
-                    raise PlanError(f"error: {e}") from None
-        d.warmup = v.number("WARMUP", v.number("FINETUNE_WARMUP", tuning.warmup))
-        if v.toy:
-            d.warmup = v.number("TOY_WARMUP", d.warmup)
+    tuning = fine_tuned_length(v, tuned, d, float(spent["SECONDS_PER_UPDATE"])) if tuned else None
     held_out = tuned.held_out if tuned else {"valid": None, "test": None}
     planned_schedule = schedule(v, d, tuning, held_out)  # settles the warm-up and the checkpoints
     whole = of_the_plan(v, found, tuned, held_out, spent, d.tokens_per_update)
@@ -172,8 +161,7 @@ def decide(v: Variables) -> Plan:
             "time": v.get("TIME"),
             "stop": ["--stop-time-hours", spent["STOP_TIME_HOURS"]] if v.get("TIME") else [],
             **{k.lower(): x for k, x in spent.items() if k != "MAX_UPDATE"},
-            "whole_run_seconds": whole["seconds"] if float(spent["SECONDS_PER_UPDATE"]) else 0,
-            "whole_run": whole["said"] if float(spent["SECONDS_PER_UPDATE"]) else "",
+            **whole,
         },
         schedule=planned_schedule,
         choice={
@@ -189,6 +177,23 @@ def decide(v: Variables) -> Plan:
     )
     plan.lines = summary(plan, v)
     return plan
+
+
+def fine_tuned_length(v: Variables, tuned: Tuning, d: Decided, seconds: float) -> finetuning.FineTuning:
+    """INIT's length and ramp: with TIME, its updates at the parent's speed (``seconds`` an update), the ramp a share
+    of them, at least an epoch on CPU workers; WARMUP, FINETUNE_WARMUP (TOY_WARMUP) where given."""
+    tuning = tuned.tuning
+    if v.get("TIME"):
+        tuning = finetuning.decide(tuned.pairs, tuned.target_tokens, None, d.max_update, tuning.by_bleu)
+        if int(v.get("GPUS")) == 0 and not v.toy:  # a parent too large for CPU workers in that TIME
+            try:
+                finetuning.check_an_epoch(tuning, tuned.target_tokens, seconds, v.get("TIME"))
+            except finetuning.FineTuningError as e:
+                raise PlanError(f"error: {e}") from None
+    d.warmup = v.number("WARMUP", v.number("FINETUNE_WARMUP", tuning.warmup))
+    if v.toy:
+        d.warmup = v.number("TOY_WARMUP", d.warmup)
+    return tuning
 
 
 def given_settings(v: Variables, found: Sized, cap: int) -> Decided:
@@ -344,26 +349,6 @@ def schedule(
         "held_out": held_out,
         "finetuning": asdict(replace(tuning, warmup=d.warmup)) if tuning is not None else None,
     }
-
-
-def decoding(v: Variables, parent: Optional[Dict[str, str]] = None) -> List[str]:
-    """fairseq-generate's flags: the paper's beam search (Section 6.1), BEAM and LENPEN where given; with an NLLB or
-    M2M100 parent its first target token forced, the target's code leading each reference (--prefix-size 1)."""
-    flags = decoding_flags(v.number("BEAM"), v.decimal("LENPEN"), None, DECODING)
-    return flags + (["--prefix-size", "1"] if parent and parent.get("PARENT_TGT_CODE") else [])
-
-
-def check_export(v: Variables, model_flags: str, kind: str = "") -> None:
-    if "ct2" in v.get("EXPORT").split() and kind == "m2m100":
-        raise PlanError(
-            f"EXPORT={v.get('EXPORT')} and INIT={v.get('INIT')}: an NLLB or M2M100 child goes to CTranslate2 through "
-            "its Hugging Face export: EXPORT=hf, then ct2-transformers-converter --model WORK/hf"
-        )
-    if "ct2" in v.get("EXPORT").split() and "--decoder-start pad" in f" {model_flags} ":
-        raise PlanError(
-            f"EXPORT={v.get('EXPORT')} and INIT={v.get('INIT')}: the parent decodes from <pad> (MarianMT's start), "
-            "which the CTranslate2 export does not hold: EXPORT=hf"
-        )
 
 
 def batch_layout(v: Variables, tokens_per_update: int, cap: int) -> Dict[str, str]:

@@ -9,7 +9,8 @@ from dataclasses import asdict
 from typing import Dict, List, Optional
 
 from preprocess.corpora import count_lines, find_corpus
-from recipes.planner.decide import batch_layout, check_export, decide, decoding
+from recipes.planner.after_training import check_export, decoding
+from recipes.planner.decide import batch_layout, decide
 from recipes.planner.plan import PLAN_VERSION, Plan
 from recipes.planner.summary import summary
 from recipes.planner.variables import SETTINGS, Variables
@@ -80,8 +81,9 @@ def plan_for(v: Variables, work: str, dry_run: bool, fresh: bool) -> Plan:
         # what only this machine tells is checked again (its CUDA devices, the SLURM allocation), and what comes after
         # training is read afresh
         batch_layout(v, own.batch["tokens_per_update"], own.batch["max_tokens_per_device"])
-        check_export(v, own.model["model_flags"])
-        own.flags["decoding"] = decoding(v)
+        parent = own.parent or {}
+        check_export(v, own.model["model_flags"], "m2m100" if parent.get("PARENT_TGT_CODE") else "")
+        own.flags["decoding"] = decoding(v, parent)
         if not dry_run and (latest is None or latest.key != key):
             write_json(plan_file(work), asdict(own))  # WORK's plan is again the one the run goes on with
         own.lines = [*summary(own, v), f"plan: the plan this run holds ({plan_file(work)}, decided {own.decided})"]

@@ -124,7 +124,6 @@ def bootstrap_said(found: Dict, baseline: str) -> str:
     return f"against {baseline}: " + "; ".join(parts) + f" (paired bootstrap, {found['samples']} resamplings)"
 
 
-@console_script
 def strip_prefix(hypothesis: str, prefix: str) -> str:
     """A hypothesis without the token forced first: fairseq's sentencepiece post-processing joins it to the next word
     where that word's piece has no leading space ("deu_LatnHallo"), and leaves it apart where it has ("deu_Latn
@@ -132,6 +131,7 @@ def strip_prefix(hypothesis: str, prefix: str) -> str:
     return hypothesis[len(prefix) :].lstrip() if hypothesis.startswith(prefix) else hypothesis
 
 
+@console_script
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Score fairseq-generate output (sacreBLEU, chrF, tokenized BLEU).")
     parser.add_argument("--generate-output", required=True, help="what fairseq-generate printed")

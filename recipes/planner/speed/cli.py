@@ -84,14 +84,8 @@ def arguments() -> argparse.ArgumentParser:
     file.add_argument("--precision", choices=["fp32", "bf16", "fp16", "amp"], default="bf16")
     file.add_argument("--max-tokens-per-device", type=int, default=4096, help="fairseq's --max-tokens")
     file.add_argument("--vocab-size", type=int, default=32000, help="the vocabulary the corpus will get")
-    file.add_argument(
-        "--parent",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a parent INIT= will fine-tune (MarianMT, NLLB-200, M2M100, or an import): its model timed too, at its "
-        "own vocabulary (repeatable)",
-    )
+    parent = "a parent INIT= will fine-tune (MarianMT, NLLB-200, M2M100, an import): timed too, at its vocabulary"
+    file.add_argument("--parent", action="append", default=[], metavar="DIR", help=parent + " (repeatable)")
     file.add_argument(
         "--bandwidth-within-gbs", type=float, help=f"all-reduce GB/s within a machine ({BANDWIDTH_WITHIN_GBS:g})"
     )

@@ -96,8 +96,9 @@ REFUSED = {
     "neither kind": (
         lambda p, t: (t / "empty").mkdir() or t / "empty",
         "en-de",
-        "INIT={dir}: neither a MarianMT model (config.json, its weights, source.spm, target.spm) nor a directory "
-        "vaswani-import-marian wrote (checkpoint.pt, dict.SRC.txt, dict.TGT.txt)",
+        "INIT={dir}: neither a MarianMT, NLLB-200 or M2M100 model (config.json, its weights, its tokenizer's files) "
+        "nor a directory vaswani-import-marian or vaswani-import-m2m100 wrote (checkpoint.pt, dict.SRC.txt, "
+        "dict.TGT.txt)",
     ),
     "no source sentencepiece model": (
         lambda p, t: copy_without(p[0], t / "hf", "source.spm"),
