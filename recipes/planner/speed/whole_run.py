@@ -87,9 +87,12 @@ def translations(v: Variables, found, tuned, held_out: Dict[str, Optional[int]])
 def of_the_plan(
     v: Variables, found, tuned, held_out: Dict[str, Optional[int]], spent: Dict[str, str], tokens: int
 ) -> dict:
-    """whole_run of a plan: the corpus's facts (``found``), INIT's (``tuned``), the dev and test sets held out, the
-    training's time and speed (``spent``: time_budget.budget's) at ``tokens`` target tokens an update."""
-    return whole_run(
+    """The plan's budget fields of whole_run (whole_run_seconds, whole_run; 0 and "" where no speed is known here):
+    the corpus's facts (``found``), INIT's (``tuned``), the dev and test sets held out, the training's time and speed
+    (``spent``: time_budget.budget's) at ``tokens`` target tokens an update."""
+    if not float(spent["SECONDS_PER_UPDATE"]):
+        return {"whole_run_seconds": 0, "whole_run": ""}
+    run = whole_run(
         float(spent["TRAINING_SECONDS"]),
         found.pairs,
         float(spent["SECONDS_PER_UPDATE"]) / max(1, tokens),
@@ -97,3 +100,4 @@ def of_the_plan(
         len(v.words("EXPORT")),
         v.number("BEAM", 4),
     )
+    return {"whole_run_seconds": run["seconds"], "whole_run": run["said"]}
