@@ -51,6 +51,8 @@
 #            vocabulary of 8,000), then TIME=PLAN_TIME of the parallel-text recipe on CORPUS planned with that file,
 #            and benchmarks.plan_check: the updates and seconds planned beside those trained (SESSION_GPUS=0: no
 #            speed file, the recipe's own probe of the CPU)
+#   validation  alone on the GPU: a dev token scored and translated at beam 4 against a training token
+#            (benchmarks.validation_cost: the plan's VALID_TOKEN_COST and BEAM_TOKEN_COST, measured on CPU only)
 #   profile  alone on the GPU: where a training step's time goes at big size (benchmarks.step_profile), a run
 #            for each of PROFILES: by default both models, ours with eager layers (--compile-layers off), and ours
 #            with every lever off (eager layers and loss, fairseq's per-tensor Adam and master-weight copies)
@@ -230,6 +232,10 @@ for phase in "${PHASES[@]}"; do
       wait ;;
     time)
       part time 240 bash -c time_check ;;
+    validation)  # what a validation costs against training on the GPU, the plan's BEAM_TOKEN_COST (CPU: 1.49)
+      part validation-cost 120 python -m benchmarks.validation_cost --device "$([ "${SESSION_GPUS:-1}" = 0 ] && echo cpu || echo cuda)" \
+        --model-flags "--encoder-layers 3 --decoder-layers 3 --d-model 256 --d-ff 1024 --attention-heads 4" \
+        --rounds 2 --sentences 400 ;;
     plan)
       part plan 330 bash -c plan_check ;;
     speed | speed-big | speed-base)

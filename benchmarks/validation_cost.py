@@ -20,34 +20,43 @@ from typing import Dict, List
 from recipes.planner.speed import probing
 
 
-def seconds_a_token(model, dictionary, sentences: int, length: int, beam: int, batch_tokens: int) -> Dict[str, float]:
+def seconds_a_token(
+    model, dictionary, sentences: int, length: int, beam: int, batch_tokens: int, device: str = "cpu"
+) -> Dict[str, float]:
     """Seconds a dev target token scored, and translated at ``beam``, over ``sentences`` of ``length`` pieces."""
     import torch
     from fairseq.sequence_generator import SequenceGenerator
 
+    def clock() -> float:
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     torch.manual_seed(0)
+    model = model.to(device)
     n, eos = len(dictionary), dictionary.eos()
     per_batch = max(1, batch_tokens // length)
     batches: List = []
     for start in range(0, sentences, per_batch):
         b = min(per_batch, sentences - start)
-        src = torch.randint(dictionary.nspecial, n, (b, length))
-        tgt = torch.randint(dictionary.nspecial, n, (b, length))
-        prev = torch.cat([torch.full((b, 1), eos), tgt[:, :-1]], dim=1)
-        batches.append({"net_input": {"src_tokens": src, "src_lengths": torch.full((b,), length)}, "prev": prev})
+        src = torch.randint(dictionary.nspecial, n, (b, length), device=device)
+        tgt = torch.randint(dictionary.nspecial, n, (b, length), device=device)
+        prev = torch.cat([torch.full((b, 1), eos, device=device), tgt[:, :-1]], dim=1)
+        lengths = torch.full((b,), length, device=device)
+        batches.append({"net_input": {"src_tokens": src, "src_lengths": lengths}, "prev": prev})
     model.eval()
     generator = SequenceGenerator([model], dictionary, beam_size=beam, max_len_a=0, max_len_b=length, min_len=length)
     tokens = sentences * length
     with torch.no_grad():
-        began = time.perf_counter()
+        began = clock()
         for batch in batches:
             logits, _ = model(**batch["net_input"], prev_output_tokens=batch["prev"])
             torch.log_softmax(logits.float(), dim=-1)
-        scored = time.perf_counter() - began
-        began = time.perf_counter()
+        scored = clock() - began
+        began = clock()
         for batch in batches:
             generator.generate([model], {"net_input": batch["net_input"]})
-        translated = time.perf_counter() - began
+        translated = clock() - began
     return {"scored": scored / tokens, "translated": translated / tokens}
 
 
@@ -62,18 +71,30 @@ def main(argv=None) -> None:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="cuda: the update timed as the probe times it"
+    )
     a = p.parse_args(argv)
     import torch
 
     import transformer_plugin  # noqa: F401  (the architectures and the patches)
 
     torch.set_num_threads(a.threads)
-    probe = probing.Probe(a.arch, a.model_flags, a.vocab_size, a.tokens_per_update, threads=a.threads, length=a.length)
+    probe = probing.Probe(
+        a.arch,
+        a.model_flags,
+        a.vocab_size,
+        a.tokens_per_update,
+        threads=a.threads,
+        device=a.device,
+        length=a.length,
+        max_tokens=a.tokens_per_update if a.device == "cuda" else 0,
+    )
     rounds = []
     for _ in range(a.rounds):  # alternating: training, then the validation's two parts, a round at a time
         update = probing.run_worker(probe, 0, 0)
         model, dictionary = probing.build_model(probe)
-        found = seconds_a_token(model, dictionary, a.sentences, a.length, a.beam, a.tokens_per_update)
+        found = seconds_a_token(model, dictionary, a.sentences, a.length, a.beam, a.tokens_per_update, a.device)
         training = update / a.tokens_per_update
         rounds.append((training, found["scored"] / training, found["translated"] / training))
     training, scored, translated = (statistics.median(r[i] for r in rounds) for i in range(3))
