@@ -97,6 +97,8 @@ train_args() {
     --log-format json --log-interval "$(log_interval "$PLAN_MAX_UPDATE" "$([ "$TOY" = 1 ] && echo 10 || echo 100)")"
     "${PLAN_PRECISION_ARGS[@]}" "${PLAN_STOP_TIME_ARGS[@]}")
   [ "$PLAN_PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PLAN_PATIENCE")
+  # TIME, not a cap, bounds the updates: a run faster than its plan trains more of them by its deadline
+  export TRANSFORMER_PLUGIN_TIME_FILLS=$PLAN_TIME_FILLS
   if [ "$PLAN_EVAL_BLEU" = 1 ]; then
     TRAIN_ARGS+=(--eval-bleu --eval-bleu-args '{"beam": 4, "lenpen": 0.6, "max_len_a": 1, "max_len_b": 50}'
       --eval-bleu-remove-bpe sentencepiece --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)

@@ -30,6 +30,7 @@ def fields(plan: Plan, v: Variables) -> Dict[str, object]:
         "MAX_TOKENS_PER_DEVICE": str(b["max_tokens_per_device"]),
         "MAX_UPDATE": str(budget["max_update"]),
         "STOP_TIME_ARGS": budget["stop"],
+        "TIME_FILLS": budget.get("time_fills", "0"),
         "PRECISION_ARGS": precision_args(v.get("PRECISION")),
         "WARMUP": str(s["warmup"]),
         "PEAK_WARMUP_ARGS": ["--peak-warmup-updates", str(s["peak_warmup"])] if s["peak_warmup"] else [],

@@ -430,6 +430,8 @@ def test_a_time_is_turned_into_updates_at_this_machines_speed(corpus, tmp_path):
     assert fits[0] <= updates <= fits[1] and int(said[4]) == updates // 10
     train = next(line for line in proc.stdout.splitlines() if "fairseq-train" in line and "--max-update" in line)
     assert f"--max-update {updates} " in train and "--stop-time-hours 0.0333" in train
+    # the time alone bounds them: a run faster than its plan trains more (TRANSFORMER_PLUGIN_TIME_FILLS, exported)
+    assert json.loads((tmp_path / "w" / "plan.json").read_text())["budget"]["time_fills"] == "1"
     again = run_recipe(
         "parallel_text.sh",
         tmp_path / "w",

@@ -21,7 +21,9 @@ and the run re-plans what remains (:func:`fitting`): from its second logged inte
 measured over its last WINDOW intervals (the first, with the start's costs, left out; validations timed apart, at
 their own cost), where the updates that fit by the deadline differ from ``--max-update`` by more than REPLAN times,
 ``--max-update`` becomes those, and never more than the plan's own: a machine that slows re-plans down, one that
-quiets again back up towards the plan.
+quiets again back up towards the plan. Where the time alone bounds the updates (``TRANSFORMER_PLUGIN_TIME_FILLS=1``,
+which the recipes set when no cap of theirs, a fine-tuning's epochs or the updates a corpus can use, is lower), a run
+faster than its plan re-plans up past it too, to use the time it was given.
 The run then ends at its own last update, validated and saved, rather than cut by the clock; the log says so, with
 the figures, and ``time_budget.json`` in ``--save-dir`` records them. On several workers the slowest worker's
 figures decide, the same on every worker.
@@ -54,6 +56,9 @@ _run: Dict = {}  # max_update and the plan's, where this process started, the in
 
 # a run re-plans where the updates that fit by --stop-time-hours differ from --max-update by this factor (20%)
 REPLAN = 1.2
+# set to 1 where the time alone bounds the updates (the recipes' plan: no cap of theirs lower): re-planned up past
+# --max-update too
+TIME_FILLS = "TRANSFORMER_PLUGIN_TIME_FILLS"
 
 
 # the logged intervals a run's seconds an update are measured over: a machine loaded partway through a run is seen
@@ -99,18 +104,19 @@ def line(
 def fitting(
     update: int,
     max_update: int,
-    planned: int,
+    planned: Optional[int],
     seconds_an_update: float,
     deadline: float,
     validation: Tuple[float, int],
 ) -> Optional[int]:
     """The updates to train now, where they differ by more than REPLAN times from ``max_update``: those that fit by
     the deadline (``deadline`` seconds from now) at ``seconds_an_update``, a validation of ``validation[0]`` seconds
-    each ``validation[1]`` updates (0: none timed yet), and never more than the plan's ``planned``; else None."""
+    each ``validation[1]`` updates (0: none timed yet), and never more than ``planned`` (None: the time alone bounds
+    them); else None."""
     seconds, every = validation
     per_update = seconds_an_update + (seconds / every if every > 0 else 0.0)
     fit = update + int(max(0.0, deadline - seconds) / per_update)  # the last validation, at the end, paid first
-    target = min(planned, max(fit, update + 1))
+    target = max(fit, update + 1) if planned is None else min(planned, max(fit, update + 1))
     return target if target * REPLAN < max_update or target > max_update * REPLAN else None
 
 
@@ -226,7 +232,8 @@ def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     cfg = _run["cfg"]
     seconds_an_update, deadline, validating = _slowest(seconds_an_update, deadline, _run.get("validation_seconds", 0.0))
     validation = (validating, cfg.checkpoint.save_interval_updates or 0)
-    fit = fitting(update, cfg.optimization.max_update, _run["planned"], seconds_an_update, deadline, validation)
+    cap = None if os.environ.get(TIME_FILLS) == "1" else _run["planned"]
+    fit = fitting(update, cfg.optimization.max_update, cap, seconds_an_update, deadline, validation)
     if fit is None:
         return
     was = cfg.optimization.max_update
@@ -235,7 +242,7 @@ def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     for _ in range(2):  # the validations the new interval gives change the updates that fit, a little
         interval_now, warmup_now = schedule_for(update, was, fit, interval, warmup)
         fit = min(
-            fit, fitting(update, was, _run["planned"], seconds_an_update, deadline, (validating, interval_now)) or fit
+            fit, fitting(update, was, cap, seconds_an_update, deadline, (validating, interval_now)) or fit
         )
     interval_now, warmup_now = schedule_for(update, was, fit, interval, warmup)
     cfg.optimization.max_update = _run["max_update"] = fit

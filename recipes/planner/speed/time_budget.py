@@ -73,6 +73,9 @@ def budget(
                 f"TIME={time_text}: {fit} updates of {per_update:.1f} s fit here, too few to learn "
                 f"anything ({MIN_UPDATES} at least): a longer TIME, or a smaller model"
             )
+        # TIME_FILLS: the time, not a cap, bounds the updates: a run faster than planned trains more of them
+        # (transformer_plugin/patches/training_progress.py)
+        values["TIME_FILLS"] = "1" if not max_update or fit < max_update else "0"
         max_update = min(fit, max_update) if max_update else fit  # a cap given beside TIME: the size class's own
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
     total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval, bleu)

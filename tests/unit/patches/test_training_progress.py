@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from transformer_plugin.patches.training_progress import duration, fitting, line
+from transformer_plugin.patches.training_progress import duration, fitting, laid_out, line
 
 NOON = datetime.datetime(2026, 11, 27, 12, 0)
 
@@ -183,3 +183,34 @@ def test_the_warm_up_shortened_mid_run_is_the_schedule_of_the_new_length(tmp_pat
             reference.step_update(n)
             assert running.optimizer.get_lr() == pytest.approx(reference.optimizer.get_lr(), rel=1e-12), (kind, n)
     tp._run.clear()
+
+
+def test_where_the_time_alone_bounds_the_updates_a_faster_run_trains_more(tmp_path, monkeypatch):
+    """TRANSFORMER_PLUGIN_TIME_FILLS=1 (the recipes' plan: no cap lower than the time): 103 updates planned at 1.13 s,
+    the run measures 0.8 s and 4 s validations every 5 updates: more updates fit by the deadline, and --max-update
+    rises to them; without it the plan's 103 hold."""
+    from types import SimpleNamespace
+
+    from transformer_plugin.patches import training_progress as tp
+
+    assert fitting(20, 103, None, 0.8, 210, (4.0, 5)) == 20 + int(206 / 1.6)
+    assert fitting(20, 103, 103, 0.8, 210, (4.0, 5)) is None
+
+    def replanned(fills):
+        cfg = SimpleNamespace(
+            optimization=SimpleNamespace(max_update=103, stop_time_hours=240 / 3600),
+            checkpoint=SimpleNamespace(save_interval_updates=5, save_dir=str(tmp_path)),
+        )
+        trainer = SimpleNamespace(cumulative_training_time=lambda: 30.0)
+        tp._run.clear()
+        tp._run.update(cfg=cfg, trainer=trainer, is_master=True, max_update=103, planned=103, validation_seconds=4.0)
+        monkeypatch.setenv("TRANSFORMER_PLUGIN_TIME_FILLS", fills)
+        tp._replan(20, 0.8, tp._deadline())
+        tp._run.clear()
+        return cfg
+
+    cfg = replanned("1")
+    assert 130 < cfg.optimization.max_update < 150 and cfg.checkpoint.save_interval_updates == laid_out(
+        cfg.optimization.max_update
+    )
+    assert replanned("0").optimization.max_update == 103
