@@ -126,6 +126,7 @@ def decide(v: Variables) -> Plan:
     batch = batch_layout(v, d.tokens_per_update, d.cap)
     spent = time_spent(v, found, d, tuned, batch, speeds)
     d.max_update = int(spent["MAX_UPDATE"])
+    d.save_interval = d.save_interval or int(spent.pop("SAVE_INTERVAL_UPDATES", 0)) or None
     tuning = fine_tuned_length(v, tuned, d, float(spent["SECONDS_PER_UPDATE"])) if tuned else None
     held_out = tuned.held_out if tuned else {"valid": None, "test": None}
     planned_schedule = schedule(v, d, tuning, held_out)  # settles the warm-up and the checkpoints

@@ -96,15 +96,42 @@ def updates_that_fit(
     interval: int = 0,
     bleu: bool = False,
 ) -> int:
-    """The most updates whose training_time is within ``seconds`` (0 when none fit)."""
+    """The most updates whose training_time is within ``seconds`` (0 when none fit): training_time grows with the
+    updates, so the most is found by halving."""
+    room = max(0.0, seconds - TIME_STARTUP_SECONDS) * TIME_TRAINING_SHARE
+    low, high = (
+        0,
+        int(room / per_update) + 1,
+    )  # training_time(high) is past seconds: no more fit than without validations
+    while high - low > 1:
+        middle = (low + high) // 2
+        if training_time(middle, per_update, tokens_per_update, valid_tokens, interval, bleu) <= seconds:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+# Of a TIME's room, the validations take at most this share: where the recipe's 20 (a large dev set translated for
+# the dev BLEU at each) would take more, fewer come, further apart, and at least LEAST_VALIDATIONS
+VALIDATION_SHARE, LEAST_VALIDATIONS = 0.25, 5
+
+
+def validation_interval(
+    seconds: int, per_update: float, tokens_per_update: int, valid_tokens: int, bleu: bool = False
+) -> int:
+    """The updates between validations for a TIME of ``seconds``: 0 (the recipe's own, 20 in all) where those take at
+    most VALIDATION_SHARE of the room, else as many updates apart as keep them to that share (0 where even
+    LEAST_VALIDATIONS take more than the room: none fit)."""
     room = max(0.0, seconds - TIME_STARTUP_SECONDS) * TIME_TRAINING_SHARE
     validation = validation_seconds(per_update, tokens_per_update, valid_tokens, bleu)
-    updates = int(room / per_update)
-    for _ in range(3):  # the validations depend on the updates, a little: settle them
-        updates = max(0, int((room - validations(max(1, updates), interval) * validation) / per_update))
-    while updates > 0 and training_time(updates, per_update, tokens_per_update, valid_tokens, interval, bleu) > seconds:
-        updates -= 1
-    return updates
+    updates = int(room / per_update)  # the recipe's 20 validations are a twentieth of these apart, or fewer
+    if validation <= 0 or validations(max(1, updates)) * validation <= VALIDATION_SHARE * room:
+        return 0
+    count = max(LEAST_VALIDATIONS, int(VALIDATION_SHARE * room / validation))
+    if count * validation >= room:
+        return 0
+    return max(1, int((room - count * validation) / per_update) // count)
 
 
 def micro_batches(probe: Probe) -> Tuple[int, float]:

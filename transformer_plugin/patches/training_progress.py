@@ -241,9 +241,7 @@ def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     warmup = int(getattr(getattr(cfg, "lr_scheduler", None), "warmup_updates", 0) or 0)
     for _ in range(2):  # the validations the new interval gives change the updates that fit, a little
         interval_now, warmup_now = schedule_for(update, was, fit, interval, warmup)
-        fit = min(
-            fit, fitting(update, was, cap, seconds_an_update, deadline, (validating, interval_now)) or fit
-        )
+        fit = min(fit, fitting(update, was, cap, seconds_an_update, deadline, (validating, interval_now)) or fit)
     interval_now, warmup_now = schedule_for(update, was, fit, interval, warmup)
     cfg.optimization.max_update = _run["max_update"] = fit
     cfg.checkpoint.save_interval_updates = interval_now

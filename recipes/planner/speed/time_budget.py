@@ -9,6 +9,8 @@ from recipes.planner.probe_arithmetic import (
     parse_time,
     training_time,
     updates_that_fit,
+    validation_interval,
+    validation_seconds,
     validations,
 )
 from recipes.planner.speed import machine, probe_cache
@@ -65,13 +67,20 @@ def budget(
     values = {}
     if time_text:
         seconds = parse_time(time_text)
+        if not interval:  # validations that would take more than their share of the time come further apart
+            interval = validation_interval(seconds, per_update, tokens_per_update, valid_tokens, bleu)
+            if interval:
+                values["SAVE_INTERVAL_UPDATES"] = str(interval)
         fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval, bleu)
         # too few to learn anything where the time is what stops it; a cap given beside TIME below that (a
         # fine-tuning's epochs of a few hundred pairs: recipes/planner/finetuning.py) is what the run needs, and fits
         if fit < (min(MIN_UPDATES, max_update) if max_update else MIN_UPDATES):
+            one = validation_seconds(per_update, tokens_per_update, valid_tokens, bleu)
             raise BudgetError(
                 f"TIME={time_text}: {fit} updates of {per_update:.1f} s fit here, too few to learn "
-                f"anything ({MIN_UPDATES} at least): a longer TIME, or a smaller model"
+                f"anything ({MIN_UPDATES} at least), beside validations of {one:.0f} s each over the dev set's "
+                f"{valid_tokens:,} target tokens{' translated for the dev BLEU' if bleu else ''}: a longer TIME, a "
+                "smaller model or dev set"
             )
         # TIME_FILLS: the time, not a cap, bounds the updates: a run faster than planned trains more of them
         # (transformer_plugin/patches/training_progress.py)
