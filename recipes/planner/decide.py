@@ -313,6 +313,10 @@ def time_spent(
             speed=speeds.measured,
             here=speeds.file is None,
             bleu=tuned.tuning.by_bleu if tuned else v.get("EVAL_BLEU", "0") == "1",
+            # a fine-tuning learns from an epoch of its corpus, where that is fewer updates than a training from nothing
+            least=min(time_budget.MIN_UPDATES, -(-tuned.target_tokens // d.tokens_per_update))
+            if tuned
+            else time_budget.MIN_UPDATES,
         )
     except BudgetError as e:
         raise PlanError(f"error: {e}") from None

@@ -39,13 +39,15 @@ def budget(
     speed: Callable[[Probe], Dict[str, object]] = None,
     here: bool = True,
     bleu: bool = False,
+    least: int = MIN_UPDATES,
 ) -> Dict[str, str]:
     """The recipe's variables for a budget of TIME (``time_text``: updates from this machine's speed) or of
     ``max_update`` updates (with TIME: at most that many, the size class's full run): SECONDS_PER_UPDATE, MAX_UPDATE,
     TRAINING_SECONDS, TRAINING_TIME (said for people) and, for TIME, STOP_TIME_HOURS. The validations are counted
     over a dev set of ``valid_tokens`` target tokens, one every ``interval`` updates (0: the recipe's own), against
     updates of ``tokens_per_update`` (in all; 0: the probe's); ``bleu``: each validation translates the dev set too
-    (--eval-bleu). A run resumed keeps what its plan decided
+    (--eval-bleu); ``least``: the fewest updates a TIME may fit (a fine-tuning's: an epoch of its corpus, where that is
+    fewer than MIN_UPDATES: the parent has learnt the rest). A run resumed keeps what its plan decided
     (recipes/planner/saved.py: WORK/plan.json). ``speed``: how the probe's figure is had
     (seconds_per_update, by default); ``here`` False: its figures come from another machine's speed file, so this
     one need not have the devices."""
@@ -74,11 +76,11 @@ def budget(
         fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval, bleu)
         # too few to learn anything where the time is what stops it; a cap given beside TIME below that (a
         # fine-tuning's epochs of a few hundred pairs: recipes/planner/finetuning.py) is what the run needs, and fits
-        if fit < (min(MIN_UPDATES, max_update) if max_update else MIN_UPDATES):
+        if fit < (min(least, max_update) if max_update else least):
             one = validation_seconds(per_update, tokens_per_update, valid_tokens, bleu)
             raise BudgetError(
                 f"TIME={time_text}: {fit} updates of {per_update:.1f} s fit here, too few to learn "
-                f"anything ({MIN_UPDATES} at least), beside validations of {one:.0f} s each over the dev set's "
+                f"anything ({least} at least), beside validations of {one:.0f} s each over the dev set's "
                 f"{valid_tokens:,} target tokens{' translated for the dev BLEU' if bleu else ''}: a longer TIME, a "
                 "smaller model or dev set"
             )

@@ -13,12 +13,15 @@ def test_a_row_says_what_was_planned_what_ran_and_how_far_apart():
         "planned_seconds": 285.0,
         "clock": 279.0,
         "replans": 2,
+        "trained_seconds": 236.0,
+        "deadline": 300,
         "whole_planned": 420.0,
         "wall": 455.0,
     }
     lines = time_table.table([row]).splitlines()
     assert lines[0].startswith("| case | core | TIME | updates planned | trained |")
-    assert lines[2] == "| from nothing | busy | 5m | 1,200 | 640 | 5 min | 5 min | 0.98 | 2 | 7 min | 8 min |"
+    assert lines[2] == "| from nothing | busy | 5m | 1,200 | 640 | 225 s | 236 s | 1.05 | yes | 2 | 7 min | 8 min |"
+    assert "| no | 2 |" in time_table.table([{**row, "trained_seconds": 300.0}])
     assert "| no |" in time_table.table([{**row, "replans": 0}])
 
 
