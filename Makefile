@@ -4,6 +4,7 @@
 #                exports, the recipes' dry runs and refusals), but the end-to-end tests; prints its 15 slowest
 #   make test-unit   only the unit tier
 #   make test-e2e    the end-to-end tier: the recipes at toy size, fairseq's features on trained models, faults
+#   make test-load   TIME runs on a machine loaded for real (part of test-e2e)
 #   make test-pythons    the install, the imports and console scripts, and the documented recipe commands as dry
 #                runs, on each of Python 3.11, 3.12 and 3.13 here (make install-pythons: only their installs)
 #   make test-kernels    the tests that compare numbers or rest on a trained model, under two other kernel paths
@@ -72,7 +73,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
 .PHONY: install check-python lint format test test-unit test-e2e test-pythons install-pythons test-kernels test-slow test-gpu test-cluster cluster-packages \
-	test-transformers4 demo bench bench-learning bench-budgets bench-data bench-serving bench-cluster bench-shared-cores clean
+	test-transformers4 test-load demo bench bench-learning bench-budgets bench-data bench-serving bench-cluster bench-shared-cores clean
 
 install: $(STAMP)
 
@@ -131,6 +132,11 @@ test-unit: $(STAMP) | check-python
 # processes, in half precision, and resumed after SIGKILL or a full disk. Not part of make test; CI runs it.
 test-e2e: $(STAMP) | check-python
 	$(call PARALLEL_PYTEST,$(PY)) tests -m "e2e and not slow" --durations=15 $(PYTEST_ARGS)
+
+# The load tier (marked load, part of test-e2e): TIME runs on a machine loaded for real, by a process keeping their
+# core busy and by a competing training started beside them; each re-plans, ends on time and says so truly.
+test-load: $(STAMP) | check-python
+	$(PY) -m pytest tests -m "load" $(PYTEST_ARGS)
 
 # On each of PYTHONS this machine has, each in an environment of its own ($(VENV) where it was made with that
 # version, else .venv-3.X, made here): the install, then the packages' imports and console scripts (test_package.py:

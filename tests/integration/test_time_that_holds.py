@@ -82,6 +82,7 @@ def test_two_workers_replan_alike_and_end_together(data_bin, tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.load
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins the run and its competitor to one core")
 def test_a_machine_loaded_partway_through_is_seen_and_the_run_still_ends_on_time(data_bin, tmp_path):
     """The run pinned to one core, alone at first; a busy process pinned to the same core from 12 s on halves its
@@ -110,6 +111,7 @@ def test_a_machine_loaded_partway_through_is_seen_and_the_run_still_ends_on_time
 
 
 @pytest.mark.e2e
+@pytest.mark.load
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins both trainings to one core")
 def test_two_trainings_on_one_core_each_end_on_time_the_first_slowed_by_the_second(data_bin, tmp_path):
     """Two fairseq-trains with TIME pinned to the same core, as two recipes started on a machine with no core to
