@@ -30,7 +30,8 @@ figures decide, the same on every worker.
 
 The schedule follows the run's new length (:func:`schedule_for`): checkpoints laid out by the recipes' rule (every
 1,000 updates, or 20 in all where that is less: the last five averaged span a quarter of the run) are laid out
-again over the updates that now fit, and a warm-up not yet over is shortened or lengthened in proportion (Eq. (3)'s
+again over the updates that now fit (the validations with them, where they came with the checkpoints), and a warm-up
+not yet over is shortened or lengthened in proportion (Eq. (3)'s
 ``vaswani_inverse_sqrt``, fairseq's ``inverse_sqrt``), so that a run cut to a third neither averages checkpoints from
 its first half nor ends still warming up. A checkpoint interval given otherwise is left as it is.
 """
@@ -245,6 +246,9 @@ def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     interval_now, warmup_now = schedule_for(update, was, fit, interval, warmup)
     cfg.optimization.max_update = _run["max_update"] = fit
     cfg.checkpoint.save_interval_updates = interval_now
+    dataset = getattr(cfg, "dataset", None)  # the recipes validate where they save: the validations follow
+    if dataset is not None and getattr(dataset, "validate_interval_updates", 0) == interval:
+        dataset.validate_interval_updates = interval_now
     if warmup_now is not None:
         _warm_up_over(_run["trainer"], warmup_now)
     record = {

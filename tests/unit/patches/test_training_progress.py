@@ -200,6 +200,7 @@ def test_where_the_time_alone_bounds_the_updates_a_faster_run_trains_more(tmp_pa
         cfg = SimpleNamespace(
             optimization=SimpleNamespace(max_update=103, stop_time_hours=240 / 3600),
             checkpoint=SimpleNamespace(save_interval_updates=5, save_dir=str(tmp_path)),
+            dataset=SimpleNamespace(validate_interval_updates=5),  # the recipes validate where they save
         )
         trainer = SimpleNamespace(cumulative_training_time=lambda: 30.0)
         tp._run.clear()
@@ -213,4 +214,5 @@ def test_where_the_time_alone_bounds_the_updates_a_faster_run_trains_more(tmp_pa
     assert 130 < cfg.optimization.max_update < 150 and cfg.checkpoint.save_interval_updates == laid_out(
         cfg.optimization.max_update
     )
+    assert cfg.dataset.validate_interval_updates == cfg.checkpoint.save_interval_updates  # the validations follow
     assert replanned("0").optimization.max_update == 103
