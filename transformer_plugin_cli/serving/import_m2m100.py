@@ -185,6 +185,11 @@ def code_language(code: str) -> str:
     return m.group(1) if m else code.split("_")[0]
 
 
+def listed(codes: List[str], most: int = 12) -> str:
+    """Codes for a message: NLLB has 202, the first ``most`` and how many more."""
+    return ", ".join(codes[:most]) + (f" and {len(codes) - most} more" if len(codes) > most else "")
+
+
 def code_for(lang: str, given: Optional[str], codes: List[str], where: str) -> str:
     """The model's code for the recipe's language ``lang`` (``given``: a code named outright); refused, listing the
     codes, where it has none or several."""
@@ -192,7 +197,7 @@ def code_for(lang: str, given: Optional[str], codes: List[str], where: str) -> s
 
     if given:
         if given not in codes:
-            raise M2M100ImportError(f"{where}: no language code {given!r} (it has {', '.join(codes)})")
+            raise M2M100ImportError(f"{where}: no language code {given!r} (it has {listed(codes)})")
         return given
     if lang in codes:
         return lang
@@ -205,7 +210,7 @@ def code_for(lang: str, given: Optional[str], codes: List[str], where: str) -> s
         return found[0]
     if not found:
         raise M2M100ImportError(
-            f"{where}: no language code for {lang!r} among its {len(codes)} ({', '.join(codes)}): name one with "
+            f"{where}: no language code for {lang!r} among its {len(codes)} ({listed(codes)}): name one with "
             "--source-code / --target-code (the recipes: SRC_CODE, TGT_CODE)"
         )
     raise M2M100ImportError(

@@ -185,3 +185,9 @@ def test_exported_back_it_is_the_model_it_was_with_its_tokenizer(imported, tmp_p
         )
     assert torch.equal(ours, original_out) and (ours[:, 1] == reloaded.convert_tokens_to_ids(tgt)).all()
     assert "forced_bos_token_id" in (tmp_path / "hf" / "generation_config.json").read_text()
+
+
+def test_nllbs_two_hundred_codes_are_named_a_dozen_and_a_count():
+    codes = [f"x{i:02d}_Latn" for i in range(202)]
+    with pytest.raises(import_m2m100.M2M100ImportError, match=r"among its 202 \(x00_Latn, .*x11_Latn and 190 more\)"):
+        import_m2m100.code_for("ja", None, codes, "nllb")
