@@ -191,3 +191,33 @@ def test_nllbs_two_hundred_codes_are_named_a_dozen_and_a_count():
     codes = [f"x{i:02d}_Latn" for i in range(202)]
     with pytest.raises(import_m2m100.M2M100ImportError, match=r"among its 202 \(x00_Latn, .*x11_Latn and 190 more\)"):
         import_m2m100.code_for("ja", None, codes, "nllb")
+
+
+def test_a_model_of_another_shape_is_not_exported_as_m2m100_naming_the_flag():
+    from argparse import Namespace
+
+    from transformer_plugin_cli.serving.checkpoint import UnsupportedModelError
+    from transformer_plugin_cli.serving.export_m2m100 import check_supported
+
+    shape = dict(
+        normalize_before=True,
+        sinusoid_variant="fairseq",
+        positional_encoding="sinusoidal",
+        activation_fn="relu",
+        share_all_embeddings=True,
+        output_bias=False,
+        decoder_start="eos",
+        attention_heads=4,
+        d_model=32,
+        d_k=8,
+        d_v=8,
+    )
+    check_supported(Namespace(**shape))
+    for change, flag in (
+        ({"normalize_before": False}, "--normalize-before"),
+        ({"sinusoid_variant": "paper"}, "--sinusoid-variant fairseq"),
+        ({"activation_fn": "swish"}, "--activation-fn relu"),
+        ({"output_bias": True}, "no --output-bias"),
+    ):
+        with pytest.raises(UnsupportedModelError, match=flag):
+            check_supported(Namespace(**{**shape, **change}))
