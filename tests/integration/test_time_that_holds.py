@@ -48,7 +48,9 @@ def ended_as_replanned(log, save_dir):
     assert replans[0]["max_update_now"] < 100000 / 1.2
     assert re.search(r"time: re-planned at update [\d,]+: [\d.]+ s an update here, where --max-update 100,000", log)
     stopped = re.findall(r"Stopping training due to (num_updates: (\d+) >= max_update|cumulative_training_time)", log)
-    assert len(stopped) == 1, stopped
+    # once, at one update: by the updates, the clock, or both where the last update reaches the deadline (fairseq
+    # logs each reason it stops for)
+    assert 1 <= len(stopped) <= 2 and len({reason for reason, _ in stopped}) == len(stopped), stopped
     last = replans[-1]["max_update_now"]
     updates = [int(u) for u in re.findall(r"\| progress \| update (\d+) of", log)]
     assert updates and max(updates) <= last
