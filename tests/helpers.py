@@ -568,6 +568,25 @@ def documented_commands():
 MARIAN_V = 40  # </s>, <unk>, 37 pieces, <pad>: marian_directory's vocabulary
 
 
+# the tiny shape of the published models built here (MarianMT's, NLLB's, M2M100's): 2+2 layers of 32, 4 heads
+TINY_SHAPE = dict(
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+)
+
+
+def randomise_layer_norms(model) -> None:
+    """Every LayerNorm's weight about 1 and bias about 0, not exactly: a LayerNorm mapped to the wrong place shows."""
+    for name, p in model.named_parameters():
+        if "layer_norm" in name:
+            p.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
+
+
 def marian_directory(path, separate=False, seed=0, language_tokens=(), languages=("en", "de"), **overrides):
     """A MarianMT directory as save_pretrained writes it, random weights in OPUS-MT's shape (swish, tied embeddings,
     <pad> last and the start of decoding), tiny, with LayerNorms, final_logits_bias and the padding row randomised
@@ -587,13 +606,7 @@ def marian_directory(path, separate=False, seed=0, language_tokens=(), languages
     shape = dict(
         vocab_size=V,
         decoder_vocab_size=len(target),
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
+        **TINY_SHAPE,
         activation_function="swish",
         max_position_embeddings=64,
         pad_token_id=V - 1,
@@ -605,9 +618,7 @@ def marian_directory(path, separate=False, seed=0, language_tokens=(), languages
     config = transformers.MarianConfig(**{**shape, **overrides})
     model = transformers.MarianMTModel(config)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "layer_norm" in name:
-                p.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
+        randomise_layer_norms(model)
         model.final_logits_bias.normal_(0, 1)
         model.model.encoder.embed_tokens.weight[V - 1].normal_(0, 0.1)
     model.save_pretrained(path)
@@ -689,13 +700,7 @@ def m2m100_directory(path, family="nllb", codes=None, seed=0, safetensors=True, 
     size = -(-(size + (8 if family != "nllb" else 0)) // 8) * 8  # fairseq's madeup words: a multiple of 8
     shape = dict(
         vocab_size=size,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
+        **TINY_SHAPE,
         activation_function="relu",
         max_position_embeddings=64,
         pad_token_id=1,
@@ -708,9 +713,7 @@ def m2m100_directory(path, family="nllb", codes=None, seed=0, safetensors=True, 
     config = transformers.M2M100Config(**{**shape, **overrides})
     model = transformers.M2M100ForConditionalGeneration(config)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "layer_norm" in name:
-                p.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
+        randomise_layer_norms(model)
     model.save_pretrained(str(path))
     if not safetensors:  # the older hub format (transformers 5 writes safetensors only)
         torch.save(model.state_dict(), path / "pytorch_model.bin")

@@ -47,6 +47,7 @@ from .import_marian import (
     copy_norm,
     embedding_rows,
     read_json,
+    shape_flags,
     write_import,
 )
 
@@ -104,23 +105,7 @@ def check_config(config: dict, where: str) -> None:
 
 def m2m100_flags(config: dict) -> List[str]:
     """The ``vaswani_transformer`` flags (less ``--arch``) of the model of an M2M100 / NLLB config.json."""
-    flags = [
-        "--encoder-layers",
-        config["encoder_layers"],
-        "--decoder-layers",
-        config["decoder_layers"],
-        "--d-model",
-        config["d_model"],
-        "--d-ff",
-        config["encoder_ffn_dim"],
-        "--attention-heads",
-        config["encoder_attention_heads"],
-        "--dropout",
-        config.get("dropout", 0.1),
-        "--attention-dropout",
-        config.get("attention_dropout", 0.0),
-        "--activation-dropout",
-        config.get("activation_dropout", 0.0),
+    flags = shape_flags(config) + [
         "--activation-fn",
         "relu",
         "--normalize-before",

@@ -135,10 +135,10 @@ def shared_and_tied(config: dict) -> Tuple[bool, bool]:
     return bool(config.get("share_encoder_decoder_embeddings", True)), bool(config.get("tie_word_embeddings", True))
 
 
-def marian_flags(config: dict) -> List[str]:
-    """The ``vaswani_transformer`` flags (less ``--arch``) of the model of a MarianMT config.json: fairseq-train's
-    for --finetune-from-model, and the recipe's for INIT= (recipes.planner.parent)."""
-    flags = [
+def shape_flags(config: dict) -> List:
+    """The ``vaswani_transformer`` flags of a BART-family config.json's shape (MarianMT's, M2M100's): its layers,
+    widths, heads and dropouts."""
+    return [
         "--encoder-layers",
         config["encoder_layers"],
         "--decoder-layers",
@@ -155,6 +155,13 @@ def marian_flags(config: dict) -> List[str]:
         config.get("attention_dropout", 0.0),
         "--activation-dropout",
         config.get("activation_dropout", 0.0),
+    ]
+
+
+def marian_flags(config: dict) -> List[str]:
+    """The ``vaswani_transformer`` flags (less ``--arch``) of the model of a MarianMT config.json: fairseq-train's
+    for --finetune-from-model, and the recipe's for INIT= (recipes.planner.parent)."""
+    flags = shape_flags(config) + [
         "--activation-fn",
         config.get("activation_function", "swish"),
         "--output-bias",
