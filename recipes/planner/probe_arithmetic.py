@@ -36,13 +36,14 @@ class BudgetError(ValueError):
 # EN-DE pairs: 0.55 on one core (19,306 target tokens in 14 s against 5.33 s for 4,096), 0.43 on 2 CPU workers.
 # With --eval-bleu (EVAL_BLEU=1, a small corpus fine-tuned) each validation also translates the dev set at beam 4: a dev
 # target token translated costs BEAM_TOKEN_COST of a training token's time more (benchmarks/validation_cost.py, the
-# hypotheses at the references' lengths: 1.49 on one core for 2+2 layers of 256, 2026-12-06). Measured on CPU only; a
+# hypotheses at the references' lengths, one core, 2026-12-06: 1.29 for 2+2 layers of 256, 1.13 for 3+3 of 512, 1.49
+# with the core shared). Measured on CPU only; a
 # GPU's beam search is further from its training's speed (issue 87's session measures it), and the run re-plans at
 # the validations' measured seconds in any case (transformer_plugin/patches/training_progress.py).
 TIME_STARTUP_SECONDS = 60
 TIME_TRAINING_SHARE = 0.95
 VALID_TOKEN_COST = 0.5
-BEAM_TOKEN_COST = 1.5
+BEAM_TOKEN_COST = 1.3
 TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
