@@ -29,6 +29,21 @@ def no_cuda(time_text: str) -> BudgetError:
 MIN_UPDATES = 100  # a TIME that fits fewer is refused (a cap given beside it, if lower, is enough)
 
 
+def check_enough(
+    fit: int, least: int, time_text: str, per_update: float, tokens_per_update: int, valid_tokens: int, bleu: bool
+) -> None:
+    """Refuse a TIME that fits fewer than ``least`` updates where the time is what stops it (a cap given beside TIME
+    below that, a fine-tuning's epochs of a few hundred pairs, is what the run needs), naming the validations' cost."""
+    if fit >= least:
+        return
+    one = validation_seconds(per_update, tokens_per_update, valid_tokens, bleu)
+    raise BudgetError(
+        f"TIME={time_text}: {fit} updates of {per_update:.1f} s fit here, too few to learn anything ({least} at "
+        f"least), beside validations of {one:.0f} s each over the dev set's {valid_tokens:,} target tokens"
+        f"{' translated for the dev BLEU' if bleu else ''}: a longer TIME, a smaller model or dev set"
+    )
+
+
 def budget(
     probe: Probe,
     time_text: str = "",
@@ -74,16 +89,8 @@ def budget(
             if interval:
                 values["SAVE_INTERVAL_UPDATES"] = str(interval)
         fit = updates_that_fit(seconds, per_update, tokens_per_update, valid_tokens, interval, bleu)
-        # too few to learn anything where the time is what stops it; a cap given beside TIME below that (a
-        # fine-tuning's epochs of a few hundred pairs: recipes/planner/finetuning.py) is what the run needs, and fits
-        if fit < (min(least, max_update) if max_update else least):
-            one = validation_seconds(per_update, tokens_per_update, valid_tokens, bleu)
-            raise BudgetError(
-                f"TIME={time_text}: {fit} updates of {per_update:.1f} s fit here, too few to learn "
-                f"anything ({least} at least), beside validations of {one:.0f} s each over the dev set's "
-                f"{valid_tokens:,} target tokens{' translated for the dev BLEU' if bleu else ''}: a longer TIME, a "
-                "smaller model or dev set"
-            )
+        least = min(least, max_update) if max_update else least
+        check_enough(fit, least, time_text, per_update, tokens_per_update, valid_tokens, bleu)
         # TIME_FILLS: the time, not a cap, bounds the updates: a run faster than planned trains more of them
         # (transformer_plugin/patches/training_progress.py)
         values["TIME_FILLS"] = "1" if not max_update or fit < max_update else "0"
