@@ -221,3 +221,17 @@ def test_a_model_of_another_shape_is_not_exported_as_m2m100_naming_the_flag():
     ):
         with pytest.raises(UnsupportedModelError, match=flag):
             check_supported(Namespace(**{**shape, **change}))
+
+
+def test_a_directory_the_import_wrote_is_a_parent_with_its_codes(imported, tmp_path):
+    """INIT= naming vaswani-import-m2m100's OUT_DIR: the checkpoint and dictionaries as they are, the codes from its
+    languages.json, the sentencepiece model beside them; a language it has no code for is refused naming that file."""
+    from recipes.planner.parent import ParentError, read_parent
+
+    family, root, *_ = imported
+    found = read_parent(str(root / "out"), "en", "de", str(tmp_path)).assignments("en", "de")
+    codes = ("eng_Latn", "deu_Latn") if family == "nllb" else ("__en__", "__de__")
+    assert (found["PARENT_SRC_CODE"], found["PARENT_TGT_CODE"]) == codes and found["PARENT_TGT_TOKEN"] == ""
+    assert found["PARENT_KIND"] == "fairseq" and found["PARENT_SRC_SPM"].endswith("out/source.spm")
+    with pytest.raises(ParentError, match=r"languages\.json: .*no language code 'yue_Hant'"):
+        read_parent(str(root / "out"), "en", "de", str(tmp_path), src_code="yue_Hant")
