@@ -144,7 +144,7 @@ export_stages() {
     case $export in
       ct2) stage 9-ct2 "CTranslate2 model" "$PY" -m transformer_plugin_cli.serving.export_ctranslate2 \
              --model-path "$MODEL_PATH" --data-dir "$EVAL_DATA" --output-dir "$WORK/ct2" --force ;;
-      hf) stage 9-hf "Hugging Face Transformers model (MarianMT)" "$PY" -m transformer_plugin_cli.serving.export_transformers \
+      hf) stage 9-hf "Hugging Face Transformers model (MarianMT; M2M100 from an NLLB or M2M100 parent)" "$PY" -m transformer_plugin_cli.serving.export_transformers \
             --model-path "$MODEL_PATH" --data-dir "$EVAL_DATA" --spm "$SRC_SPM" --target-spm "$TGT_SPM" \
             --scores "test=$OUT/scores.test.json" --output-dir "$WORK/hf" --force "$@" ;;
       *) echo "EXPORT=$EXPORT: ct2 and/or hf" >&2; exit 2 ;;
