@@ -39,7 +39,6 @@ from typing import Dict, List, Optional, Tuple
 from transformer_plugin_cli.console import console_script
 
 from .import_marian import (
-    REPO,
     SOURCE_SPM,
     TARGET_SPM,
     build_model,
@@ -47,6 +46,7 @@ from .import_marian import (
     copy_norm,
     embedding_rows,
     read_json,
+    said_imported,
     shape_flags,
     write_import,
 )
@@ -362,14 +362,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     with open(os.path.join(a.out_dir, LANGUAGES), encoding="utf-8") as f:
         languages = json.load(f)
-    print(
-        f"imported {a.hf_dir} -> {path} ({languages['family']}: {languages['source']['code']} -> "
-        f"{languages['target']['code']})"
-    )
-    print(
-        f"its model, for fairseq-train --finetune-from-model {path}: --user-dir "
-        f"{os.path.join(REPO, 'transformer_plugin')} " + " ".join(flags)
-    )
+    what = f"{languages['family']}: {languages['source']['code']} -> {languages['target']['code']}"
+    said_imported(a.hf_dir, path, flags, what)
     return 0
 
 

@@ -484,6 +484,15 @@ def import_marian(
     return os.path.join(out_dir, "checkpoint.pt"), model_flags
 
 
+def said_imported(hf_dir: str, path: str, flags: List[str], what: str = "") -> None:
+    """What an import prints: the checkpoint written, and fairseq-train's flags for its model."""
+    print(f"imported {hf_dir} -> {path}{f' ({what})' if what else ''}")
+    print(
+        f"its model, for fairseq-train --finetune-from-model {path}: --user-dir "
+        f"{os.path.join(REPO, 'transformer_plugin')} " + " ".join(flags)
+    )
+
+
 @console_script
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="vaswani-import-marian", description=__doc__.split("\n\n")[0])
@@ -498,11 +507,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except MarianImportError as e:
         print(f"vaswani-import-marian: error: {e}", file=sys.stderr)
         return 2
-    print(f"imported {a.hf_dir} -> {path}")
-    print(
-        f"its model, for fairseq-train --finetune-from-model {path}: --user-dir "
-        f"{os.path.join(REPO, 'transformer_plugin')} " + " ".join(flags)
-    )
+    said_imported(a.hf_dir, path, flags)
     return 0
 
 
