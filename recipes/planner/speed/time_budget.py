@@ -4,6 +4,7 @@ and fairseq's --stop-time-hours, as the recipe's variables."""
 from typing import Callable, Dict
 
 from recipes.planner.probe_arithmetic import (
+    LEAST_VALIDATIONS,
     TIME_STARTUP_SECONDS,
     BudgetError,
     parse_time,
@@ -95,6 +96,9 @@ def budget(
         # (transformer_plugin/patches/training_progress.py)
         values["TIME_FILLS"] = "1" if not max_update or fit < max_update else "0"
         max_update = min(fit, max_update) if max_update else fit  # a cap given beside TIME: the size class's own
+        if "SAVE_INTERVAL_UPDATES" in values and max_update // interval < LEAST_VALIDATIONS:  # a cap ends it sooner
+            interval = max(1, max_update // LEAST_VALIDATIONS)
+            values["SAVE_INTERVAL_UPDATES"] = str(interval)
         values["STOP_TIME_HOURS"] = f"{(seconds - TIME_STARTUP_SECONDS) / 3600:.4f}"
     total = training_time(max_update, per_update, tokens_per_update, valid_tokens, interval, bleu)
     source = (

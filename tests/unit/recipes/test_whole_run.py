@@ -57,3 +57,20 @@ def test_validations_that_would_take_the_time_come_further_apart():
     assert validation_interval(300, 1.13, 2048, 1000) == 0  # a small dev set: the recipe's 20
     assert validation_interval(3600, 1.13, 2048, 19306, bleu=True) == 0  # an hour: the 20 take 11% of it
     assert validation_interval(100, 1.13, 2048, 10**6, bleu=True) == 0  # none fit at all: refused as such
+
+
+def test_validations_spaced_for_the_time_still_come_five_times_where_a_cap_ends_the_run_sooner():
+    """The same TIME=5m and dev set, where a fine-tuning's epochs stop it at 30 updates: 5 validations, 6 apart, not
+    the time's 23 apart (one validation, nothing to choose the model by)."""
+    from recipes.planner.speed.probing import Probe
+    from recipes.planner.speed.time_budget import budget
+
+    probe = Probe("vaswani_base", "", 8000, 2048)
+    found = budget(
+        probe, "5m", 30, 2048, 19306, bleu=True, speed=lambda p: {"seconds": 1.13, "said": "a figure"}, here=False
+    )
+    assert found["MAX_UPDATE"] == "30" and found["SAVE_INTERVAL_UPDATES"] == "6" and found["TIME_FILLS"] == "0"
+    free = budget(
+        probe, "5m", 0, 2048, 19306, bleu=True, speed=lambda p: {"seconds": 1.13, "said": "a figure"}, here=False
+    )
+    assert free["SAVE_INTERVAL_UPDATES"] == "23" and free["TIME_FILLS"] == "1"
