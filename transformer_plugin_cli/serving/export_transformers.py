@@ -269,33 +269,9 @@ def main(argv=None) -> int:
 
     command = "vaswani-export-hf " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.m2m100_tokenizer:
-        from .export_m2m100 import export_m2m100
+        from .export_m2m100 import main_of
 
-        try:
-            difference = export_m2m100(
-                args.model_path,
-                args.data_dir,
-                args.m2m100_tokenizer,
-                args.output_dir,
-                args.source_lang,
-                args.target_lang,
-                args.force,
-                args.beam,
-                args.lenpen,
-                args.max_new_tokens or 256,
-                args.scores,
-            )
-        except (
-            UnsupportedModelError,
-            ExportError,
-            CorruptCheckpointError,
-            UnsafeCheckpointError,
-            FileNotFoundError,
-        ) as e:
-            print(f"export_transformers: error: {e}", file=sys.stderr)
-            return 1
-        print(f"M2M100 model: {args.output_dir} (log-probabilities within {difference:.1e} of the checkpoint's)")
-        return 0
+        return main_of(args)
     try:
         difference = export(
             args.model_path,

@@ -42,9 +42,8 @@ from .import_marian import (
     SOURCE_SPM,
     TARGET_SPM,
     build_model,
-    copy_layer,
+    copy_layers,
     copy_norm,
-    embedding_rows,
     read_json,
     said_imported,
     shape_flags,
@@ -216,7 +215,7 @@ def fairseq_dictionary(tokens: List[str]):
 
 
 def load_weights(model, theirs: Dict[str, "object"]) -> None:
-    """Their weights into ``model``: the layers (import_marian.copy_layer, no coordinate renamed), each stack's
+    """Their weights into ``model``: the layers (import_marian.copy_layers, no coordinate renamed), each stack's
     LayerNorm, the one embedding matrix."""
     import torch
 
@@ -226,14 +225,10 @@ def load_weights(model, theirs: Dict[str, "object"]) -> None:
         return theirs[name].detach().float()
 
     with torch.no_grad():
-        for i, ours in enumerate(model.encoder.layers):
-            copy_layer(ours, take, f"model.encoder.layers.{i}", False, inverse)
-        for i, ours in enumerate(model.decoder.layers):
-            copy_layer(ours, take, f"model.decoder.layers.{i}", True, inverse)
+        copy_layers(model, take, inverse)
         copy_norm(model.encoder.layer_norm, take, "model.encoder.layer_norm", inverse)
         copy_norm(model.decoder.layer_norm, take, "model.decoder.layer_norm", inverse)
-        rows = list(range(model.encoder.embed.embed_tokens.weight.size(0)))
-        model.encoder.embed.embed_tokens.weight.copy_(embedding_rows(take("model.shared.weight"), rows, inverse))
+        model.encoder.embed.embed_tokens.weight.copy_(take("model.shared.weight"))  # its ids are fairseq's
 
 
 def check_equivalent(model, theirs, src_code: int, tgt_code: int, tolerance: float = 1e-4) -> float:

@@ -250,6 +250,14 @@ def copy_layer(ours, take, prefix: str, decoder: bool, inverse) -> None:
     copy_norm(ours.ffn_sublayer.layer_norm, take, f"{prefix}.final_layer_norm", inverse)
 
 
+def copy_layers(model, take, inverse) -> None:
+    """Every encoder and decoder layer of a BART-family model into ours (copy_layer)."""
+    for i, ours in enumerate(model.encoder.layers):
+        copy_layer(ours, take, f"model.encoder.layers.{i}", False, inverse)
+    for i, ours in enumerate(model.decoder.layers):
+        copy_layer(ours, take, f"model.decoder.layers.{i}", True, inverse)
+
+
 def copy_norm(layer_norm, take, name: str, inverse) -> None:
     layer_norm.weight.copy_(take(f"{name}.weight")[inverse])
     layer_norm.bias.copy_(take(f"{name}.bias")[inverse])
@@ -278,10 +286,7 @@ def load_weights(
         return theirs[name].detach().float()
 
     with torch.no_grad():
-        for i, ours in enumerate(model.encoder.layers):
-            copy_layer(ours, take, f"model.encoder.layers.{i}", False, inverse)
-        for i, ours in enumerate(model.decoder.layers):
-            copy_layer(ours, take, f"model.decoder.layers.{i}", True, inverse)
+        copy_layers(model, take, inverse)
         source = take("model.shared.weight") if shared else take("model.encoder.embed_tokens.weight")
         target = take("model.shared.weight") if shared else take("model.decoder.embed_tokens.weight")
         model.encoder.embed.embed_tokens.weight.copy_(embedding_rows(source, src_rows, inverse))
