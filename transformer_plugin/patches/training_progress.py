@@ -18,12 +18,13 @@ left would pass the deadline at this run's rate, it says how many fit and that T
     progress | update 500 of about 560 (89%) | 19 min elapsed | about 2 min left, TIME ends it at 02:21
 
 and the run re-plans what remains (:func:`fitting`): from its second logged interval on, at the seconds an update
-measured over its last WINDOW intervals (the first, with the start's costs, left out; validations timed apart, at
-their own cost), where the updates that fit by the deadline differ from ``--max-update`` by more than REPLAN times,
-``--max-update`` becomes those, and never more than the plan's own: a machine that slows re-plans down, one that
-quiets again back up towards the plan. Where the time alone bounds the updates (``TRANSFORMER_PLUGIN_TIME_FILLS=1``,
-which the recipes set when no cap of theirs, a fine-tuning's epochs or the updates a corpus can use, is lower), a run
-faster than its plan re-plans up past it too, to use the time it was given.
+measured over its last WINDOW intervals (the first, with the start's costs, left out; validations timed apart, each
+costing the dearest so far at the machine's speed now, :func:`validation_cost`), where ``--max-update`` would pass
+the deadline (fairseq would stop it there, then validate past it) or more than REPLAN times it fit by then,
+``--max-update`` becomes those that fit less a MARGIN, and never more than the plan's own: a machine that slows
+re-plans down, one that quiets again back up towards the plan. Where the time alone bounds the updates
+(``TRANSFORMER_PLUGIN_TIME_FILLS=1``, which the recipes set when no cap of theirs, a fine-tuning's epochs or the
+updates a corpus can use, is lower), a run faster than its plan re-plans up past it too, to use the time it was given.
 The run then ends at its own last update, validated and saved, rather than cut by the clock; the log says so, with
 the figures, and ``time_budget.json`` in ``--save-dir`` records them. On several workers the slowest worker's
 figures decide, the same on every worker.
@@ -42,7 +43,7 @@ import logging
 import os
 import sys
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from fairseq.logging import progress_bar
 
@@ -55,8 +56,12 @@ logger = logging.getLogger("progress")
 
 _run: Dict = {}  # max_update and the plan's, where this process started, the intervals measured, the validations', ...
 
-# a run re-plans where the updates that fit by --stop-time-hours differ from --max-update by this factor (20%)
+# a run re-plans where --max-update would pass --stop-time-hours (fairseq would stop it there and validate past it),
+# or where more than this factor (20%) of it fit by then
 REPLAN = 1.2
+# the share of the updates left that a re-plan leaves unplanned, as the plan's margin does, so that the next interval's
+# noise does not re-plan again
+MARGIN = 0.05
 # set to 1 where the time alone bounds the updates (the recipes' plan: no cap of theirs lower): re-planned up past
 # --max-update too
 TIME_FILLS = "TRANSFORMER_PLUGIN_TIME_FILLS"
@@ -110,15 +115,19 @@ def fitting(
     deadline: float,
     validation: Tuple[float, int],
 ) -> Optional[int]:
-    """The updates to train now, where they differ by more than REPLAN times from ``max_update``: those that fit by
-    the deadline (``deadline`` seconds from now) at ``seconds_an_update``, a validation of ``validation[0]`` seconds
-    each ``validation[1]`` updates (0: none timed yet), and never more than ``planned`` (None: the time alone bounds
-    them); else None."""
+    """The updates to train now, where ``max_update`` would pass the deadline (``deadline`` seconds from now) or falls
+    short of it by more than REPLAN times: those that fit at ``seconds_an_update`` and a validation of
+    ``validation[0]`` seconds each ``validation[1]`` updates (0: none timed yet), the last validation, at the end,
+    paid first, less MARGIN of the updates left; never more than ``planned`` (None: the time alone bounds them). Else
+    None: ``max_update`` holds."""
     seconds, every = validation
     per_update = seconds_an_update + (seconds / every if every > 0 else 0.0)
-    fit = update + int(max(0.0, deadline - seconds) / per_update)  # the last validation, at the end, paid first
+    left = max(0.0, deadline - seconds) / per_update
+    if update + left >= max_update and (update + left) < max_update * REPLAN:
+        return None  # it ends by the deadline, and not far before it
+    fit = update + int(left * (1 - MARGIN))
     target = max(fit, update + 1) if planned is None else min(planned, max(fit, update + 1))
-    return target if target * REPLAN < max_update or target > max_update * REPLAN else None
+    return target if target != max_update else None
 
 
 # the recipes' checkpoints (recipes/planner/decide.py, schedule): every CHECKPOINTS_CAP updates, or CHECKPOINTS in all
@@ -229,9 +238,20 @@ def _slowest(seconds_an_update: float, deadline: float, validation: float) -> Tu
     return float(figures[0]), -float(figures[1]), float(figures[2])
 
 
+def validation_cost(validations: List[Tuple[float, Optional[float]]], seconds_an_update: float) -> float:
+    """What the next validation costs: the dearest so far, each of ``validations`` (seconds it took, the seconds an
+    update measured when it ran, None: not yet measured) at the machine's speed now (``seconds_an_update``): one timed
+    on a quiet core costs twice as much on a core another process shares."""
+    return max((took * (seconds_an_update / then if then else 1.0) for took, then in validations), default=0.0)
+
+
 def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
     cfg = _run["cfg"]
-    seconds_an_update, deadline, validating = _slowest(seconds_an_update, deadline, _run.get("validation_seconds", 0.0))
+    _run["seconds_an_update"] = seconds_an_update
+    timed = _run.get("validations", [])
+    seconds_an_update, deadline, validating = _slowest(
+        seconds_an_update, deadline, validation_cost(timed, seconds_an_update)
+    )
     validation = (validating, cfg.checkpoint.save_interval_updates or 0)
     cap = None if os.environ.get(TIME_FILLS) == "1" else _run["planned"]
     fit = fitting(update, cfg.optimization.max_update, cap, seconds_an_update, deadline, validation)
@@ -306,7 +326,7 @@ def _timing_validations(original):
         finally:
             took = time.monotonic() - began
             _run["validating"] = _run.get("validating", 0.0) + took  # kept out of the seconds an update
-            _run["validation_seconds"] = took  # the last one's: what the next costs
+            _run.setdefault("validations", []).append((took, _run.get("seconds_an_update")))  # validation_cost
 
     return validate
 
