@@ -16,6 +16,7 @@ banner() { printf '\n==== %s ====\n' "$*"; }
 recipe_options() {
   local script=$1 arg
   shift
+  RECIPE_COMMAND=("$script" "$@")  # what run_stages starts again after a re-pick
   CHECK_ONLY=0
   for arg in "$@"; do
     case $arg in
@@ -99,6 +100,12 @@ run_stages() {
       printf '%s\0' "${RECIPE_PLAN[@]}" "${sources[@]}"
       recipe_variables) || status=$?
   RECIPE_PLAN=()
+  # 75: a training stopped for its model to be picked again (recipes/planner/repick.py): the recipe starts again,
+  # once, with the same variables (REPROBE=1's probes are those of the first start)
+  if [ $status -eq 75 ] && [ -z "${RECIPE_REPICKED:-}" ]; then
+    banner "the model picked again for the time left"
+    exec env RECIPE_REPICKED=1 bash "${RECIPE_COMMAND[@]}"
+  fi
   if [ $status -ne 0 ]; then ENGINE_SAID=1; exit $status; fi
   [ "${CHECK_ONLY:-0}" = 0 ] || exit 0
 }

@@ -20,7 +20,9 @@ TIME=${TIME:-}                             # 90m, 8h, 2d: as many updates as fit
 MAX_UPDATE=${MAX_UPDATE:-}                 # N updates (with EVAL_BLEU=1 also stopping after PATIENCE validations without gain)
 REPROBE=${REPROBE:-0}                      # 1: this machine's speed measured again, and the plan decided again
 SPEED_FILE=${SPEED_FILE:-}                 # vaswani-speed-probe file of the machines that train: TIME at their speed
-[ "$REPROBE" = 0 ] || export TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE=$(date +%s.%N)
+# REPROBE=1: figures measured since the recipe started (a start again after a re-pick keeps them)
+[ "$REPROBE" = 0 ] || printenv TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE > /dev/null ||
+  export TRANSFORMER_PLUGIN_PROBE_FRESH_SINCE=$(date +%s.%N)
 GPUS=${GPUS:-$([ "$TOY" = 1 ] && echo 0 || gpu_count)}; CPU_WORKERS=${CPU_WORKERS:-2}; PRECISION=${PRECISION:-fp32}
 LAUNCH=${LAUNCH:-local}; NNODES=${NNODES:-1}; NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-}; MASTER_PORT=${MASTER_PORT:-}; DIST_TIMEOUT=${DIST_TIMEOUT:-600}
@@ -99,6 +101,8 @@ train_args() {
   [ "$PLAN_PATIENCE" = 0 ] || TRAIN_ARGS+=(--patience "$PLAN_PATIENCE")
   # TIME, not a cap, bounds the updates: a run faster than its plan trains more of them by its deadline
   export TRANSFORMER_PLUGIN_TIME_FILLS=$PLAN_TIME_FILLS
+  # a machine found much slower early in training: stop for the model to be picked again (recipes/planner/repick.py)
+  export TRANSFORMER_PLUGIN_REPICK=$PLAN_REPICK
   if [ "$PLAN_EVAL_BLEU" = 1 ]; then
     TRAIN_ARGS+=(--eval-bleu --eval-bleu-args '{"beam": 4, "lenpen": 0.6, "max_len_a": 1, "max_len_b": 50}'
       --eval-bleu-remove-bpe sentencepiece --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)

@@ -7,14 +7,16 @@ import os
 import shutil
 import signal
 import sys
+import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from recipes.engine import space
-from recipes.engine.decisions import BEGUN, Decision, decide, stop_message
+from recipes.engine.decisions import BEGUN, Decision, decide, save_dir, stop_message
 from recipes.engine.failures import StageFailed
 from recipes.engine.launching import Launcher, shown
 from recipes.engine.processes import Interrupted, Supervisor, die_with_parent
 from recipes.engine.stamps import Context, Stage, write_stamp
+from recipes.planner import repick
 from recipes.records import read_records
 
 
@@ -107,11 +109,14 @@ class Runner:
         except Interrupted as e:
             say(self.interrupted_message(current, e.signum), err=True)
             return 128 + e.signum
+        except Repicked as e:
+            say(str(e))
+            return repick.EXIT
         except StageFailed as e:
             if e.message:
                 say(e.message, err=True)
             say(f"FAILED: stage {current.id}: {current.title} (exit {e.status})", err=True)
-            return e.status
+            return e.status if e.status != repick.EXIT else 1  # EXIT: the recipe starts again, for a re-pick only
         except OSError as e:  # the stage's stamp, log or output could not be written
             say(
                 f"FAILED: stage {current.id}: {current.title}: "
@@ -172,10 +177,34 @@ class Runner:
         self.launcher.make_directories(stage.argv)
         if stage.trains:  # the settings its checkpoints are trained under, should it stop before it is done
             write_stamp(stamp + BEGUN, stage, decision.identity, self.ctx)
-        self.launcher.run(stage.argv)
+        began = time.monotonic()
+        try:
+            self.launcher.run(stage.argv)
+        except StageFailed as e:
+            if stage.trains and e.status == repick.EXIT and repick.asked(save_dir(stage)):
+                self.set_aside(stage, stamp + BEGUN, time.monotonic() - began)
+            raise
         write_stamp(stamp, stage, decision.identity, self.ctx)
         with contextlib.suppress(FileNotFoundError):
             os.remove(stamp + BEGUN)
+
+    def set_aside(self, stage: Stage, begun: str, seconds: float) -> None:
+        """A training stopped for its model to be picked again (recipes/planner/repick.py): its checkpoints set
+        aside, its begun stamp removed (the next plan's training starts afresh), and the recipe told to start again."""
+        checkpoints = save_dir(stage)
+        record = repick.set_aside(self.ctx.work_abs, checkpoints, seconds)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(begun)
+        raise Repicked(
+            f"stage {stage.id}: training stopped after {record.get('at_update', 0):,} updates for the model to be "
+            f"picked again at the speed it measured ({record.get('factor', 0):.2f} times the plan's seconds a "
+            f"target token); its checkpoints are in {checkpoints}{repick.SET_ASIDE}. The recipe starts again with "
+            "the plan for the time left"
+        )
+
+
+class Repicked(Exception):
+    """A training stopped for a re-pick, its checkpoints set aside: the recipe starts again."""
 
 
 def read_plan(data: bytes) -> Tuple[List[Stage], Dict[str, str], List[str]]:

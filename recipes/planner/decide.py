@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional
 
 from preprocess.corpora import CorpusError, count_lines, find_corpus
-from recipes.planner import finetuning, layout, parent
+from recipes.planner import finetuning, layout, parent, repick
 from recipes.planner.after_training import check_export, decoding
 from recipes.planner.budget import rule
 from recipes.planner.budget.candidates import Candidate
@@ -24,8 +24,9 @@ from transformer_plugin_cli.paper import training_flags
 PAPER_WARMUP = 4000  # Section 5.3
 
 
-def corpus_settings(v: Variables, speeds: Speeds) -> Sized:
-    """The budget rule's settings for the corpora, at the budget the variables give (none at toy size)."""
+def corpus_settings(v: Variables, speeds: Speeds, holds: bool = False) -> Sized:
+    """The budget rule's settings for the corpora, at the budget the variables give (none at toy size); ``holds``:
+    with TIME, also the fewest seconds for which the rule picks the same model (a re-pick's bound)."""
     max_update = None if v.toy or not v.get("MAX_UPDATE") else int(v.get("MAX_UPDATE"))
     time_text = "" if v.toy or v.get("INIT") else v.get("TIME")
     min_pairs = v.number("TOY_MIN_PAIRS") if v.toy else v.number("MIN_PAIRS")
@@ -51,6 +52,7 @@ def corpus_settings(v: Variables, speeds: Speeds) -> Sized:
             speeds.lower_bound,
             speeds.remeasure if speed else None,
             least_share=speeds.least_share,
+            holds=holds and bool(time_text),
         )
     except (CorpusError, BudgetError) as e:
         raise PlanError(f"error: {e}") from None
@@ -106,12 +108,16 @@ class Tuning:
     target_tokens: int
 
 
-def decide(v: Variables) -> Plan:
-    """The plan for the recipe's variables (module docstring); PlanError names what cannot work."""
+def decide(v: Variables, repicked: Optional[Dict] = None) -> Plan:
+    """The plan for the recipe's variables (module docstring); PlanError names what cannot work. ``repicked``: for
+    the time a training of this plan left and the speed it measured (recipes/planner/repick.py)."""
+    if repicked:
+        v = repick.slowed(v, repicked)
     check_settings(v)
     cap = v.number("MAX_TOKENS_PER_DEVICE")
     speeds = Speeds(v, cap)
-    found = corpus_settings(v, speeds)
+    speeds.factor = float(repicked["factor"]) if repicked else 1.0
+    found = corpus_settings(v, speeds, holds=not repicked and not v.get("INIT") and not v.toy)
     d = given_settings(v, found, cap)
     picked_by_rule = (d.arch, d.model_flags, d.dropout, d.tokens_per_update, d.vocab_size) == (
         found.arch,
@@ -126,6 +132,7 @@ def decide(v: Variables) -> Plan:
     batch = batch_layout(v, d.tokens_per_update, d.cap)
     spent = time_spent(v, found, d, tuned, batch, speeds)
     d.max_update = int(spent["MAX_UPDATE"])
+    handed = repick.for_training(v, found.holds_down_to, spent, d) if picked_by_rule and not repicked else None
     d.save_interval = d.save_interval or int(spent.pop("SAVE_INTERVAL_UPDATES", 0)) or None
     tuning = fine_tuned_length(v, tuned, d, float(spent["SECONDS_PER_UPDATE"])) if tuned else None
     held_out = tuned.held_out if tuned else {"valid": None, "test": None}
@@ -163,6 +170,8 @@ def decide(v: Variables) -> Plan:
             "stop": ["--stop-time-hours", spent["STOP_TIME_HOURS"]] if v.get("TIME") else [],
             **{k.lower(): x for k, x in spent.items() if k != "MAX_UPDATE"},
             **whole,
+            "repick": handed,  # what fairseq-train is handed, to stop for a re-pick (recipes/planner/repick.py)
+            "repicked": repicked,  # the re-pick this plan was decided for
         },
         schedule=planned_schedule,
         choice={

@@ -2,6 +2,7 @@
 ``plan_read``), never as shell code. Each reaches the recipe as ``PLAN_<NAME>`` (``PLAN_MAX_UPDATE``, ``PLAN_ARCH``):
 what the plan decided has names of its own, and the variables the user set keep the values the user gave them."""
 
+import json
 from typing import Dict
 
 from recipes.planner.plan import Plan
@@ -31,6 +32,7 @@ def fields(plan: Plan, v: Variables) -> Dict[str, object]:
         "MAX_UPDATE": str(budget["max_update"]),
         "STOP_TIME_ARGS": budget["stop"],
         "TIME_FILLS": budget.get("time_fills", "0"),
+        "REPICK": json.dumps(budget["repick"]) if budget.get("repick") else "",
         "PRECISION_ARGS": precision_args(v.get("PRECISION")),
         "WARMUP": str(s["warmup"]),
         "PEAK_WARMUP_ARGS": ["--peak-warmup-updates", str(s["peak_warmup"])] if s["peak_warmup"] else [],

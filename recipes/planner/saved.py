@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Dict, List, Optional
 
 from preprocess.corpora import count_lines, find_corpus
+from recipes.planner import repick
 from recipes.planner.after_training import check_export, decoding
 from recipes.planner.decide import batch_layout, decide
 from recipes.planner.plan import PLAN_VERSION, Plan
@@ -77,7 +78,11 @@ def plan_for(v: Variables, work: str, dry_run: bool, fresh: bool) -> Plan:
     else decided now and written (by a dry run only while no run has begun there)."""
     key = decision_key(v)
     latest, own = held(plan_file(work)), held(kept_file(work, key))
-    if own is not None and own.key == key and not fresh and begun(work):
+    # a training of this plan stopped for its model to be picked again, not yet decided (recipes/planner/repick.py)
+    repicked = repick.held(work, key) if not dry_run else None
+    if repicked and own is not None and own.budget.get("repicked") == repicked:
+        repicked = None  # decided already: the run goes on with it
+    if own is not None and own.key == key and not fresh and begun(work) and not repicked:
         # what only this machine tells is checked again (its CUDA devices, the SLURM allocation), and what comes after
         # training is read afresh
         batch_layout(v, own.batch["tokens_per_update"], own.batch["max_tokens_per_device"])
@@ -88,7 +93,7 @@ def plan_for(v: Variables, work: str, dry_run: bool, fresh: bool) -> Plan:
             write_json(plan_file(work), asdict(own))  # WORK's plan is again the one the run goes on with
         own.lines = [*summary(own, v), f"plan: the plan this run holds ({plan_file(work)}, decided {own.decided})"]
         return own
-    plan = decide(v)
+    plan = decide(v, repicked)
     plan.key, plan.decided = key, time.strftime("%Y-%m-%d %H:%M")
     if dry_run and begun(work):  # the plan of the run begun stays as it is
         changes = differences(latest, plan) if latest else ["(it holds no plan this version reads)"]

@@ -31,6 +31,9 @@ class Speeds:
         self.devices = per_node * self.nodes
         self.precision, self.cap, self.seen = v.get("PRECISION"), cap, {}
         self.file = None
+        # the speed a training measured against the plan's, where it re-picks (recipes/planner/repick.py): every
+        # figure this machine's or the file's, times this
+        self.factor = 1.0
         if v.get("SPEED_FILE"):
             try:
                 self.file = speed_file.SpeedFile.read(v.get("SPEED_FILE"))
@@ -57,8 +60,9 @@ class Speeds:
             seconds = self.file.seconds(probe.arch, probe.model_flags, share)
             params = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size)
             seconds += self.file.all_reduce_seconds(params, self.devices, self.nodes)
-            return {"seconds": seconds, "said": self.file.said(self.devices, self.nodes), "cached": True}
-        return probe_cache.per_token(probe, self.exact)
+            return {"seconds": seconds * self.factor, "said": self.file.said(self.devices, self.nodes), "cached": True}
+        found = probe_cache.per_token(probe, self.exact)
+        return found if self.factor == 1.0 else {**found, "seconds": float(found["seconds"]) * self.factor}
 
     def exact(self, probe) -> Dict:
         """A probe's own figure, measured or read back once a plan. A figure slower than that of a larger model at
@@ -85,7 +89,7 @@ class Speeds:
         (3 layers of 256 at 2,048 tokens: 1.56 to 1.74 s, against 1.40 s kept from an earlier day), which was enough
         to pick the slower of two models predicted 0.04 bits apart. Returns the models measured again (for people);
         none with a speed file or on a GPU."""
-        if self.file or self.gpus > 0:
+        if self.file or self.gpus > 0 or self.factor != 1.0:  # re-picked: the figures the plan read, slowed
             return []
         again = []
         for candidate in rivals:
@@ -151,7 +155,9 @@ class Speeds:
         params = Model.from_flags(arch, flags).parameters(vocab_size)
         nodes = -(-devices // self.gpus)
         share = candidate.tokens_per_update / devices
-        return self.file.seconds(arch, flags, share) + self.file.all_reduce_seconds(params, devices, nodes)
+        return (
+            self.file.seconds(arch, flags, share) + self.file.all_reduce_seconds(params, devices, nodes)
+        ) * self.factor
 
     def fewest_devices(self, candidate, vocab_size: int, updates: int, seconds: int, valid_tokens: int) -> int:
         """The fewest GPUs (1, 2, 4, ... up to a machine's GPUS, then whole machines) that train ``updates`` of
@@ -187,4 +193,4 @@ class Speeds:
         if not known:
             return None
         per_token = candidate.tokens_per_update / probe_cache.CPU_PROBE_TOKENS
-        return min(known) * flops * per_token * CPU_BEST_SPEEDUP
+        return min(known) * flops * per_token * CPU_BEST_SPEEDUP * self.factor

@@ -4,6 +4,7 @@ from typing import List
 
 from recipes.planner import finetuning
 from recipes.planner.plan import Plan
+from recipes.planner.repick import said
 from recipes.planner.variables import Variables
 
 # a GPU given fewer tokens an update than this is mostly idle (its matrix products too small to fill it)
@@ -41,6 +42,8 @@ def summary(plan: Plan, v: Variables) -> List[str]:
                     "picked: your settings (ARCH, MODEL_FLAGS, DROPOUT, TOKENS_PER_UPDATE or VOCAB_SIZE given), "
                     f"{budget['max_update']} updates"
                 )
+    if budget.get("repicked"):
+        lines += said(budget["repicked"])
     lines.append(f"time: training {budget['training_short']}")
     if budget.get("whole_run"):
         lines.append(f"time: {budget['whole_run']}")

@@ -15,6 +15,7 @@ PATCHES = [
     "debug_logging_at_import",  # first: it notes the root logger's handlers before anything imports fairseq
     "third_party_warnings",
     "training_progress",
+    "time_repick",
     "shared_cores",
     "checkpoint_allowlist",  # before fairseq loads any checkpoint
     "last_batch",

@@ -47,6 +47,7 @@ from typing import Dict, List, Optional, Tuple
 
 from fairseq.logging import progress_bar
 
+from . import time_repick
 from ._patching import replace
 from ._units import duration
 
@@ -195,7 +196,8 @@ class _Reporting:
             del window[: -WINDOW - 1]
             if deadline is not None and len(window) > 1:
                 (then, at, validated), (_, _, validating) = window[0], window[-1]
-                _replan(int(step), (now - then - (validating - validated)) / max(1, int(step) - at), deadline)
+                seconds_an_update = (now - then - (validating - validated)) / max(1, int(step) - at)
+                _measured(int(step), seconds_an_update, deadline, float(stats.get("wpb", 0) or 0))
             logger.info(
                 line(int(step), _run["max_update"], started, start_update, now, _run.get("valid"), deadline=deadline)
             )
@@ -222,20 +224,21 @@ def _deadline() -> Optional[float]:
     return cfg.optimization.stop_time_hours * 3600 - float(trainer.cumulative_training_time())  # a tensor on workers
 
 
-def _slowest(seconds_an_update: float, deadline: float, validation: float) -> Tuple[float, float, float]:
-    """The slowest worker's seconds an update and validation, and the least deadline, the same on every worker: each
-    reaches this at the same logged update, so all of them re-plan alike and end at the same update."""
+def _slowest(seconds_an_update: float, deadline: float, validation: float, spent: float) -> Tuple[float, ...]:
+    """The slowest worker's seconds an update, validation and seconds since it started, and the least deadline, the
+    same on every worker: each reaches this at the same logged update, so all of them re-plan (and re-pick) alike and
+    end at the same update."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return seconds_an_update, deadline, validation
+        return seconds_an_update, deadline, validation, spent
     import torch
 
-    figures = torch.tensor([seconds_an_update, -deadline, validation], dtype=torch.float64)
+    figures = torch.tensor([seconds_an_update, -deadline, validation, spent], dtype=torch.float64)
     if dist.get_backend() == "nccl":
         figures = figures.cuda()
     dist.all_reduce(figures, op=dist.ReduceOp.MAX)
-    return float(figures[0]), -float(figures[1]), float(figures[2])
+    return float(figures[0]), -float(figures[1]), float(figures[2]), float(figures[3])
 
 
 def validation_cost(validations: List[Tuple[float, Optional[float]]], seconds_an_update: float) -> float:
@@ -245,13 +248,19 @@ def validation_cost(validations: List[Tuple[float, Optional[float]]], seconds_an
     return max((took * (seconds_an_update / then if then else 1.0) for took, then in validations), default=0.0)
 
 
-def _replan(update: int, seconds_an_update: float, deadline: float) -> None:
+def _measured(update: int, seconds_an_update: float, deadline: float, tokens_an_update: float) -> None:
+    """At a logged interval with TIME: the run stops for a re-pick (time_repick), or re-plans its updates."""
     cfg = _run["cfg"]
     _run["seconds_an_update"] = seconds_an_update
-    timed = _run.get("validations", [])
-    seconds_an_update, deadline, validating = _slowest(
-        seconds_an_update, deadline, validation_cost(timed, seconds_an_update)
-    )
+    cost = validation_cost(_run.get("validations", []), seconds_an_update)
+    seconds_an_update, deadline, validating, spent = _slowest(seconds_an_update, deadline, cost, time_repick.spent())
+    trained = cfg.optimization.stop_time_hours * 3600 - deadline
+    if not time_repick.check(cfg, update, seconds_an_update, tokens_an_update, trained, spent, _run["is_master"]):
+        _replan(update, seconds_an_update, deadline, validating)
+
+
+def _replan(update: int, seconds_an_update: float, deadline: float, validating: float) -> None:
+    cfg = _run["cfg"]
     validation = (validating, cfg.checkpoint.save_interval_updates or 0)
     cap = None if os.environ.get(TIME_FILLS) == "1" else _run["planned"]
     fit = fitting(update, cfg.optimization.max_update, cap, seconds_an_update, deadline, validation)

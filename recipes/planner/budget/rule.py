@@ -190,11 +190,14 @@ def settings(
     lower_bound: Optional[Callable] = None,
     remeasure: Optional[Callable] = None,
     least_share: Optional[Callable] = None,
+    holds: bool = False,
 ) -> Sized:
     """The settings for the corpora ``train`` (and the dev sets ``valid``, if given), and a budget of ``max_update``
     updates or of ``time_text`` (TIME=, turned into updates by ``speed``, a candidate's seconds per update here).
     Fewer than ``min_pairs`` lines are refused before any probe; ``devices``, ``max_tokens_per_device``,
-    ``lower_bound``, ``remeasure`` and ``least_share`` as settings_for takes them."""
+    ``lower_bound``, ``remeasure`` and ``least_share`` as settings_for takes them. ``holds``: with TIME, also the
+    fewest seconds at which the rule picks the same model (``holds_down_to``: where a training measures its machine
+    slower than that, it re-picks; recipes/planner/repick.py)."""
     corpora = [find_corpus(spec, src, tgt) for spec in train]
     pairs = sum(count_lines(c.tsv or c.source) for c in corpora)
     if pairs < min_pairs:
@@ -233,4 +236,34 @@ def settings(
     )
     found.valid_tokens = valid_tokens
     found.target_tokens = int(pairs * words * PIECES_PER_WORD)
+    if holds and seconds:
+        args = (valid_tokens, found.target_tokens, devices, max_tokens_per_device, lower_bound, None, least_share)
+        found.holds_down_to = holds_down_to(
+            lambda s: settings_for(pairs, scripts, None, s, time_text, speed, *args), seconds, found
+        )
     return found
+
+
+# a TIME's least seconds (parse_time's), and how close the bisection of holds_down_to comes (5%)
+LEAST_SECONDS, HOLDS_WITHIN = 120, 1.05
+
+
+def holds_down_to(pick_at: Callable[[int], Sized], seconds: int, found: Sized) -> int:
+    """The fewest seconds (within HOLDS_WITHIN) at which ``pick_at`` picks ``found``'s model, as it does at
+    ``seconds``: a larger budget never picks a smaller model (choosing.settled), so the model holds from there up.
+    LEAST_SECONDS where it holds at the least TIME."""
+
+    def same(s: int) -> bool:
+        try:
+            at = pick_at(s)
+        except BudgetError:  # too short for any model's least updates
+            return False
+        return (at.arch, at.model_flags) == (found.arch, found.model_flags)
+
+    low, high = LEAST_SECONDS, seconds  # the model holds at high; where it holds at low, it holds all the way down
+    if same(low):
+        return low
+    while high > low * HOLDS_WITHIN:
+        middle = int((low * high) ** 0.5)
+        low, high = (low, middle) if same(middle) else (middle, high)
+    return high

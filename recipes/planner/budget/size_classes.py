@@ -39,6 +39,7 @@ class Sized:
     useful_updates: int = 0  # the pick's: past these, more updates repeat the corpus to no use (0: no limit)
     notes: List[str] = field(default_factory=list)  # what the plan must say beside the pick, one a line
     target_tokens: int = 0  # the training set's target pieces, estimated as the dev set's
+    holds_down_to: int = 0  # TIME: the fewest seconds at which the rule still picks this model (0: not asked)
 
 
 # the settings measured best at 1,200 updates on 77k EN-DE pairs (docs/benchmarks.md, "Learning"): the budgets

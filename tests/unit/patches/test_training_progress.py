@@ -96,7 +96,7 @@ def test_the_replan_lowers_max_update_says_so_and_records_it(tmp_path, caplog):
     tp._run.clear()
     tp._run.update(cfg=cfg, trainer=trainer, is_master=True, max_update=1572, planned=1572)
     with caplog.at_level("INFO", logger="progress"):
-        tp._replan(500, 2.28, tp._deadline())
+        tp._measured(500, 2.28, tp._deadline(), 4000.0)
     assert cfg.optimization.max_update == 500 + int(60 / 2.28 * (1 - MARGIN)) == tp._run["max_update"]
     assert "time: re-planned at update 500: 2.28 s an update here, where --max-update 1,572 needed at most 0.763 s" in (
         caplog.text
@@ -191,7 +191,7 @@ def test_the_warm_up_shortened_mid_run_is_the_schedule_of_the_new_length(tmp_pat
         trainer.cumulative_training_time = lambda: 900.0
         tp._run.clear()
         tp._run.update(cfg=cfg, trainer=trainer, is_master=True, max_update=1572, planned=1572)
-        tp._replan(50, 0.6, tp._deadline())  # 300 s left at 0.6 s: 500 updates more
+        tp._measured(50, 0.6, tp._deadline(), 4000.0)  # 300 s left at 0.6 s: 500 updates more
         fit = cfg.optimization.max_update
         assert fit == 50 + int(300 / 0.6 * (1 - MARGIN)) and cfg.checkpoint.save_interval_updates == fit // 20
         warmup = round(157 * fit / 1572)
@@ -227,7 +227,7 @@ def test_where_the_time_alone_bounds_the_updates_a_faster_run_trains_more(tmp_pa
         tp._run.clear()
         tp._run.update(cfg=cfg, trainer=trainer, is_master=True, max_update=103, planned=103, validations=[(4.0, None)])
         monkeypatch.setenv("TRANSFORMER_PLUGIN_TIME_FILLS", fills)
-        tp._replan(20, 0.8, tp._deadline())
+        tp._measured(20, 0.8, tp._deadline(), 4000.0)
         tp._run.clear()
         return cfg
 

@@ -478,3 +478,20 @@ def test_close_predictions_are_decided_on_speed_measured_again():
     rule.settings_for(22_155, LATIN, 5000, 0, "", None, 20_000, 733_184.0, 1, 4096, None, remeasure)
     rule.settings_for(22_155, LATIN, None, 1200, "20m", one_core, 20_000, 733_184.0, 1, 4096, None, remeasure)
     assert asked == []
+
+
+def test_a_time_says_how_far_down_its_model_holds():
+    """The fewest seconds at which the rule still picks the model it picks for 4 hours of one core (3 layers of 256):
+    there it does, 6% below it picks the smaller model; where the smallest is picked, it holds down to the least TIME.
+    A training that finds its machine slower re-picks below it (recipes/planner/repick.py)."""
+
+    def at(seconds):
+        return rule.settings_for(76_866, LATIN, None, seconds, "", one_core, 20_000, 76_866 * 24.0)
+
+    found = at(4 * 3600)
+    low = rule.holds_down_to(at, 4 * 3600, found)
+    assert "--encoder-layers 3" in found.model_flags and 120 < low < 4 * 3600
+    assert at(low).model_flags == found.model_flags
+    assert "--encoder-layers 2" in at(int(low / rule.HOLDS_WITHIN**1.2)).model_flags
+    smallest = at(3600)
+    assert "--encoder-layers 2" in smallest.model_flags and rule.holds_down_to(at, 3600, smallest) == 120
