@@ -177,11 +177,11 @@ class Runner:
         self.launcher.make_directories(stage.argv)
         if stage.trains:  # the settings its checkpoints are trained under, should it stop before it is done
             write_stamp(stamp + BEGUN, stage, decision.identity, self.ctx)
-        began = time.monotonic()
+        began, started = time.monotonic(), time.time()
         try:
             self.launcher.run(stage.argv)
-        except StageFailed as e:
-            if stage.trains and e.status == repick.EXIT and repick.asked(save_dir(stage)):
+        except StageFailed:  # fairseq-train's EXIT, or a launcher's own status for it (torchrun, srun)
+            if stage.trains and repick.asked(save_dir(stage), since=started):
                 self.set_aside(stage, stamp + BEGUN, time.monotonic() - began)
             raise
         write_stamp(stamp, stage, decision.identity, self.ctx)

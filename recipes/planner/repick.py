@@ -6,12 +6,13 @@ training_progress.py), but the model was the pick for the faster machine. For a 
 TIME, fairseq-train is handed (:func:`for_training`, ``TRANSFORMER_PLUGIN_REPICK``) the probe's seconds a target
 token and the fewest seconds at which the rule still picks this model (``holds_down_to``: a larger budget never
 picks a smaller model, so below it the rule picks a smaller one). Where a training, within its first quarter,
-measures the machine more than 20% slower and the time it has left is worth less than that at the probe's speed, it
-stops (transformer_plugin/patches/time_repick.py, exit status EXIT); the engine sets its checkpoints aside as
-``CHECKPOINTS.repicked`` and writes :data:`RECORD` in WORK with the training's wall time (:func:`set_aside`); the
-recipe starts again, and this plan is decided for the time left, every speed figure times the factor measured
-(:func:`slowed`). Once only: a re-picked plan hands no re-pick on. Not with INIT (the model is the parent's), a
-model or batch given, toy runs, or several machines (each would decide apart).
+measures the machine more than 20% slower and TIME at that speed is worth less than that at the probe's (the rule
+would have picked another model, had it known the speed), it stops (transformer_plugin/patches/time_repick.py,
+exit status EXIT); the engine sets its checkpoints aside as ``CHECKPOINTS.repicked`` and writes :data:`RECORD` in
+WORK with the training's wall time (:func:`set_aside`); the recipe starts again, and this plan is decided for the
+time left, every speed figure times the factor measured (:func:`slowed`). Once only: a re-picked plan hands no
+re-pick on. Not with INIT (the model is the parent's), a model or batch given, toy runs, or several machines (each
+would decide apart).
 """
 
 import json
@@ -52,10 +53,14 @@ def for_training(v: Variables, holds_down_to: int, spent: Dict[str, str], decide
     }
 
 
-def asked(save_dir: str) -> Optional[Dict]:
-    """The request a training left in ``save_dir`` as it stopped for a re-pick, or None."""
+def asked(save_dir: str, since: float = 0.0) -> Optional[Dict]:
+    """The request a training left in ``save_dir`` as it stopped for a re-pick (written after ``since``, a time), or
+    None."""
+    path = os.path.join(save_dir, REQUEST)
     try:
-        with open(os.path.join(save_dir, REQUEST), encoding="utf-8") as f:
+        if os.path.getmtime(path) < since:
+            return None
+        with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
@@ -106,6 +111,6 @@ def said(record: Dict) -> List[str]:
     return [
         f"time: re-picked after {record['at_update']:,} updates ({record['training_wall_seconds']:,} s, set aside in "
         f"CHECKPOINTS{SET_ASIDE}): training took {record['factor']:.2f} times the probe's seconds a target token",
-        f"time: the {record['time_left_seconds']:,} s left are worth {record['worth_at_the_plan_speed']:,} s at the "
-        f"probe's speed, under the {record['holds_down_to']:,} s that {record['model']} needs",
+        f"time: at that speed TIME is worth {record['worth_at_the_plan_speed']:,} s of the probe's, under the "
+        f"{record['holds_down_to']:,} s {record['model']} needs; the plan is for the time left",
     ]

@@ -30,12 +30,12 @@ def test_the_plugin_and_the_planner_agree_on_the_exit_status_and_the_request():
 
 def test_a_repick_is_worth_it_only_where_the_time_left_no_longer_buys_the_model():
     given = {**HANDED, "seconds_a_token": 1e-4}
-    # 2 s an update of 10,000 tokens: twice the plan's; 560 s left are worth 60 + 500 / 2 = 310 s, under 500
+    # 2 s an update of 10,000 tokens: twice the plan's; TIME's 600 s are worth 60 + 540 / 2 = 330 s, under 500
     found = time_repick.worth(given, 2.0, 10_000, 40)
-    assert found["factor"] == 2.0 and found["worth_at_the_plan_speed"] == 310 and found["time_left_seconds"] == 560
+    assert found["factor"] == 2.0 and found["worth_at_the_plan_speed"] == 330 and found["time_left_seconds"] == 560
     # 10% slower: within what the updates' re-plan absorbs
     assert time_repick.worth(given, 1.1, 10_000, 40) is None
-    # 1.3 times slower: 60 + 500 / 1.3 = 444 s, still under 500: worth it; with 650 s at the start it is not
+    # 1.3 times slower: 60 + 540 / 1.3 = 475 s, still under 500: worth it; with TIME=750 s it is not
     assert time_repick.worth(given, 1.3, 10_000, 40) is not None
     assert time_repick.worth({**given, "time_seconds": 750}, 1.3, 10_000, 40) is None
     # fewer tokens an update than the probe's (fairseq's batches), at the plan's speed a token: no re-pick
@@ -179,8 +179,8 @@ def test_a_recipe_whose_training_stops_for_a_repick_starts_again_with_a_smaller_
         "s, set aside in CHECKPOINTS.repicked): training took 3.00 times the probe's seconds a target token"
     )
     assert re.fullmatch(
-        r"time: the 7,1\d\d s left are worth 2,4\d\d s at the probe's speed, under the [\d,]+ s that N=6, "
-        r"d_model 512, d_ff 1024 needs",
+        r"time: at that speed TIME is worth 2,440 s of the probe's, under the [\d,]+ s N=6, d_model 512, d_ff 1024 "
+        r"needs; the plan is for the time left",
         said[1],
     )
     assert re.search(r"^picked: N=3 x d_model 256, d_ff 1024, P_drop 0\.3", again, re.M)

@@ -8,10 +8,10 @@ token, TIME's seconds, and the fewest seconds for which the rule still picks thi
 logged interval from the second on, while the training has spent less than ``within`` (a quarter) of its time:
 
     factor = (seconds an update / target tokens an update, measured) / the plan's seconds a target token
-    time left = TIME - the seconds this training has run
-    at the plan's speed, that is worth  start + (time left - start) / factor
+    at that speed, TIME is worth  start + (TIME - start) / factor  of the plan's
 
-and where the factor is over REPLAN (20% slower) and that is under ``holds_down_to``, the run stops at this update
+and where the factor is over REPLAN (20% slower) and that is under ``holds_down_to`` (the rule, had it known this
+speed, would have picked another model), and the time left is a TIME of its own, the run stops at this update
 (saved, not validated), writes ``repick.json`` with the figures in ``--save-dir``, and fairseq-train exits with
 status EXIT. The recipe (recipes/engine/runner.py) sets the checkpoints aside and starts again, and the plan picks
 for the time left at the speed measured (recipes/planner/repick.py). Once only: the plan of a re-pick hands no
@@ -58,9 +58,9 @@ def worth(given: Dict, seconds_an_update: float, tokens_an_update: float, spent:
         return None
     measured = seconds_an_update / tokens_an_update
     factor = measured / float(given["seconds_a_token"])
-    left = float(given["time_seconds"]) - spent
-    start = float(given["start_seconds"])
-    worth_here = start + max(0.0, left - start) / factor
+    time_seconds, start = float(given["time_seconds"]), float(given["start_seconds"])
+    left = time_seconds - spent
+    worth_here = start + max(0.0, time_seconds - start) / factor
     if factor <= REPLAN or worth_here >= float(given["holds_down_to"]) or left < LEAST_SECONDS:
         return None
     return {
@@ -98,10 +98,10 @@ def check(
     cfg.dataset.disable_validation = True  # a validation of a model set aside would only cost time
     logger.info(
         f"time: re-pick at update {update:,}: {found['factor']:.2f} times the plan's seconds a target token "
-        f"({found['seconds_a_token']:.3g} s here against {found['seconds_a_token_planned']:.3g}); the "
-        f"{found['time_left_seconds']:,} s left are worth {found['worth_at_the_plan_speed']:,} s at the plan's "
-        f"speed, and {found['model']} needs {found['holds_down_to']:,} s: training stops here for the recipe "
-        "to pick the model again"
+        f"({found['seconds_a_token']:.3g} s here against {found['seconds_a_token_planned']:.3g}): at this speed "
+        f"TIME is worth {found['worth_at_the_plan_speed']:,} s of the plan's, and {found['model']} needs "
+        f"{found['holds_down_to']:,} s: training stops here for the recipe to pick the model again for the "
+        f"{found['time_left_seconds']:,} s left"
     )
     if is_master and cfg.checkpoint.save_dir:
         os.makedirs(cfg.checkpoint.save_dir, exist_ok=True)

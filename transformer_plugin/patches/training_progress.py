@@ -255,7 +255,9 @@ def _measured(update: int, seconds_an_update: float, deadline: float, tokens_an_
     cost = validation_cost(_run.get("validations", []), seconds_an_update)
     seconds_an_update, deadline, validating, spent = _slowest(seconds_an_update, deadline, cost, time_repick.spent())
     trained = cfg.optimization.stop_time_hours * 3600 - deadline
-    if not time_repick.check(cfg, update, seconds_an_update, tokens_an_update, trained, spent, _run["is_master"]):
+    if time_repick.check(cfg, update, seconds_an_update, tokens_an_update, trained, spent, _run["is_master"]):
+        _run["max_update"] = update  # it ends here
+    else:
         _replan(update, seconds_an_update, deadline, validating)
 
 

@@ -2,6 +2,7 @@
 whole of it through a recipe: tests/integration/test_time_repick.py)."""
 
 import json
+import time
 from types import SimpleNamespace
 
 from recipes.planner import repick
@@ -47,6 +48,7 @@ def test_the_engine_sets_the_checkpoints_aside_and_keeps_the_record_for_this_pla
     (work / "plan.json").write_text(json.dumps({"key": key}))
     (tmp_path / "w" / "checkpoints.repicked").mkdir()  # an earlier re-pick's: replaced
     assert repick.asked(str(checkpoints)) == request
+    assert repick.asked(str(checkpoints), since=time.time() + 60) is None  # one left before the stage began
     record = repick.set_aside(str(work), str(checkpoints), 99.6)
     assert record == {**request, "training_wall_seconds": 100, "key": key}
     assert not checkpoints.exists() and (work / "checkpoints.repicked" / "checkpoint_last.pt").exists()
