@@ -36,14 +36,12 @@ from transformer_plugin_cli import languages
 from recipes.planner.model import Model, split_flags
 from transformer_plugin_cli.console import console_script
 
+from transformer_plugin_cli.serving.bart_family import ImportRefused, file_digest, read_json
 from transformer_plugin_cli.serving.import_marian import (
     SOURCE_SPM,
     TARGET_SPM,
-    MarianImportError,
     check_config,
-    file_digest,
     marian_flags,
-    read_json,
     tokenizer_config,
     vocabulary,
 )
@@ -131,7 +129,7 @@ def marian_parent(init: str, src: str, tgt: str, work: str, tgt_token: str = "")
     try:
         config = read_json(config_path)
         check_config(config, config_path)
-    except MarianImportError as e:
+    except ImportRefused as e:
         raise ParentError(str(e)) from None
     if not any(os.path.isfile(os.path.join(init, name)) for name in WEIGHTS):
         raise ParentError(
@@ -146,7 +144,7 @@ def marian_parent(init: str, src: str, tgt: str, work: str, tgt_token: str = "")
         pieces = vocabulary(source_vocab, config["vocab_size"], specials)
         if tokenizer.get("separate_vocabs"):
             vocabulary(os.path.join(init, "target_vocab.json"), target_rows, specials)
-    except MarianImportError as e:
+    except ImportRefused as e:
         raise ParentError(str(e)) from None
     theirs = (tokenizer.get("source_lang"), tokenizer.get("target_lang"))
     token = pair_token(theirs, src, tgt, tgt_token, pieces, path, source_vocab)
@@ -172,7 +170,7 @@ def m2m100_parent(init: str, src: str, tgt: str, work: str, src_code: str = "", 
         tokens = m2m100.tokens_by_id(m2m100.load_tokenizer(init), config["vocab_size"], init)
         codes = m2m100.language_codes(tokens)
         pair = m2m100.code_for(src, src_code, codes, init), m2m100.code_for(tgt, tgt_code, codes, init)
-    except (m2m100.M2M100ImportError, MarianImportError) as e:
+    except ImportRefused as e:
         raise ParentError(str(e)) from None
     flags = m2m100.m2m100_flags(config)
     return Parent("m2m100", os.path.join(work, "parent"), spm, spm, flags, config["vocab_size"], "", *pair)
@@ -187,7 +185,7 @@ def imported_codes(init: str, src: str, tgt: str, src_code: str, tgt_code: str, 
         return m2m100.code_for(src, src_code, codes, languages_file), m2m100.code_for(
             tgt, tgt_code, codes, languages_file
         )
-    except (KeyError, TypeError, MarianImportError, m2m100.M2M100ImportError) as e:
+    except (KeyError, TypeError, ImportRefused) as e:
         raise ParentError(f"{languages_file}: {e}") from None
 
 
@@ -347,7 +345,7 @@ def read_parent(
     if os.path.isfile(config):
         try:
             kind = read_json(config).get("model_type")
-        except MarianImportError as e:
+        except ImportRefused as e:
             raise ParentError(str(e)) from None
         if kind in ("m2m_100", "nllb_moe"):
             return m2m100_parent(init, src, tgt, work, src_code, tgt_code)

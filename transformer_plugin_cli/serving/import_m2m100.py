@@ -38,9 +38,8 @@ from typing import Dict, List, Optional, Tuple
 
 from transformer_plugin_cli.console import console_script
 
-from .import_marian import (
-    SOURCE_SPM,
-    TARGET_SPM,
+from .bart_family import (
+    ImportRefused,
     build_model,
     copy_layers,
     copy_norm,
@@ -49,6 +48,7 @@ from .import_marian import (
     shape_flags,
     write_import,
 )
+from .import_marian import SOURCE_SPM, TARGET_SPM
 
 SENTENCEPIECE = "sentencepiece.bpe.model"
 LANGUAGES = "languages.json"
@@ -65,7 +65,7 @@ NLLB_CODE = re.compile(r"[a-z]{2,3}_[A-Z][a-z]{3}")  # eng_Latn
 M2M100_CODE = re.compile(r"__([A-Za-z]{2,3}(?:[_-][A-Za-z]+)?)__")  # __en__
 
 
-class M2M100ImportError(ValueError):
+class M2M100ImportError(ImportRefused):
     """HF_DIR is not a model of the family this model can hold exactly, or a file is missing; the message names it."""
 
 
@@ -215,7 +215,7 @@ def fairseq_dictionary(tokens: List[str]):
 
 
 def load_weights(model, theirs: Dict[str, "object"]) -> None:
-    """Their weights into ``model``: the layers (import_marian.copy_layers, no coordinate renamed), each stack's
+    """Their weights into ``model``: the layers (bart_family.copy_layers, no coordinate renamed), each stack's
     LayerNorm, the one embedding matrix."""
     import torch
 
@@ -352,7 +352,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         path, flags = import_m2m100(
             a.hf_dir, a.out_dir, a.source_lang, a.target_lang, a.source_code, a.target_code, a.force
         )
-    except M2M100ImportError as e:
+    except ImportRefused as e:
         print(f"vaswani-import-m2m100: error: {e}", file=sys.stderr)
         return 2
     with open(os.path.join(a.out_dir, LANGUAGES), encoding="utf-8") as f:

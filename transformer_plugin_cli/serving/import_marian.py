@@ -27,40 +27,29 @@ the embeddings, a missing file.
 """
 
 import argparse
-import hashlib
-import json
 import os
-import shutil
 import sys
 from typing import Dict, List, Optional, Tuple
 
 from transformer_plugin_cli.console import console_script
 
+from .bart_family import (
+    ImportRefused,
+    build_model,
+    copy_layers,
+    read_json,
+    said_imported,
+    shape_flags,
+    write_import,
+)
 from .marian import paper_to_marian
 
 NO_TOKEN_BIAS = -1e4  # fairseq's <s>: exp(-1e4) is 0 in float32, and -1e4 is a float16 number
 SOURCE_SPM, TARGET_SPM = "source.spm", "target.spm"
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class MarianImportError(ValueError):
+class MarianImportError(ImportRefused):
     """HF_DIR is not a MarianMT model this model can hold exactly, or a file is missing."""
-
-
-def file_digest(path: str) -> str:
-    """sha256 of a file's bytes."""
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise MarianImportError(f"{path}: no such file") from None
-    except ValueError as e:
-        raise MarianImportError(f"{path}: not JSON ({e})") from None
 
 
 def check_config(config: dict, where: str) -> None:
@@ -135,29 +124,6 @@ def shared_and_tied(config: dict) -> Tuple[bool, bool]:
     return bool(config.get("share_encoder_decoder_embeddings", True)), bool(config.get("tie_word_embeddings", True))
 
 
-def shape_flags(config: dict) -> List:
-    """The ``vaswani_transformer`` flags of a BART-family config.json's shape (MarianMT's, M2M100's): its layers,
-    widths, heads and dropouts."""
-    return [
-        "--encoder-layers",
-        config["encoder_layers"],
-        "--decoder-layers",
-        config["decoder_layers"],
-        "--d-model",
-        config["d_model"],
-        "--d-ff",
-        config["encoder_ffn_dim"],
-        "--attention-heads",
-        config["encoder_attention_heads"],
-        "--dropout",
-        config.get("dropout", 0.1),
-        "--attention-dropout",
-        config.get("attention_dropout", 0.0),
-        "--activation-dropout",
-        config.get("activation_dropout", 0.0),
-    ]
-
-
 def marian_flags(config: dict) -> List[str]:
     """The ``vaswani_transformer`` flags (less ``--arch``) of the model of a MarianMT config.json: fairseq-train's
     for --finetune-from-model, and the recipe's for INIT= (recipes.planner.parent)."""
@@ -175,92 +141,6 @@ def marian_flags(config: dict) -> List[str]:
     shared, tied = shared_and_tied(config)
     flags += ["--share-all-embeddings"] if shared else (["--share-decoder-input-output-embed"] if tied else [])
     return [str(f) for f in flags]
-
-
-def build_model(flags: List[str], src_dict, tgt_dict):
-    """The ``vaswani_transformer`` of these flags, through fairseq's own parser (every default a checkpoint holds)."""
-    from fairseq import options
-
-    from transformer_plugin.models.vaswani_transformer import VaswaniTransformerModel
-
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(
-        parser,
-        [
-            REPO,
-            "--user-dir",
-            os.path.join(REPO, "transformer_plugin"),
-            "--task",
-            "translation",
-            "--arch",
-            "vaswani_base",
-            "--criterion",
-            "vaswani_label_smoothed_cross_entropy",
-            "--optimizer",
-            "adam",
-            "--lr-scheduler",
-            "vaswani_inverse_sqrt",
-            *map(str, flags),
-        ],
-    )
-
-    class Task:
-        source_dictionary, target_dictionary = src_dict, tgt_dict
-
-    return VaswaniTransformerModel.build_model(args, Task()), args, ["--arch", "vaswani_base", *flags]
-
-
-def copy_layer(ours, take, prefix: str, decoder: bool, inverse) -> None:
-    """One layer of a BART-family model (MarianMT's, M2M100's: ``prefix``.self_attn.q_proj, fc1, final_layer_norm,
-    ...) into ours, its residual stream's coordinates renamed back by ``inverse`` (``take(name)``: their tensor)."""
-    import torch
-
-    def reads(linear, name):  # the stream's coordinates are columns
-        linear.weight.copy_(take(f"{name}.weight")[:, inverse])
-        linear.bias.copy_(take(f"{name}.bias"))
-
-    def writes(linear, name):  # rows and bias
-        linear.weight.copy_(take(f"{name}.weight")[inverse, :])
-        linear.bias.copy_(take(f"{name}.bias")[inverse])
-
-    def stacked(weight, bias, name, parts):
-        weight.copy_(torch.cat([take(f"{name}.{p}.weight")[:, inverse] for p in parts]))
-        bias.copy_(torch.cat([take(f"{name}.{p}.bias") for p in parts]))
-
-    stacked(
-        ours.self_attn.in_proj.weight,
-        ours.self_attn.in_proj.bias,
-        f"{prefix}.self_attn",
-        ("q_proj", "k_proj", "v_proj"),
-    )
-    writes(ours.self_attn.out_proj, f"{prefix}.self_attn.out_proj")
-    copy_norm(ours.self_attn_sublayer.layer_norm, take, f"{prefix}.self_attn_layer_norm", inverse)
-    if decoder:
-        reads(ours.encoder_attn.q_proj, f"{prefix}.encoder_attn.q_proj")
-        stacked(
-            ours.encoder_attn.kv_proj.weight,
-            ours.encoder_attn.kv_proj.bias,
-            f"{prefix}.encoder_attn",
-            ("k_proj", "v_proj"),
-        )
-        writes(ours.encoder_attn.out_proj, f"{prefix}.encoder_attn.out_proj")
-        copy_norm(ours.encoder_attn_sublayer.layer_norm, take, f"{prefix}.encoder_attn_layer_norm", inverse)
-    reads(ours.ffn.w_1, f"{prefix}.fc1")
-    writes(ours.ffn.w_2, f"{prefix}.fc2")
-    copy_norm(ours.ffn_sublayer.layer_norm, take, f"{prefix}.final_layer_norm", inverse)
-
-
-def copy_layers(model, take, inverse) -> None:
-    """Every encoder and decoder layer of a BART-family model into ours (copy_layer)."""
-    for i, ours in enumerate(model.encoder.layers):
-        copy_layer(ours, take, f"model.encoder.layers.{i}", False, inverse)
-    for i, ours in enumerate(model.decoder.layers):
-        copy_layer(ours, take, f"model.decoder.layers.{i}", True, inverse)
-
-
-def copy_norm(layer_norm, take, name: str, inverse) -> None:
-    layer_norm.weight.copy_(take(f"{name}.weight")[inverse])
-    layer_norm.bias.copy_(take(f"{name}.bias")[inverse])
 
 
 def embedding_rows(matrix, rows: List[int], inverse):
@@ -357,69 +237,6 @@ def languages(tokenizer: Tuple[str, dict], source_lang: Optional[str], target_la
     return src, tgt
 
 
-def write_import(
-    out_dir: str,
-    hf_dir: str,
-    model,
-    args,
-    pair: Tuple[str, str],
-    dictionaries,
-    extra: Dict[str, object],
-    files: Dict[str, str],
-) -> None:
-    """OUT_DIR whole or not at all: ``checkpoint.pt`` (the model as fairseq-train saves one, ``extra`` in its
-    extra_state), ``dict.SRC.txt`` and ``dict.TGT.txt``, and ``files`` copied (name there: path here)."""
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from omegaconf import OmegaConf
-
-    from ..files import save_torch
-
-    (src, tgt), (src_dict, tgt_dict) = pair, dictionaries
-    partial = out_dir.rstrip("/") + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
-    try:
-        state = {
-            "args": None,
-            "cfg": OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True),
-            "model": model.state_dict(),
-            "criterion": None,
-            "task_state": {},
-            "optimizer_history": [
-                {
-                    "criterion_name": "VaswaniLabelSmoothedCrossEntropy",
-                    "optimizer_name": "FairseqAdam",
-                    "lr_scheduler_state": {"best": None},
-                    "num_updates": 0,
-                }
-            ],
-            "extra_state": {
-                "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
-                "val_loss": None,
-                "imported_from": os.path.abspath(hf_dir),
-                **extra,
-            },
-            "last_optimizer_state": None,
-        }
-        src_dict.save(os.path.join(partial, f"dict.{src}.txt"))
-        tgt_dict.save(os.path.join(partial, f"dict.{tgt}.txt"))
-        # the dictionaries the checkpoint's rows are in: INIT= refuses a checkpoint beside other ones
-        # (recipes.planner.parent)
-        state["extra_state"]["dictionaries"] = {
-            lang: file_digest(os.path.join(partial, f"dict.{lang}.txt")) for lang in (src, tgt)
-        }
-        save_torch(state, os.path.join(partial, "checkpoint.pt"))
-        for name, path in files.items():
-            if os.path.isdir(path):
-                shutil.copytree(path, os.path.join(partial, name))
-            else:
-                shutil.copyfile(path, os.path.join(partial, name))
-        shutil.rmtree(out_dir, ignore_errors=True)
-        os.replace(partial, out_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-
-
 def import_marian(
     hf_dir: str, out_dir: str, source_lang: Optional[str] = None, target_lang: Optional[str] = None, force: bool = False
 ) -> Tuple[str, List[str]]:
@@ -489,15 +306,6 @@ def import_marian(
     return os.path.join(out_dir, "checkpoint.pt"), model_flags
 
 
-def said_imported(hf_dir: str, path: str, flags: List[str], what: str = "") -> None:
-    """What an import prints: the checkpoint written, and fairseq-train's flags for its model."""
-    print(f"imported {hf_dir} -> {path}{f' ({what})' if what else ''}")
-    print(
-        f"its model, for fairseq-train --finetune-from-model {path}: --user-dir "
-        f"{os.path.join(REPO, 'transformer_plugin')} " + " ".join(flags)
-    )
-
-
 @console_script
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="vaswani-import-marian", description=__doc__.split("\n\n")[0])
@@ -509,7 +317,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = p.parse_args(argv)
     try:
         path, flags = import_marian(a.hf_dir, a.out_dir, a.source_lang, a.target_lang, a.force)
-    except MarianImportError as e:
+    except ImportRefused as e:
         print(f"vaswani-import-marian: error: {e}", file=sys.stderr)
         return 2
     said_imported(a.hf_dir, path, flags)

@@ -235,3 +235,17 @@ def test_a_directory_the_import_wrote_is_a_parent_with_its_codes(imported, tmp_p
     assert found["PARENT_KIND"] == "fairseq" and found["PARENT_SRC_SPM"].endswith("out/source.spm")
     with pytest.raises(ParentError, match=r"languages\.json: .*no language code 'yue_Hant'"):
         read_parent(str(root / "out"), "en", "de", str(tmp_path), src_code="yue_Hant")
+
+
+@pytest.mark.parametrize("program", ["import_m2m100", "import_marian"])
+def test_a_directory_without_its_config_is_refused_naming_the_file(program, tmp_path, capsys):
+    """Both imports read config.json through the BART family's reader (serving/bart_family.py): its refusal is each
+    program's error, not a traceback."""
+    import importlib
+
+    main = importlib.import_module(f"transformer_plugin_cli.serving.{program}").main
+    args = [str(tmp_path / "none"), str(tmp_path / "out"), "--source-lang", "en", "--target-lang", "de"]
+    assert main(args) == 2
+    assert f"vaswani-{program.replace('_', '-')}: error: {tmp_path / 'none' / 'config.json'}: no such file" in (
+        capsys.readouterr().err
+    )
