@@ -36,7 +36,7 @@ import json
 import os
 import shutil
 import sys
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 from ..console import console_script, kebab_case_options
 from ..paper import DECODING
@@ -101,6 +101,59 @@ def default_bound(data_dir: str, source_lang: str, target_lang: str, max_len_b: 
     return min(longest + max_len_b + 1, positions)
 
 
+def check_target_token(target_token: Optional[str], source_vocab: Dict, data_dir: str) -> None:
+    """A --target-token is a symbol of the source dictionary (a multilingual parent's >>xx<< token)."""
+    if target_token and target_token not in source_vocab:
+        raise ExportError(
+            f"--target-token {target_token}: not a symbol of {data_dir}'s source dictionary (a multilingual parent's "
+            ">>xx<< token, which the model was trained with before every source sentence)"
+        )
+
+
+def marian_of(model, cfg, src_dict, tgt_dict):
+    """(the MarianMTModel of the plugin's ``model``, its weights renamed by paper_to_marian; the probe's largest
+    log-probability difference between the two, checked)."""
+    import torch
+    from transformers import MarianMTModel
+
+    perm = paper_to_marian(cfg.model.d_model)
+    marian = MarianMTModel(marian_config(cfg.model, src_dict, tgt_dict)).eval()
+    with torch.no_grad():
+        missing, unexpected = marian.load_state_dict(marian_state_dict(model, perm), strict=False)
+    missing = [k for k in missing if not k.endswith("embed_positions.weight") and k not in tied_weights(marian)]
+    if missing or unexpected:
+        raise ExportError(f"weights not mapped: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return marian, check_equivalent(model, marian, src_dict, tgt_dict, perm)
+
+
+def write_tokenizer(directory: str, spms: Tuple[str, str], vocabularies: Tuple[Dict, Dict], task_cfg, config) -> None:
+    """MarianTokenizer's files in ``directory``: the (source, target) sentencepiece models, vocab.json (and
+    target_vocab.json where the vocabularies differ), and its config for the task's pair."""
+    from transformers import MarianTokenizer
+
+    (spm, target_spm), (source_vocab, target_vocab) = spms, vocabularies
+    shutil.copyfile(spm, os.path.join(directory, SOURCE_SPM))
+    shutil.copyfile(target_spm, os.path.join(directory, TARGET_SPM))
+    separate = source_vocab != target_vocab
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(source_vocab, f, ensure_ascii=False, indent=1)
+    if separate:
+        with open(os.path.join(directory, "target_vocab.json"), "w", encoding="utf-8") as f:
+            json.dump(target_vocab, f, ensure_ascii=False, indent=1)
+    tokenizer = MarianTokenizer(
+        os.path.join(directory, SOURCE_SPM),
+        os.path.join(directory, TARGET_SPM),
+        os.path.join(directory, "vocab.json"),
+        target_vocab_file=os.path.join(directory, "target_vocab.json") if separate else None,
+        separate_vocabs=separate,
+        source_lang=task_cfg.source_lang,
+        target_lang=task_cfg.target_lang,
+        model_max_length=config.max_position_embeddings,
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.save_pretrained(directory)
+
+
 def export(
     model_path: str,
     data_dir: str,
@@ -121,9 +174,6 @@ def export(
 ) -> float:
     """Write the model directory (see the module doc); returns the probe's largest log-probability
     difference. Everything is checked before ``output_dir`` appears; it appears complete or not at all."""
-    import torch
-    from transformers import MarianMTModel, MarianTokenizer
-
     target_spm = target_spm or spm
     for path in {spm, target_spm}:
         if not os.path.isfile(path):
@@ -141,25 +191,13 @@ def export(
     )
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     source_vocab, target_vocab = vocabulary(src_dict, spm), vocabulary(tgt_dict, target_spm)
-    if target_token and target_token not in source_vocab:
-        raise ExportError(
-            f"--target-token {target_token}: not a symbol of {data_dir}'s source dictionary (a multilingual parent's "
-            ">>xx<< token, which the model was trained with before every source sentence)"
-        )
-    perm = paper_to_marian(cfg.model.d_model)
-
-    config = marian_config(cfg.model, src_dict, tgt_dict)
+    check_target_token(target_token, source_vocab, data_dir)
+    marian, difference = marian_of(model, cfg, src_dict, tgt_dict)
+    config = marian.config
     if max_new_tokens is None:
         max_new_tokens = default_bound(
             data_dir, task.cfg.source_lang, task.cfg.target_lang, max_len_b, config.max_position_embeddings
         )
-    marian = MarianMTModel(config).eval()
-    with torch.no_grad():
-        missing, unexpected = marian.load_state_dict(marian_state_dict(model, perm), strict=False)
-    missing = [k for k in missing if not k.endswith("embed_positions.weight") and k not in tied_weights(marian)]
-    if missing or unexpected:
-        raise ExportError(f"weights not mapped: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    difference = check_equivalent(model, marian, src_dict, tgt_dict, perm)
     marian.generation_config = generation_config(config, beam, lenpen, max_new_tokens)
 
     partial = output_dir.rstrip("/") + ".partial"
@@ -167,26 +205,7 @@ def export(
     os.makedirs(partial)
     try:
         marian.save_pretrained(partial)
-        shutil.copyfile(spm, os.path.join(partial, SOURCE_SPM))
-        shutil.copyfile(target_spm, os.path.join(partial, TARGET_SPM))
-        separate = source_vocab != target_vocab
-        with open(os.path.join(partial, "vocab.json"), "w", encoding="utf-8") as f:
-            json.dump(source_vocab, f, ensure_ascii=False, indent=1)
-        if separate:
-            with open(os.path.join(partial, "target_vocab.json"), "w", encoding="utf-8") as f:
-                json.dump(target_vocab, f, ensure_ascii=False, indent=1)
-        tokenizer = MarianTokenizer(
-            os.path.join(partial, SOURCE_SPM),
-            os.path.join(partial, TARGET_SPM),
-            os.path.join(partial, "vocab.json"),
-            target_vocab_file=os.path.join(partial, "target_vocab.json") if separate else None,
-            separate_vocabs=separate,
-            source_lang=task.cfg.source_lang,
-            target_lang=task.cfg.target_lang,
-            model_max_length=config.max_position_embeddings,
-            clean_up_tokenization_spaces=False,
-        )
-        tokenizer.save_pretrained(partial)
+        write_tokenizer(partial, (spm, target_spm), (source_vocab, target_vocab), task.cfg, config)
         parameters = sum(p.numel() for p in model.parameters())
         card = model_card(
             cfg,
