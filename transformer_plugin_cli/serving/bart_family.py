@@ -6,9 +6,10 @@ family's vocabulary, embeddings and checks."""
 
 import hashlib
 import json
+import operator
 import os
 import shutil
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -89,52 +90,49 @@ def build_model(flags: List[str], src_dict, tgt_dict):
     return VaswaniTransformerModel.build_model(args, Task()), args, ["--arch", "vaswani_base", *flags]
 
 
-def copy_layer(ours, take, prefix: str, decoder: bool, inverse) -> None:
-    """One layer of a BART-family model (MarianMT's, M2M100's: ``prefix``.self_attn.q_proj, fc1, final_layer_norm,
-    ...) into ours, its residual stream's coordinates renamed back by ``inverse`` (``take(name)``: their tensor)."""
-    import torch
+# Each part of one of our layers beside its name in a BART-family model, and how it meets the residual stream:
+# "reads" it (its columns are the stream's coordinates), "writes" it (its rows and bias), a LayerNorm over it ("norm"),
+# or "stacked": our one matrix of theirs, stacked by rows (the self-attention's q, k and v). The last field: the
+# decoder's only.
+LAYER_PARTS = (
+    ("stacked", "self_attn.in_proj", "self_attn", ("q_proj", "k_proj", "v_proj"), False),
+    ("writes", "self_attn.out_proj", "self_attn.out_proj", (), False),
+    ("norm", "self_attn_sublayer.layer_norm", "self_attn_layer_norm", (), False),
+    ("reads", "encoder_attn.q_proj", "encoder_attn.q_proj", (), True),
+    ("stacked", "encoder_attn.kv_proj", "encoder_attn", ("k_proj", "v_proj"), True),
+    ("writes", "encoder_attn.out_proj", "encoder_attn.out_proj", (), True),
+    ("norm", "encoder_attn_sublayer.layer_norm", "encoder_attn_layer_norm", (), True),
+    ("reads", "ffn.w_1", "fc1", (), False),
+    ("writes", "ffn.w_2", "fc2", (), False),
+    ("norm", "ffn_sublayer.layer_norm", "final_layer_norm", (), False),
+)
 
-    def reads(linear, name):  # the stream's coordinates are columns
-        linear.weight.copy_(take(f"{name}.weight")[:, inverse])
-        linear.bias.copy_(take(f"{name}.bias"))
 
-    def writes(linear, name):  # rows and bias
-        linear.weight.copy_(take(f"{name}.weight")[inverse, :])
-        linear.bias.copy_(take(f"{name}.bias")[inverse])
-
-    def stacked(weight, bias, name, parts):
-        weight.copy_(torch.cat([take(f"{name}.{p}.weight")[:, inverse] for p in parts]))
-        bias.copy_(torch.cat([take(f"{name}.{p}.bias") for p in parts]))
-
-    stacked(
-        ours.self_attn.in_proj.weight,
-        ours.self_attn.in_proj.bias,
-        f"{prefix}.self_attn",
-        ("q_proj", "k_proj", "v_proj"),
-    )
-    writes(ours.self_attn.out_proj, f"{prefix}.self_attn.out_proj")
-    copy_norm(ours.self_attn_sublayer.layer_norm, take, f"{prefix}.self_attn_layer_norm", inverse)
-    if decoder:
-        reads(ours.encoder_attn.q_proj, f"{prefix}.encoder_attn.q_proj")
-        stacked(
-            ours.encoder_attn.kv_proj.weight,
-            ours.encoder_attn.kv_proj.bias,
-            f"{prefix}.encoder_attn",
-            ("k_proj", "v_proj"),
-        )
-        writes(ours.encoder_attn.out_proj, f"{prefix}.encoder_attn.out_proj")
-        copy_norm(ours.encoder_attn_sublayer.layer_norm, take, f"{prefix}.encoder_attn_layer_norm", inverse)
-    reads(ours.ffn.w_1, f"{prefix}.fc1")
-    writes(ours.ffn.w_2, f"{prefix}.fc2")
-    copy_norm(ours.ffn_sublayer.layer_norm, take, f"{prefix}.final_layer_norm", inverse)
+def layer_parts(model) -> Iterator[Tuple[object, str, str, Tuple[str, ...]]]:
+    """(our module, how it meets the stream, its BART-family name, the names stacked in it) for every part of every
+    layer (LAYER_PARTS), the encoder's then the decoder's: the one walk both an import and an export take."""
+    for side, layers in (("encoder", model.encoder.layers), ("decoder", model.decoder.layers)):
+        for i, ours in enumerate(layers):
+            for how, path, name, stacked, decoder_only in LAYER_PARTS:
+                if side == "decoder" or not decoder_only:
+                    yield operator.attrgetter(path)(ours), how, f"model.{side}.layers.{i}.{name}", stacked
 
 
 def copy_layers(model, take, inverse) -> None:
-    """Every encoder and decoder layer of a BART-family model into ours (copy_layer)."""
-    for i, ours in enumerate(model.encoder.layers):
-        copy_layer(ours, take, f"model.encoder.layers.{i}", False, inverse)
-    for i, ours in enumerate(model.decoder.layers):
-        copy_layer(ours, take, f"model.decoder.layers.{i}", True, inverse)
+    """Every encoder and decoder layer of a BART-family model into ours (``take(name)``: their tensor), the residual
+    stream's coordinates renamed back by ``inverse``."""
+    import torch
+
+    for module, how, name, stacked in layer_parts(model):
+        if how == "stacked":
+            module.weight.copy_(torch.cat([take(f"{name}.{p}.weight")[:, inverse] for p in stacked]))
+            module.bias.copy_(torch.cat([take(f"{name}.{p}.bias") for p in stacked]))
+        elif how == "reads":
+            module.weight.copy_(take(f"{name}.weight")[:, inverse])
+            module.bias.copy_(take(f"{name}.bias"))
+        else:  # writes, norm: rows (a LayerNorm's one) and bias
+            module.weight.copy_(take(f"{name}.weight")[inverse])
+            module.bias.copy_(take(f"{name}.bias")[inverse])
 
 
 def copy_norm(layer_norm, take, name: str, inverse) -> None:

@@ -17,6 +17,7 @@ import shutil
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from .bart_family import layer_parts
 from .checkpoint import UnsupportedModelError, check_even_heads, load_for_export
 from .import_m2m100 import LANGUAGES, check_equivalent
 from .marian import ExportError
@@ -79,33 +80,11 @@ def m2m100_state_dict(model) -> Dict[str, object]:
         for part, w, b in zip(parts, weight.detach().chunk(len(parts)), bias.detach().chunk(len(parts))):
             out[f"{name}.{part}.weight"], out[f"{name}.{part}.bias"] = w, b
 
-    def layer(ours, prefix, decoder):
-        split(
-            ours.self_attn.in_proj.weight,
-            ours.self_attn.in_proj.bias,
-            f"{prefix}.self_attn",
-            ("q_proj", "k_proj", "v_proj"),
-        )
-        linear(ours.self_attn.out_proj, f"{prefix}.self_attn.out_proj")
-        linear(ours.self_attn_sublayer.layer_norm, f"{prefix}.self_attn_layer_norm")
-        if decoder:
-            linear(ours.encoder_attn.q_proj, f"{prefix}.encoder_attn.q_proj")
-            split(
-                ours.encoder_attn.kv_proj.weight,
-                ours.encoder_attn.kv_proj.bias,
-                f"{prefix}.encoder_attn",
-                ("k_proj", "v_proj"),
-            )
-            linear(ours.encoder_attn.out_proj, f"{prefix}.encoder_attn.out_proj")
-            linear(ours.encoder_attn_sublayer.layer_norm, f"{prefix}.encoder_attn_layer_norm")
-        linear(ours.ffn.w_1, f"{prefix}.fc1")
-        linear(ours.ffn.w_2, f"{prefix}.fc2")
-        linear(ours.ffn_sublayer.layer_norm, f"{prefix}.final_layer_norm")
-
-    for i, ours in enumerate(model.encoder.layers):
-        layer(ours, f"model.encoder.layers.{i}", False)
-    for i, ours in enumerate(model.decoder.layers):
-        layer(ours, f"model.decoder.layers.{i}", True)
+    for module, how, name, stacked in layer_parts(model):  # the walk the import takes, backwards
+        if how == "stacked":
+            split(module.weight, module.bias, name, stacked)
+        else:
+            linear(module, name)
     linear(model.encoder.layer_norm, "model.encoder.layer_norm")
     linear(model.decoder.layer_norm, "model.decoder.layer_norm")
     out["model.shared.weight"] = model.encoder.embed.embed_tokens.weight.detach()
