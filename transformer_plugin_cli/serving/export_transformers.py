@@ -287,11 +287,11 @@ def main(argv=None) -> int:
     from transformer_plugin.patches.checkpoint_allowlist import CorruptCheckpointError, UnsafeCheckpointError
 
     command = "vaswani-export-hf " + " ".join(sys.argv[1:] if argv is None else argv)
-    if args.m2m100_tokenizer:
-        from .export_m2m100 import main_of
-
-        return main_of(args)
     try:
+        if args.m2m100_tokenizer:
+            from .export_m2m100 import main_of
+
+            return main_of(args)
         difference = export(
             args.model_path,
             args.data_dir,
