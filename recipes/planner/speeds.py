@@ -54,14 +54,15 @@ class Speeds:
 
     def measured(self, probe) -> Dict:
         """A probe's figure (probe_cache.seconds_per_update's): from the speed file, else on CPU the model's one probe
-        scaled per token (probe_cache.per_token), else measured here."""
+        scaled per token (probe_cache.per_token), else measured here; times ``factor`` (a re-pick's)."""
         if self.file:
             share = probe.tokens_per_update
             seconds = self.file.seconds(probe.arch, probe.model_flags, share)
             params = Model.from_flags(probe.arch, probe.model_flags).parameters(probe.vocab_size)
             seconds += self.file.all_reduce_seconds(params, self.devices, self.nodes)
-            return {"seconds": seconds * self.factor, "said": self.file.said(self.devices, self.nodes), "cached": True}
-        found = probe_cache.per_token(probe, self.exact)
+            found = {"seconds": seconds, "said": self.file.said(self.devices, self.nodes), "cached": True}
+        else:
+            found = probe_cache.per_token(probe, self.exact)
         return found if self.factor == 1.0 else {**found, "seconds": float(found["seconds"]) * self.factor}
 
     def exact(self, probe) -> Dict:
