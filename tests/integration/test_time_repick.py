@@ -33,8 +33,9 @@ def test_a_repick_is_worth_it_only_where_the_time_left_no_longer_buys_the_model(
     # 2 s an update of 10,000 tokens: twice the plan's; TIME's 600 s are worth 60 + 540 / 2 = 330 s, under 500
     found = time_repick.worth(given, 2.0, 10_000, 40)
     assert found["factor"] == 2.0 and found["worth_at_the_plan_speed"] == 330 and found["time_left_seconds"] == 560
-    # 10% slower: within what the updates' re-plan absorbs
+    # 10% slower: within what the updates' re-plan absorbs, even where the model would hold only down to 580 s
     assert time_repick.worth(given, 1.1, 10_000, 40) is None
+    assert time_repick.worth({**given, "holds_down_to": 580}, 1.1, 10_000, 40) is None
     # 1.3 times slower: 60 + 540 / 1.3 = 475 s, still under 500: worth it; with TIME=750 s it is not
     assert time_repick.worth(given, 1.3, 10_000, 40) is not None
     assert time_repick.worth({**given, "time_seconds": 750}, 1.3, 10_000, 40) is None
